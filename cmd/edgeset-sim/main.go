@@ -1,0 +1,9 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/edgeset/edgeset/schema"
+)
+
+func main() { fmt.Println("edgeset-sim", schema.Version) }

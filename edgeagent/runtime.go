@@ -1,0 +1,127 @@
+package edgeagent
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+// Labels that mark a container as edgeset's. Containers without
+// LabelManaged=true are never touched.
+const (
+	LabelManaged   = "io.edgeset.managed"   // "true"
+	LabelNode      = "io.edgeset.node"      // node name (agents sharing an engine in tests)
+	LabelDaemonSet = "io.edgeset.daemonset" // "namespace/name"
+	LabelRevision  = "io.edgeset.revision"  // template hash
+	LabelContainer = "io.edgeset.container" // container name in the template
+	LabelIndex     = "io.edgeset.index"     // container position in the template, "0" owns the network namespace
+)
+
+// Runtime is the container engine as the agent needs it. The Docker
+// implementation lives in edgeagent/docker, an in-memory fake in
+// edgeagent/fake. Implementations are safe for concurrent use.
+type Runtime interface {
+	// Info describes the engine; an error means it is unreachable.
+	Info(ctx context.Context) (RuntimeInfo, error)
+	// List returns every container labelled LabelManaged=true (running or
+	// not) whose LabelNode equals node.
+	List(ctx context.Context, node string) ([]ContainerState, error)
+	// PullImage makes image present according to policy (schema.PullAlways,
+	// PullIfNotPresent, PullNever), draining the engine's progress. A missing
+	// image under PullNever is ErrImageNotPresent.
+	PullImage(ctx context.Context, image, policy string, auth *RegistryAuth) error
+	// Create creates (but does not start) a container. A name already in use
+	// is ErrNameConflict.
+	Create(ctx context.Context, spec ContainerSpec) (id string, err error)
+	// Start starts a created or exited container.
+	Start(ctx context.Context, id string) error
+	// Stop sends SIGTERM, then SIGKILL after grace.
+	Stop(ctx context.Context, id string, grace time.Duration) error
+	// Remove force-removes a container; a missing container is not an error.
+	Remove(ctx context.Context, id string) error
+	// Inspect returns one container's state; ErrNotFound if it is gone.
+	Inspect(ctx context.Context, id string) (ContainerState, error)
+	// Exec runs cmd in a running container and returns its exit code and
+	// combined output (truncated to a few KiB).
+	Exec(ctx context.Context, id string, cmd []string) (exitCode int, output []byte, err error)
+	// Events streams lifecycle events of managed containers until ctx ends
+	// or the stream fails; the caller re-subscribes after an error.
+	Events(ctx context.Context) (<-chan RuntimeEvent, <-chan error)
+	// Logs returns the container's log stream (stdout and stderr merged).
+	Logs(ctx context.Context, id string, tail int, follow bool) (io.ReadCloser, error)
+}
+
+// RuntimeInfo describes the container engine.
+type RuntimeInfo struct {
+	Name    string // "docker", "fake"
+	Version string
+}
+
+// RegistryAuth holds registry credentials from the agent config.
+type RegistryAuth struct {
+	Username string
+	Password string
+	Server   string
+}
+
+// ContainerSpec is everything needed to create one container of an instance.
+type ContainerSpec struct {
+	Name        string
+	Image       string
+	Labels      map[string]string
+	Entrypoint  []string // template command; nil keeps the image's
+	Cmd         []string // template args; nil keeps the image's
+	Env         []string // KEY=VALUE
+	HostNetwork bool
+	HostPID     bool
+	Privileged  bool
+	// NetworkOf is the id of the container whose network namespace this one
+	// joins (the instance's first container when hostNetwork is off).
+	NetworkOf string
+	Ports     []PortBinding
+	Mounts    []Mount
+	NanoCPUs  int64 // CPU limit in 1e-9 CPUs; 0 is unlimited
+	Memory    int64 // memory limit in bytes; 0 is unlimited
+	// StopTimeout is the template's terminationGracePeriodSeconds.
+	StopTimeout time.Duration
+}
+
+// PortBinding publishes a container port on the host.
+type PortBinding struct {
+	ContainerPort int
+	HostPort      int
+	HostIP        string
+	Protocol      string // "tcp" or "udp"
+}
+
+// Mount bind-mounts a host path.
+type Mount struct {
+	Source   string
+	Target   string
+	ReadOnly bool
+}
+
+// ContainerState is one container as the engine reports it.
+type ContainerState struct {
+	ID         string
+	Name       string
+	Image      string
+	Labels     map[string]string
+	Running    bool
+	ExitCode   int
+	Created    time.Time
+	StartedAt  time.Time
+	FinishedAt time.Time
+	// IPAddress is the container's address on its network, empty with host
+	// networking (probes then use 127.0.0.1).
+	IPAddress string
+}
+
+// RuntimeEvent is a lifecycle event of a managed container.
+type RuntimeEvent struct {
+	ContainerID string
+	Action      string // "start", "die", "destroy", "oom", "health_status"
+	ExitCode    int
+	Labels      map[string]string
+	Time        time.Time
+}

@@ -1,0 +1,44 @@
+package schema
+
+import "strings"
+
+// TopicPrefix is the root of every v1 topic.
+const TopicPrefix = "edgeset/v1/"
+
+// Per-node topic kinds: edgeset/v1/nodes/{node}/{kind}.
+const (
+	TopicStatus   = "status"   // agent to controller, retained: NodeStatus
+	TopicOnline   = "online"   // agent (and its will) to controller, retained: Presence
+	TopicDesired  = "desired"  // controller to agent, retained: DesiredState
+	TopicObserved = "observed" // agent to controller, retained: ObservedState
+	TopicEvents   = "events"   // agent to controller, not retained: NodeEvent
+)
+
+// NodeTopic returns the topic of the given kind for node.
+func NodeTopic(node, kind string) string {
+	return TopicPrefix + "nodes/" + node + "/" + kind
+}
+
+// NodeWildcard returns the subscription filter for kind on every node.
+func NodeWildcard(kind string) string {
+	return TopicPrefix + "nodes/+/" + kind
+}
+
+// RevisionTopic returns the retained topic of the revision with hash.
+func RevisionTopic(hash string) string {
+	return TopicPrefix + "revisions/" + hash
+}
+
+// ParseNodeTopic splits edgeset/v1/nodes/{node}/{kind}. ok is false for any
+// other topic.
+func ParseNodeTopic(topic string) (node, kind string, ok bool) {
+	rest, found := strings.CutPrefix(topic, TopicPrefix+"nodes/")
+	if !found {
+		return "", "", false
+	}
+	node, kind, found = strings.Cut(rest, "/")
+	if !found || node == "" || kind == "" || strings.Contains(kind, "/") {
+		return "", "", false
+	}
+	return node, kind, true
+}
