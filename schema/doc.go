@@ -2,4 +2,17 @@
 // DaemonSet; apps/v1 manifests are accepted unchanged), the node model, the
 // MQTT wire messages and topics, and their validation. It imports only the
 // standard library and a YAML decoder; every other package imports it.
+//
+// Manifests go through Decode (or DecodeFile, DecodePath): YAML is parsed
+// into node trees that keep line numbers, walked against the Go types'
+// JSON tags (so the accepted field set cannot drift from the types), with
+// Kubernetes fields that mean nothing on an edge device dropped as Warnings
+// and any other unknown field an error; the result is decoded with
+// encoding/json, defaulted by SetDefaults and checked by ValidateDaemonSet.
+// Every problem comes back at once in a *ValidationError whose FieldErrors
+// carry the field path, file and line.
+//
+// Node files go through DecodeNodes; MQTT payloads through the Decode*
+// wire decoders (wire_decode.go), which are strict and bounded by
+// MaxMessageSize.
 package schema

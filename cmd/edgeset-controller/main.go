@@ -1,9 +1,146 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+
+	"github.com/edgeset/edgeset/controller"
 	"github.com/edgeset/edgeset/schema"
 )
 
-func main() { fmt.Println("edgeset-controller", schema.Version) }
+func main() {
+	if err := newRootCmd(os.Stderr).Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "edgeset-controller:", err)
+		os.Exit(1)
+	}
+}
+
+// fileConfig is what a config file, the environment and the flags set.
+type fileConfig struct {
+	controller.Config `mapstructure:",squash"`
+	ConfigFile        string `mapstructure:"config"`
+}
+
+func newRootCmd(stderr io.Writer) *cobra.Command {
+	v := viper.New()
+	cmd := &cobra.Command{
+		Use:   "edgeset-controller",
+		Short: "Run the edgeset controller: embedded MQTT broker, store, reconcile loop and HTTP API",
+		Long: `edgeset-controller keeps the fleet's desired daemonsets in its store and
+publishes each node's desired state over MQTT.
+
+Every flag is also a key of the config file (--config) and an environment
+variable: --data-dir is data-dir and EDGESET_DATA_DIR.`,
+		Version:       schema.Version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, source, err := loadConfig(v)
+			if err != nil {
+				return err
+			}
+			return run(cmd.Context(), cfg, source, stderr)
+		},
+	}
+	addFlags(cmd.Flags())
+	_ = v.BindPFlags(cmd.Flags())
+	v.SetEnvPrefix("EDGESET")
+	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
+	v.AutomaticEnv()
+	return cmd
+}
+
+func addFlags(f *pflag.FlagSet) {
+	f.String("config", "", "config file (YAML); see configs/controller.yaml")
+	f.String("data-dir", controller.DefaultDataDir, "directory of the store, broker state, fleet secret and API token")
+	f.String("mqtt-addr", controller.DefaultMQTTAddr, "embedded broker TCP listener")
+	f.String("mqtt-tls-addr", "", "embedded broker TLS listener (needs --mqtt-tls-cert and --mqtt-tls-key)")
+	f.String("mqtt-tls-cert", "", "TLS certificate file of the embedded broker")
+	f.String("mqtt-tls-key", "", "TLS key file of the embedded broker")
+	f.String("mqtt-client-ca", "", "CA file: require client certificates on the TLS listener (mutual TLS)")
+	f.String("mqtt-ws-addr", "", "embedded broker WebSocket listener")
+	f.String("broker-url", "", "use this external MQTT broker instead of the embedded one (tcp://host:1883)")
+	f.String("broker-username", controller.DefaultControllerUser, "controller's username on an external broker")
+	f.String("broker-password-file", "", "controller's password on an external broker (default: derived from the fleet secret)")
+	f.String("broker-ca-file", "", "CA file verifying an external broker's TLS certificate")
+	f.String("api-addr", controller.DefaultAPIAddr, "HTTP API listener")
+	f.String("api-tls-cert", "", "serve the API over HTTPS with this certificate")
+	f.String("api-tls-key", "", "key of --api-tls-cert")
+	f.Duration("node-offline-grace", controller.DefaultNodeOfflineGrace, "how long a node may be disconnected before it is tainted unreachable")
+	f.Int("republish-rate", controller.DefaultRepublishRate, "desired-state messages per second when republishing the fleet")
+	f.Int("max-events", controller.DefaultMaxEvents, "events kept in the store")
+	f.String("manifests-dir", "", "apply every manifest in this directory and watch it for changes")
+	f.Bool("prune", false, "delete daemonsets whose manifest file is removed from --manifests-dir")
+	f.String("log-level", "info", "debug, info, warn or error")
+	f.String("log-format", "text", "text or json")
+}
+
+// loadConfig merges flags, environment and the config file; unknown keys in
+// the file are an error naming them. It returns the config file used.
+func loadConfig(v *viper.Viper) (controller.Config, string, error) {
+	source := "flags and environment"
+	if path := v.GetString("config"); path != "" {
+		v.SetConfigFile(path)
+		v.SetConfigType("yaml")
+		if err := v.ReadInConfig(); err != nil {
+			return controller.Config{}, "", fmt.Errorf("read config file %s: %w", path, err)
+		}
+		source = path
+	}
+	var fc fileConfig
+	if err := v.UnmarshalExact(&fc); err != nil {
+		return controller.Config{}, "", fmt.Errorf("config (%s): %w", source, err)
+	}
+	return fc.Config, source, nil
+}
+
+func run(ctx context.Context, cfg controller.Config, source string, stderr io.Writer) error {
+	cfg.ApplyDefaults()
+	log, err := newLogger(cfg, stderr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	c, err := controller.New(cfg, log)
+	if err != nil {
+		return err
+	}
+	log.Info("edgeset-controller starting", "version", schema.Version, "config", source,
+		"api", "http://"+c.APIAddr().String(), "token", cfg.TokenPath(), "data", cfg.DataDir)
+	if addr := c.MQTTAddr(); addr != nil {
+		log.Info("embedded MQTT broker", "addr", addr.String())
+	}
+	start := time.Now()
+	err = c.Run(ctx)
+	log.Info("edgeset-controller stopped", "uptime", time.Since(start).Round(time.Second))
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func newLogger(cfg controller.Config, w io.Writer) (*slog.Logger, error) {
+	level, err := controller.ParseLogLevel(cfg.LogLevel)
+	if err != nil {
+		return nil, fmt.Errorf("log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, opts)), nil
+}

@@ -1,9 +1,7 @@
 package main
 
-import (
-	"fmt"
+import "os"
 
-	"github.com/edgeset/edgeset/schema"
-)
-
-func main() { fmt.Println("edgesetctl", schema.Version) }
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}

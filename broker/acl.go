@@ -1,0 +1,65 @@
+package broker
+
+import (
+	"strings"
+
+	"github.com/edgeset/edgeset/schema"
+)
+
+// Per-node topic kinds beyond those in schema, for the on-demand log feature:
+// the controller asks on logs/request, the agent answers on logs/response.
+const (
+	topicLogsRequest  = "logs/request"
+	topicLogsResponse = "logs/response"
+)
+
+// nodeWrites are the kinds a node may publish under its own
+// edgeset/v1/nodes/{node}/.
+var nodeWrites = map[string]bool{
+	schema.TopicStatus:   true,
+	schema.TopicOnline:   true,
+	schema.TopicObserved: true,
+	schema.TopicEvents:   true,
+	topicLogsResponse:    true,
+}
+
+// nodeReads are the kinds a node may subscribe to under its own
+// edgeset/v1/nodes/{node}/.
+var nodeReads = map[string]bool{
+	schema.TopicDesired: true,
+	topicLogsRequest:    true,
+}
+
+// revisionPrefix starts every revision topic.
+const revisionPrefix = schema.TopicPrefix + "revisions/"
+
+// allowed is the ACL: whether identity may publish (write) or subscribe to /
+// receive (read) topic, which for a subscription is the filter. It denies by
+// default. The controller may do anything; a node only what the package
+// documentation lists, and never with a wildcard, since no allowed topic
+// contains '+' or '#' (node names cannot either).
+func allowed(identity, topic string, write bool) bool {
+	if identity == ControllerUsername {
+		return true
+	}
+	if !ValidNodeName(identity) {
+		return false
+	}
+	if hash, ok := strings.CutPrefix(topic, revisionPrefix); ok {
+		return !write && validLevel(hash)
+	}
+	kind, ok := strings.CutPrefix(topic, schema.TopicPrefix+"nodes/"+identity+"/")
+	if !ok {
+		return false
+	}
+	if write {
+		return nodeWrites[kind]
+	}
+	return nodeReads[kind]
+}
+
+// validLevel reports whether s is one non-empty topic level without
+// wildcards.
+func validLevel(s string) bool {
+	return s != "" && !strings.ContainsAny(s, "/+#\x00")
+}

@@ -1,0 +1,62 @@
+package broker
+
+import (
+	"testing"
+
+	"github.com/edgeset/edgeset/schema"
+)
+
+func TestAllowed(t *testing.T) {
+	const read, write = false, true
+	own := func(kind string) string { return schema.NodeTopic("node-a", kind) }
+	other := func(kind string) string { return schema.NodeTopic("node-b", kind) }
+	tests := []struct {
+		name     string
+		identity string
+		topic    string
+		write    bool
+		want     bool
+	}{
+		{"publish own status", "node-a", own(schema.TopicStatus), write, true},
+		{"publish own online", "node-a", own(schema.TopicOnline), write, true},
+		{"publish own observed", "node-a", own(schema.TopicObserved), write, true},
+		{"publish own events", "node-a", own(schema.TopicEvents), write, true},
+		{"publish own logs response", "node-a", own("logs/response"), write, true},
+		{"publish own desired", "node-a", own(schema.TopicDesired), write, false},
+		{"publish own logs request", "node-a", own("logs/request"), write, false},
+		{"publish other status", "node-a", other(schema.TopicStatus), write, false},
+		{"publish other observed", "node-a", other(schema.TopicObserved), write, false},
+		{"publish revision", "node-a", schema.RevisionTopic("abc"), write, false},
+		{"publish unknown kind", "node-a", own("secrets"), write, false},
+		{"publish below own kind", "node-a", own(schema.TopicStatus) + "/x", write, false},
+		{"subscribe own desired", "node-a", own(schema.TopicDesired), read, true},
+		{"subscribe own logs request", "node-a", own("logs/request"), read, true},
+		{"subscribe own status", "node-a", own(schema.TopicStatus), read, false},
+		{"subscribe other desired", "node-a", other(schema.TopicDesired), read, false},
+		{"subscribe revision", "node-a", schema.RevisionTopic("0123456789abcdef0123"), read, true},
+		{"subscribe revision wildcard", "node-a", "edgeset/v1/revisions/+", read, false},
+		{"subscribe revision multi-level", "node-a", "edgeset/v1/revisions/#", read, false},
+		{"subscribe below revision", "node-a", schema.RevisionTopic("abc") + "/x", read, false},
+		{"subscribe empty revision", "node-a", "edgeset/v1/revisions/", read, false},
+		{"subscribe hash", "node-a", "#", read, false},
+		{"subscribe edgeset hash", "node-a", "edgeset/#", read, false},
+		{"subscribe all desired", "node-a", schema.NodeWildcard(schema.TopicDesired), read, false},
+		{"subscribe own plus", "node-a", "edgeset/v1/nodes/node-a/+", read, false},
+		{"subscribe own hash", "node-a", "edgeset/v1/nodes/node-a/#", read, false},
+		{"subscribe shared other desired", "node-a", "$share/g/" + other(schema.TopicDesired), read, false},
+		{"subscribe sys", "node-a", "$SYS/#", read, false},
+		{"prefix node name", "node", own(schema.TopicDesired), read, false},
+		{"invalid identity", "node-a/+", own(schema.TopicDesired), read, false},
+		{"empty identity", "", schema.RevisionTopic("abc"), read, false},
+		{"controller publishes desired", ControllerUsername, own(schema.TopicDesired), write, true},
+		{"controller subscribes hash", ControllerUsername, "#", read, true},
+		{"controller publishes revision", ControllerUsername, schema.RevisionTopic("abc"), write, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := allowed(tc.identity, tc.topic, tc.write); got != tc.want {
+				t.Errorf("allowed(%q, %q, write=%v) = %v, want %v", tc.identity, tc.topic, tc.write, got, tc.want)
+			}
+		})
+	}
+}

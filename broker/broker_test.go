@@ -1,0 +1,331 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/edgeset/edgeset/schema"
+)
+
+const suback80 = 0x80 // SUBACK failure return code
+
+func TestConnectAuthentication(t *testing.T) {
+	tb := startBroker(t, Options{})
+	good := tb.node("node-a")
+	tests := []struct {
+		name string
+		c    client
+		ok   bool
+	}{
+		{"node with its token", good, true},
+		{"controller with its token", tb.controller(), true},
+		{"anonymous", client{id: "anon"}, false},
+		{"wrong password", client{user: "node-a", pass: "not-the-token", id: "node-a"}, false},
+		{"other node's token", client{user: "node-a", pass: NodeToken(tb.secret, "node-b"), id: "node-a"}, false},
+		{"token of another fleet", client{user: "node-a", pass: NodeToken([]byte("other secret of 32 bytes......."), "node-a"), id: "node-a"}, false},
+		{"client id of another node", client{user: "node-a", pass: good.pass, id: "node-b"}, false},
+		{"controller with node-style token", client{user: ControllerUsername, pass: NodeToken(tb.secret, ControllerUsername), id: "c"}, false},
+		{"invalid node name", client{user: "Node/A", pass: NodeToken(tb.secret, "Node/A"), id: "Node/A"}, false},
+		{"wildcard node name", client{user: "#", pass: NodeToken(tb.secret, "#"), id: "#"}, false},
+		{"will on own online topic", withWill(good, schema.NodeTopic("node-a", schema.TopicOnline)), true},
+		{"will on another node's topic", withWill(good, schema.NodeTopic("node-b", schema.TopicOnline)), false},
+		{"will on own desired topic", withWill(good, schema.NodeTopic("node-a", schema.TopicDesired)), false},
+	}
+	refused := 0
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cl, err := dial(t, tb.Addr(), tc.c)
+			if tc.ok && err != nil {
+				t.Fatalf("connect refused: %v", err)
+			}
+			if !tc.ok && err == nil {
+				t.Fatal("connect accepted")
+			}
+			if cl != nil {
+				cl.Disconnect(0)
+			} else {
+				refused++
+			}
+		})
+	}
+	if got := tb.Stats().AuthFailures; got != int64(refused) {
+		t.Errorf("Stats().AuthFailures = %d, want %d", got, refused)
+	}
+}
+
+// withWill returns c with a retained will on topic.
+func withWill(c client, topic string) client {
+	c.will = &will{topic: topic, payload: "offline", retained: true}
+	return c
+}
+
+func TestRevokedNodeRefused(t *testing.T) {
+	tb := startBroker(t, Options{RevocationPoll: time.Hour}) // only explicit Reload
+	a := mustDial(t, tb.Addr(), tb.node("node-a"))
+	mustDial(t, tb.Addr(), tb.node("node-b"))
+
+	if err := Revoke(tb.dataDir, "node-a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := Revoke(tb.dataDir, TokenFingerprint(NodeToken(tb.secret, "node-b"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, wait, 10*time.Millisecond, func() error {
+		if a.IsConnectionOpen() {
+			return errors.New("revoked node-a still connected")
+		}
+		return nil
+	})
+	for _, node := range []string{"node-a", "node-b"} {
+		if _, err := dial(t, tb.Addr(), tb.node(node)); err == nil {
+			t.Errorf("revoked %s connected", node)
+		}
+	}
+	mustDial(t, tb.Addr(), tb.node("node-c"))
+}
+
+func TestRevocationFilePolled(t *testing.T) {
+	tb := startBroker(t, Options{RevocationPoll: 10 * time.Millisecond})
+	mustDial(t, tb.Addr(), tb.node("node-a")).Disconnect(0)
+	if err := Revoke(tb.dataDir, "node-a"); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, wait, 20*time.Millisecond, func() error {
+		if _, err := dial(t, tb.Addr(), tb.node("node-a")); err == nil {
+			return errors.New("revoked node-a still connects")
+		}
+		return nil
+	})
+}
+
+func TestNodeCannotReadOtherNodes(t *testing.T) {
+	tb := startBroker(t, Options{})
+	ctl := mustDial(t, tb.Addr(), tb.controller())
+	a := mustDial(t, tb.Addr(), tb.node("node-a"))
+	desiredA := schema.NodeTopic("node-a", schema.TopicDesired)
+	desiredB := schema.NodeTopic("node-b", schema.TopicDesired)
+	revision := schema.RevisionTopic("0123456789abcdef0123")
+
+	var in inbox
+	for _, filter := range []string{desiredB, "#", "edgeset/#", "edgeset/v1/#", schema.NodeWildcard(schema.TopicDesired),
+		"edgeset/v1/nodes/node-a/+", "edgeset/v1/revisions/+", "$share/g/" + desiredB, "$SYS/#"} {
+		if code := subscribe(t, a, filter, &in); code != suback80 {
+			t.Errorf("node-a subscribe %s: SUBACK %#x, want %#x", filter, code, suback80)
+		}
+	}
+	for _, filter := range []string{desiredA, revision} {
+		if code := subscribe(t, a, filter, &in); code != 1 {
+			t.Errorf("node-a subscribe %s: SUBACK %#x, want 1", filter, code)
+		}
+	}
+
+	publish(t, ctl, desiredB, 1, true, "for b")
+	publish(t, ctl, schema.NodeTopic("node-b", schema.TopicStatus), 1, true, "b status")
+	publish(t, ctl, revision, 1, true, "rev")
+	publish(t, ctl, desiredA, 1, true, "for a") // delivered after the others
+	checkFor(t, wait, 10*time.Millisecond, in.has(desiredA, "for a"))
+	for _, m := range in.all() {
+		if m.topic != desiredA && m.topic != revision {
+			t.Errorf("node-a received %q on %s", m.payload, m.topic)
+		}
+	}
+	if err := in.has(revision, "rev")(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestNodeCannotWriteOtherTopics(t *testing.T) {
+	tb := startBroker(t, Options{})
+	ctl := mustDial(t, tb.Addr(), tb.controller())
+	var seen inbox
+	subscribe(t, ctl, "edgeset/#", &seen)
+	a := mustDial(t, tb.Addr(), tb.node("node-a"))
+
+	forbidden := []string{
+		schema.NodeTopic("node-b", schema.TopicStatus),
+		schema.NodeTopic("node-b", schema.TopicObserved),
+		schema.NodeTopic("node-b", schema.TopicOnline),
+		schema.NodeTopic("node-a", schema.TopicDesired),
+		schema.NodeTopic("node-b", schema.TopicDesired),
+		schema.RevisionTopic("0123456789abcdef0123"),
+	}
+	for _, topic := range forbidden {
+		publish(t, a, topic, 0, true, "forged")
+	}
+	own := schema.NodeTopic("node-a", schema.TopicStatus)
+	publish(t, a, own, 1, true, "mine") // delivered after the forgeries
+	checkFor(t, wait, 10*time.Millisecond, seen.has(own, "mine"))
+	for _, m := range seen.all() {
+		if m.topic != own {
+			t.Errorf("controller received %q on %s from node-a", m.payload, m.topic)
+		}
+	}
+
+	// MQTT 3.1.1 has no negative PUBACK: a forbidden QoS 1 publish
+	// disconnects the client.
+	a.Publish(schema.NodeTopic("node-b", schema.TopicStatus), 1, false, "forged")
+	checkFor(t, wait, 10*time.Millisecond, func() error {
+		if a.IsConnectionOpen() {
+			return errors.New("node-a still connected after forbidden QoS 1 publish")
+		}
+		return nil
+	})
+}
+
+func TestRetainedDesiredOnReconnect(t *testing.T) {
+	tb := startBroker(t, Options{})
+	ctl := mustDial(t, tb.Addr(), tb.controller())
+	desired := schema.NodeTopic("node-a", schema.TopicDesired)
+	publish(t, ctl, desired, 1, true, "gen 1")
+	for i := range 2 {
+		a := mustDial(t, tb.Addr(), tb.node("node-a"))
+		var in inbox
+		subscribe(t, a, desired, &in)
+		checkFor(t, wait, 10*time.Millisecond, in.has(desired, "gen 1"))
+		if m := in.all()[0]; !m.retained {
+			t.Errorf("connection %d: message not flagged retained", i)
+		}
+		a.Disconnect(0)
+	}
+}
+
+func TestRetainedSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	desired := schema.NodeTopic("node-a", schema.TopicDesired)
+	deleted := schema.NodeTopic("node-b", schema.TopicDesired)
+
+	first := startBroker(t, Options{DataDir: dir})
+	ctl := mustDial(t, first.Addr(), first.controller())
+	publish(t, ctl, desired, 1, true, "gen 7")
+	publish(t, ctl, deleted, 1, true, "gone soon")
+	publish(t, ctl, deleted, 1, true, "") // clears the retained message
+	ctl.Disconnect(0)
+	first.stop()
+
+	second := startBroker(t, Options{DataDir: dir})
+	var in inbox
+	subscribe(t, mustDial(t, second.Addr(), second.controller()), "edgeset/#", &in)
+	checkFor(t, wait, 10*time.Millisecond, in.has(desired, "gen 7"))
+	if got := in.all(); len(got) != 1 {
+		t.Errorf("after restart got %v, want only %s", got, desired)
+	}
+}
+
+func TestWillPublishedOnOnlineTopic(t *testing.T) {
+	tb := startBroker(t, Options{})
+	online := schema.NodeTopic("node-a", schema.TopicOnline)
+	ctl := mustDial(t, tb.Addr(), tb.controller())
+	var in inbox
+	subscribe(t, ctl, online, &in)
+
+	var conn net.Conn
+	c := withWill(tb.node("node-a"), online)
+	c.conn = &conn
+	a := mustDial(t, tb.Addr(), c)
+	publish(t, a, online, 1, true, "online")
+	checkFor(t, wait, 10*time.Millisecond, in.has(online, "online"))
+
+	if err := conn.Close(); err != nil { // the link drops, no DISCONNECT
+		t.Fatal(err)
+	}
+	checkFor(t, wait, 10*time.Millisecond, in.has(online, "offline"))
+}
+
+func TestDroppedMessagesReported(t *testing.T) {
+	var drops atomic.Int64
+	var dropClient atomic.Value
+	tb := startBroker(t, Options{
+		Limits: Limits{MaxPendingWrites: 2},
+		OnDrop: func(clientID, _ string) {
+			drops.Add(1)
+			dropClient.Store(clientID)
+		},
+	})
+	ctl := mustDial(t, tb.Addr(), tb.controller())
+	slow := mustDial(t, tb.Addr(), tb.node("node-a"))
+	desired := schema.NodeTopic("node-a", schema.TopicDesired)
+	block := make(chan struct{})
+	defer close(block)
+	tok := slow.Subscribe(desired, 0, func(_ paho.Client, _ paho.Message) { <-block })
+	if !tok.WaitTimeout(wait) || tok.Error() != nil {
+		t.Fatalf("subscribe: %v", tok.Error())
+	}
+	payload := string(make([]byte, 64<<10))
+	checkFor(t, wait, time.Millisecond, func() error {
+		ctl.Publish(desired, 0, false, payload).WaitTimeout(wait)
+		if tb.Stats().Dropped == 0 || drops.Load() == 0 {
+			return errors.New("no drop yet")
+		}
+		return nil
+	})
+	if got := dropClient.Load(); got != "node-a" {
+		t.Errorf("OnDrop client = %v, want node-a", got)
+	}
+}
+
+func TestCloseTwiceAndRunAfterClose(t *testing.T) {
+	b, err := New(Options{DataDir: t.TempDir(), Addr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	checkFor(t, wait, 10*time.Millisecond, func() error {
+		c, err := net.Dial("tcp", b.Addr().String())
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	if err := b.Close(); err != nil {
+		t.Fatalf("first Close: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Run after Close: %v", err)
+	}
+	cancel()
+	if err := b.Run(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Run on closed broker = %v, want ErrClosed", err)
+	}
+	if _, err := net.Dial("tcp", b.Addr().String()); err == nil {
+		t.Fatal("listener still accepts after Close")
+	}
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	tests := []struct {
+		name string
+		opts Options
+		want error
+	}{
+		{"no data dir", Options{}, ErrNoDataDir},
+		{"TLS addr without cert", Options{DataDir: t.TempDir(), TLSAddr: "127.0.0.1:0"}, ErrTLSIncomplete},
+		{"cert without key", Options{DataDir: t.TempDir(), TLSAddr: "127.0.0.1:0", CertFile: "x.pem"}, ErrTLSIncomplete},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.Logger = slog.New(slog.DiscardHandler)
+			b, err := New(tc.opts)
+			if !errors.Is(err, tc.want) {
+				if b != nil {
+					b.Close()
+				}
+				t.Fatalf("New = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,30 @@
+// Package broker is edgeset's embedded MQTT broker: mochi-mqtt v2 with node
+// credentials derived from a fleet secret, a deny-by-default per-node ACL,
+// optional TLS and mutual TLS, limits sized for large fleets of idle devices,
+// and retained messages persisted in bbolt so desired state survives a broker
+// restart.
+//
+// Identities. Every connection authenticates as exactly one identity:
+//
+//   - a node, with username = node name, client ID = node name and password =
+//     NodeToken(secret, node); or, on the mutual-TLS listener, with a client
+//     certificate whose CommonName is the node name (the username must then be
+//     empty or equal to the CommonName);
+//   - the controller, with username ControllerUsername and password
+//     ControllerToken(secret). It may publish and subscribe to anything.
+//
+// Anonymous connections, wrong passwords and revoked nodes are refused.
+//
+// ACL. A node may publish only to its own status, online, observed, events and
+// logs/response topics, and subscribe only to its own desired and logs/request
+// topics and to exact revision topics edgeset/v1/revisions/{hash}. Wildcard
+// filters from nodes are refused. A node's will message must be allowed by the
+// same rules (its own online topic) or the connection is refused.
+//
+// Lifecycle. New binds every listener (so Addr is known at once and a bad
+// address fails early), Run serves until its context ends and then closes the
+// broker, joining its goroutines. Close is safe to call more than once.
+//
+// docs/security.md in the repository describes the threat model, credential
+// handling and every limit.
+package broker

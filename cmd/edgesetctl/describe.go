@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/schema"
+)
+
+// describeEvents is how many recent events describe shows.
+const describeEvents = 20
+
+func newDescribeCmd(s *streams) *cobra.Command {
+	var namespace string
+	cmd := &cobra.Command{
+		Use:   "describe (node|daemonset) NAME",
+		Short: "Show a node or daemonset in detail, with placement reasons and events",
+		Example: `  edgesetctl describe node gw-0042
+  edgesetctl describe ds node-exporter -n monitoring`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kind, _, err := resourceKind(args[0])
+			if err != nil {
+				return err
+			}
+			c, cfg, err := newAPIClient(cmd)
+			if err != nil {
+				return err
+			}
+			switch kind {
+			case kindNode:
+				err = describeNode(cmd.Context(), c, s.out, args[1])
+			case kindDaemonSet:
+				err = describeDaemonSet(cmd.Context(), c, s.out, namespace+"/"+args[1])
+			default:
+				return usageError{fmt.Errorf("describe supports nodes and daemonsets")}
+			}
+			return cfg.explain(err)
+		},
+	}
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", schema.DefaultNamespace, "namespace of the daemonset")
+	return cmd
+}
+
+func describeNode(ctx context.Context, c *api.Client, w io.Writer, name string) error {
+	n, err := c.GetNode(ctx, name)
+	if err != nil {
+		return err
+	}
+	events, err := c.Events(ctx, api.EventFilter{Object: "node/" + name, Limit: describeEvents})
+	if err != nil {
+		return err
+	}
+	writeNode(w, n, events)
+	return nil
+}
+
+// writeNode renders a described node.
+func writeNode(w io.Writer, n api.Node, events []api.Event) {
+	field(w, "Name", n.Name)
+	presence := "offline"
+	if n.Online {
+		presence = "online"
+	}
+	field(w, "Status", fmt.Sprintf("%s (%s, last seen %s)", nodeStatus(n), presence, agePtr(n.LastSeen)))
+	listField(w, "Labels", sortedPairs(n.Labels))
+	var taints []string
+	for _, t := range n.Taints {
+		taints = append(taints, taintString(t))
+	}
+	listField(w, "Taints", taints)
+	field(w, "Unschedulable", strconv.FormatBool(n.Unschedulable))
+	field(w, "System", fmt.Sprintf("%s/%s, agent %s, %s %s", orNone(n.Info.OS), orNone(n.Info.Arch),
+		orNone(n.Info.AgentVersion), orNone(n.Info.Runtime), n.Info.RuntimeVersion))
+	field(w, "Generation", fmt.Sprintf("desired %d, observed %d", n.DesiredGeneration, n.ObservedGeneration))
+	section(w, "Conditions")
+	t := newTable(w, "  TYPE", "STATUS", "SINCE", "REASON", "MESSAGE")
+	for _, c := range n.Conditions {
+		t.row("  "+c.Type, c.Status, age(c.Since), orNone(c.Reason), orNone(c.Message))
+	}
+	t.flush()
+	writeInstances(w, n.Instances, false)
+	section(w, "Placement")
+	t = newTable(w, "  DAEMONSET", "RUN", "KEEP RUNNING", "REASONS")
+	for _, p := range n.Placement {
+		t.row("  "+p.DaemonSet, yesNo(p.Run), yesNo(p.KeepRunning), orNone(strings.Join(p.Reasons, "; ")))
+	}
+	t.flush()
+	writeEvents(w, events)
+}
+
+func taintString(t schema.Taint) string {
+	if t.Value == "" {
+		return t.Key + ":" + t.Effect
+	}
+	return t.Key + "=" + t.Value + ":" + t.Effect
+}
+
+func describeDaemonSet(ctx context.Context, c *api.Client, w io.Writer, key string) error {
+	d, err := c.GetDaemonSet(ctx, key)
+	if err != nil {
+		return err
+	}
+	events, err := c.Events(ctx, api.EventFilter{Object: "daemonset/" + key, Limit: describeEvents})
+	if err != nil {
+		return err
+	}
+	writeDaemonSet(w, d, events)
+	return nil
+}
+
+// writeDaemonSet renders a described daemonset.
+func writeDaemonSet(w io.Writer, d api.DaemonSet, events []api.Event) {
+	spec := d.Manifest.Spec
+	field(w, "Name", d.Name)
+	field(w, "Namespace", d.Namespace)
+	field(w, "API version", d.Manifest.APIVersion)
+	listField(w, "Labels", sortedPairs(d.Manifest.Metadata.Labels))
+	field(w, "Node-Selector", mapString(spec.Template.Spec.NodeSelector))
+	field(w, "Strategy", strategyString(spec))
+	field(w, "Min ready", fmt.Sprintf("%ds", spec.MinReadySeconds))
+	field(w, "Revision", fmt.Sprintf("%d (%s), generation %d", d.CurrentRevision, d.CurrentHash, d.Generation))
+	section(w, "Containers")
+	for _, c := range spec.Template.Spec.Containers {
+		fmt.Fprintf(w, "  %s: %s\n", c.Name, c.Image)
+	}
+	st := d.Status
+	field(w, "Nodes", fmt.Sprintf("%d desired, %d current, %d ready, %d up-to-date, %d available, %d misscheduled, %d offline",
+		st.DesiredNumberScheduled, st.CurrentNumberScheduled, st.NumberReady, st.UpdatedNumberScheduled,
+		st.NumberAvailable, st.NumberMisscheduled, st.NodesOffline))
+	if r := st.Rollout; r != nil {
+		field(w, "Rollout", rolloutSummary(*r))
+	}
+	writeInstances(w, d.Instances, true)
+	writeEvents(w, events)
+}
+
+func strategyString(spec schema.DaemonSetSpec) string {
+	u := spec.UpdateStrategy
+	if u.Type == schema.OnDeleteStrategy {
+		return schema.OnDeleteStrategy
+	}
+	s := schema.RollingUpdateStrategy
+	if ru := u.RollingUpdate; ru != nil {
+		if ru.MaxUnavailable != nil {
+			s += " maxUnavailable " + ru.MaxUnavailable.String()
+		}
+		if ru.MaxSurge != nil {
+			s += " maxSurge " + ru.MaxSurge.String()
+		}
+	}
+	return s
+}
+
+func rolloutSummary(r api.RolloutStatus) string {
+	s := fmt.Sprintf("%d/%d updated, %d updating, %d waiting, %d offline, %d failed", r.Updated, r.Total, r.Updating, r.Waiting, r.Offline, r.Failed)
+	switch {
+	case r.RolledBack:
+		s += "; rolled back from " + shortHash(r.RolledBackFrom)
+	case r.Paused:
+		s += "; paused"
+	case r.CanaryWaiting:
+		s += "; canary waiting for promotion"
+	case r.Complete:
+		s += "; complete"
+	}
+	if r.PauseReason != "" {
+		s += ": " + r.PauseReason
+	}
+	return s
+}
+
+func writeInstances(w io.Writer, ins []api.Instance, byNode bool) {
+	section(w, "Instances")
+	first := "  DAEMONSET"
+	if byNode {
+		first = "  NODE"
+	}
+	t := newTable(w, first, "REVISION", "PHASE", "READY", "RESTARTS", "MESSAGE")
+	for _, in := range ins {
+		who := in.DaemonSet
+		if byNode {
+			who = in.Node
+		}
+		t.row("  "+who, shortHash(in.Revision), in.Phase, yesNo(in.Ready), strconv.Itoa(int(in.Restarts)), orNone(in.Message))
+	}
+	t.flush()
+}
+
+func writeEvents(w io.Writer, events []api.Event) {
+	section(w, "Events")
+	if len(events) == 0 {
+		fmt.Fprintln(w, "  <none>")
+		return
+	}
+	t := newTable(w, "  AGE", "TYPE", "REASON", "MESSAGE")
+	for _, e := range events {
+		t.row("  "+age(e.Time), e.Type, e.Reason, e.Message)
+	}
+	t.flush()
+}
+
+func field(w io.Writer, name, value string) { fmt.Fprintf(w, "%-15s%s\n", name+":", value) }
+
+func section(w io.Writer, name string) { fmt.Fprintf(w, "%s:\n", name) }
+
+// listField prints one value per line, aligned under the first.
+func listField(w io.Writer, name string, values []string) {
+	if len(values) == 0 {
+		field(w, name, "<none>")
+		return
+	}
+	field(w, name, values[0])
+	for _, v := range values[1:] {
+		fmt.Fprintf(w, "%-15s%s\n", "", v)
+	}
+}
+
+func sortedPairs(m map[string]string) []string {
+	if len(m) == 0 {
+		return nil
+	}
+	return strings.Split(mapString(m), ",")
+}

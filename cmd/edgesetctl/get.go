@@ -1,0 +1,258 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/schema"
+)
+
+// Resource kinds, with kubectl's singular, plural and short names.
+const (
+	kindNode      = "node"
+	kindDaemonSet = "daemonset"
+	kindInstance  = "instance"
+)
+
+var resourceNames = map[string]string{
+	"node": kindNode, "nodes": kindNode, "no": kindNode,
+	"daemonset": kindDaemonSet, "daemonsets": kindDaemonSet, "ds": kindDaemonSet,
+	"instance": kindInstance, "instances": kindInstance, "inst": kindInstance,
+}
+
+// resourceKind resolves a resource name, allowing kind/name.
+func resourceKind(arg string) (kind, name string, err error) {
+	res, name, _ := strings.Cut(arg, "/")
+	kind, ok := resourceNames[strings.ToLower(res)]
+	if !ok {
+		return "", "", usageError{fmt.Errorf("unknown resource type %q: want nodes (no), daemonsets (ds) or instances", res)}
+	}
+	return kind, name, nil
+}
+
+// listOptions are the flags that select and print objects.
+type listOptions struct {
+	output    string
+	namespace string
+	all       bool
+	selector  string
+}
+
+func (o *listOptions) addFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: wide, json, yaml or name")
+	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", schema.DefaultNamespace, "namespace of daemonsets")
+	cmd.Flags().BoolVarP(&o.all, "all-namespaces", "A", false, "daemonsets of every namespace")
+	cmd.Flags().StringVarP(&o.selector, "selector", "l", "", "label selector: k=v, k!=v, k, !k (comma-separated, all must match)")
+}
+
+func newGetCmd(s *streams) *cobra.Command {
+	var o listOptions
+	cmd := &cobra.Command{
+		Use:   "get (nodes|daemonsets|instances) [NAME]",
+		Short: "List nodes, daemonsets or instances",
+		Example: `  edgesetctl get nodes -l site=berlin
+  edgesetctl get ds -A -o wide
+  edgesetctl get daemonset node-exporter -o yaml
+  edgesetctl get instances`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(o.output); err != nil {
+				return err
+			}
+			kind, name, err := resourceKind(args[0])
+			if err != nil {
+				return err
+			}
+			if len(args) == 2 {
+				name = args[1]
+			}
+			sel, err := parseSelector(o.selector)
+			if err != nil {
+				return err
+			}
+			c, cfg, err := newAPIClient(cmd)
+			if err != nil {
+				return err
+			}
+			return cfg.explain(get(cmd.Context(), c, s.out, kind, name, o, sel))
+		},
+	}
+	o.addFlags(cmd)
+	return cmd
+}
+
+func get(ctx context.Context, c *api.Client, w io.Writer, kind, name string, o listOptions, sel selector) error {
+	switch kind {
+	case kindNode:
+		nodes, err := c.ListNodes(ctx)
+		if err != nil {
+			return err
+		}
+		nodes = filterNodes(nodes, name, sel)
+		if name != "" && len(nodes) == 0 {
+			return fmt.Errorf("node %q not found", name)
+		}
+		return printNodes(w, o.output, nodes)
+	case kindDaemonSet:
+		dss, err := c.ListDaemonSets(ctx)
+		if err != nil {
+			return err
+		}
+		dss = filterDaemonSets(dss, name, o, sel)
+		if name != "" && len(dss) == 0 {
+			return fmt.Errorf("daemonset %s/%s not found", o.namespace, name)
+		}
+		return printDaemonSets(w, o.output, dss, o.all)
+	default:
+		ins, err := c.ListInstances(ctx)
+		if err != nil {
+			return err
+		}
+		return printInstances(w, o.output, filterInstances(ins, name, o))
+	}
+}
+
+func filterNodes(nodes []api.Node, name string, sel selector) []api.Node {
+	return slices.DeleteFunc(nodes, func(n api.Node) bool {
+		return (name != "" && n.Name != name) || !sel.matches(n.Labels)
+	})
+}
+
+func filterDaemonSets(dss []api.DaemonSet, name string, o listOptions, sel selector) []api.DaemonSet {
+	return slices.DeleteFunc(dss, func(d api.DaemonSet) bool {
+		return (!o.all && d.Namespace != o.namespace) || (name != "" && d.Name != name) || !sel.matches(d.Manifest.Metadata.Labels)
+	})
+}
+
+// filterInstances keeps the instances of one namespace (all with -A); a
+// name selects the instances of one daemonset.
+func filterInstances(ins []api.Instance, name string, o listOptions) []api.Instance {
+	return slices.DeleteFunc(ins, func(in api.Instance) bool {
+		ns, dsName, _ := strings.Cut(in.DaemonSet, "/")
+		return (!o.all && ns != o.namespace) || (name != "" && dsName != name)
+	})
+}
+
+// nodeStatus renders a node's Ready condition as kubectl does.
+func nodeStatus(n api.Node) string {
+	status := "Unknown"
+	if c := n.Condition(schema.NodeReady); c != nil {
+		switch c.Status {
+		case schema.ConditionTrue:
+			status = "Ready"
+		case schema.ConditionFalse:
+			status = "NotReady"
+		}
+	}
+	if n.Unschedulable {
+		status += ",SchedulingDisabled"
+	}
+	return status
+}
+
+func printNodes(w io.Writer, format string, nodes []api.Node) error {
+	switch format {
+	case outputJSON, outputYAML:
+		return printData(w, format, nodes)
+	case outputName:
+		for _, n := range nodes {
+			fmt.Fprintf(w, "node/%s\n", n.Name)
+		}
+		return nil
+	}
+	headers := []string{"NAME", "STATUS", "ONLINE", "LAST SEEN", "AGENT"}
+	if format == outputWide {
+		headers = append(headers, "OS/ARCH", "RUNTIME", "TAINTS", "LABELS")
+	}
+	t := newTable(w, headers...)
+	for _, n := range nodes {
+		cells := []string{n.Name, nodeStatus(n), yesNo(n.Online), agePtr(n.LastSeen), orNone(n.Info.AgentVersion)}
+		if format == outputWide {
+			cells = append(cells, n.Info.OS+"/"+n.Info.Arch, orNone(strings.TrimSpace(n.Info.Runtime+" "+n.Info.RuntimeVersion)),
+				strconv.Itoa(len(n.Taints)), mapString(n.Labels))
+		}
+		t.row(cells...)
+	}
+	return t.flush()
+}
+
+func printDaemonSets(w io.Writer, format string, dss []api.DaemonSet, withNamespace bool) error {
+	switch format {
+	case outputJSON, outputYAML:
+		return printData(w, format, dss)
+	case outputName:
+		for _, d := range dss {
+			fmt.Fprintf(w, "daemonset/%s\n", d.Name)
+		}
+		return nil
+	}
+	var headers []string
+	if withNamespace {
+		headers = append(headers, "NAMESPACE")
+	}
+	headers = append(headers, "NAME", "DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE", "OFFLINE", "NODE SELECTOR", "AGE")
+	if format == outputWide {
+		headers = append(headers, "CONTAINERS", "IMAGES", "REVISION", "STRATEGY")
+	}
+	t := newTable(w, headers...)
+	for _, d := range dss {
+		t.row(daemonSetRow(d, withNamespace, format == outputWide)...)
+	}
+	return t.flush()
+}
+
+func daemonSetRow(d api.DaemonSet, withNamespace, wide bool) []string {
+	st := d.Status
+	var cells []string
+	if withNamespace {
+		cells = append(cells, d.Namespace)
+	}
+	cells = append(cells, d.Name,
+		strconv.Itoa(st.DesiredNumberScheduled), strconv.Itoa(st.CurrentNumberScheduled), strconv.Itoa(st.NumberReady),
+		strconv.Itoa(st.UpdatedNumberScheduled), strconv.Itoa(st.NumberAvailable), strconv.Itoa(st.NodesOffline),
+		mapString(d.Manifest.Spec.Template.Spec.NodeSelector), age(d.CreatedAt))
+	if wide {
+		var names, images []string
+		for _, c := range d.Manifest.Spec.Template.Spec.Containers {
+			names, images = append(names, c.Name), append(images, c.Image)
+		}
+		strategy := schema.RollingUpdateStrategy
+		if st.Rollout != nil {
+			strategy = st.Rollout.Strategy
+		}
+		cells = append(cells, strings.Join(names, ","), strings.Join(images, ","), strconv.FormatInt(d.CurrentRevision, 10), strategy)
+	}
+	return cells
+}
+
+func printInstances(w io.Writer, format string, ins []api.Instance) error {
+	switch format {
+	case outputJSON, outputYAML:
+		return printData(w, format, ins)
+	case outputName:
+		for _, in := range ins {
+			fmt.Fprintf(w, "instance/%s@%s\n", in.DaemonSet, in.Node)
+		}
+		return nil
+	}
+	headers := []string{"NODE", "DAEMONSET", "REVISION", "PHASE", "READY", "RESTARTS", "ONLINE"}
+	if format == outputWide {
+		headers = append(headers, "MESSAGE")
+	}
+	t := newTable(w, headers...)
+	for _, in := range ins {
+		cells := []string{in.Node, in.DaemonSet, shortHash(in.Revision), in.Phase, yesNo(in.Ready), strconv.Itoa(int(in.Restarts)), yesNo(in.Online)}
+		if format == outputWide {
+			cells = append(cells, orNone(in.Message))
+		}
+		t.row(cells...)
+	}
+	return t.flush()
+}

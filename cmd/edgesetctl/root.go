@@ -1,0 +1,97 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/edgeset/edgeset/schema"
+	"github.com/spf13/cobra"
+)
+
+// Exit codes of edgesetctl.
+const (
+	exitOK      = 0
+	exitFailure = 1 // invalid input, I/O errors
+	exitUsage   = 2 // bad flags or arguments
+)
+
+// streams are the standard streams a command reads and writes, injected so
+// that tests capture them.
+type streams struct {
+	in  io.Reader
+	out io.Writer
+	err io.Writer
+}
+
+// commands lists the constructors of edgesetctl's subcommands; add new
+// commands here (each in its own file).
+var commands = []func(*streams) *cobra.Command{
+	newValidateCmd,
+	newExplainCmd,
+	newApplyCmd,
+	newGetCmd,
+	newDescribeCmd,
+	newDeleteCmd,
+	newTokenCmd,
+	newVersionCmd,
+}
+
+// errReported means a command has already printed its problems; run only
+// sets the exit code.
+var errReported = errors.New("problems reported")
+
+// usageError marks an error in the command line itself.
+type usageError struct{ error }
+
+// newRootCmd builds the edgesetctl command tree over s.
+func newRootCmd(s *streams) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "edgesetctl",
+		Short:         "Operate edgeset: DaemonSets for edge and IoT fleets over MQTT",
+		Version:       schema.Version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(s.in)
+	root.SetOut(s.out)
+	root.SetErr(s.err)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	addClientFlags(root.PersistentFlags())
+	for _, newCmd := range commands {
+		root.AddCommand(newCmd(s))
+	}
+	return root
+}
+
+// run executes edgesetctl with args and returns the process exit code.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRootCmd(&streams{in: stdin, out: stdout, err: stderr})
+	root.SetArgs(args)
+	err := root.Execute()
+	var ue usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errReported):
+		return exitFailure
+	case errors.As(err, &ue), isCobraUsageError(err):
+		fmt.Fprintf(stderr, "edgesetctl: %v\nRun 'edgesetctl --help' for usage.\n", err)
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "edgesetctl: %v\n", err)
+		return exitFailure
+	}
+}
+
+// isCobraUsageError recognises cobra's errors for unknown commands and bad
+// argument counts, which it returns as plain errors.
+func isCobraUsageError(err error) bool {
+	msg := err.Error()
+	for _, prefix := range []string{"unknown command", "accepts ", "requires at least", "unknown flag", "unknown shorthand flag"} {
+		if len(msg) >= len(prefix) && msg[:len(prefix)] == prefix {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,211 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/edgeset/edgeset/schema"
+)
+
+// Client talks to a controller's API.
+type Client struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+// NewClient returns a client for the controller at server (for example
+// http://127.0.0.1:8080) authenticating with token. hc may be nil.
+func NewClient(server, token string, hc *http.Client) *Client {
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	return &Client{base: strings.TrimRight(server, "/"), token: token, http: hc}
+}
+
+// StatusError is a non-2xx answer from the controller.
+type StatusError struct {
+	Code int
+	Body Error
+}
+
+func (e *StatusError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Body.Message)
+	for _, f := range e.Body.Fields {
+		b.WriteString("\n  ")
+		b.WriteString(f.Error())
+	}
+	return b.String()
+}
+
+// Is lets errors.Is(err, ErrNotFound) work across the wire.
+func (e *StatusError) Is(target error) bool {
+	switch target {
+	case ErrNotFound:
+		return e.Code == http.StatusNotFound
+	case ErrInvalid:
+		return e.Code == http.StatusBadRequest || e.Code == http.StatusUnprocessableEntity
+	case ErrUnavailable:
+		return e.Code == http.StatusServiceUnavailable
+	}
+	return false
+}
+
+// ErrUnauthorized is returned when the controller refuses the token.
+var ErrUnauthorized = errors.New("the controller refused the API token")
+
+// Apply sends manifests (YAML or JSON, one or more documents) read from
+// source.
+func (c *Client) Apply(ctx context.Context, source string, data []byte, dryRun bool) ([]ApplyResult, error) {
+	q := url.Values{"source": {source}}
+	if dryRun {
+		q.Set("dryRun", "true")
+	}
+	var out []ApplyResult
+	err := c.do(ctx, http.MethodPost, "/apply?"+q.Encode(), data, &out)
+	return out, err
+}
+
+// ListDaemonSets returns every daemonset with its status.
+func (c *Client) ListDaemonSets(ctx context.Context) ([]DaemonSet, error) {
+	var out []DaemonSet
+	return out, c.do(ctx, http.MethodGet, "/daemonsets", nil, &out)
+}
+
+// GetDaemonSet returns one daemonset with its instances; key is
+// "namespace/name".
+func (c *Client) GetDaemonSet(ctx context.Context, key string) (DaemonSet, error) {
+	var out DaemonSet
+	return out, c.do(ctx, http.MethodGet, "/daemonsets/"+escapeKey(key), nil, &out)
+}
+
+// DeleteDaemonSet deletes a daemonset; orphan leaves its instances running.
+func (c *Client) DeleteDaemonSet(ctx context.Context, key string, orphan bool) error {
+	return c.do(ctx, http.MethodDelete, "/daemonsets/"+escapeKey(key)+"?orphan="+strconv.FormatBool(orphan), nil, nil)
+}
+
+// ListNodes returns every known node.
+func (c *Client) ListNodes(ctx context.Context) ([]Node, error) {
+	var out []Node
+	return out, c.do(ctx, http.MethodGet, "/nodes", nil, &out)
+}
+
+// GetNode returns one node with its instances and placement reasons.
+func (c *Client) GetNode(ctx context.Context, name string) (Node, error) {
+	var out Node
+	return out, c.do(ctx, http.MethodGet, "/nodes/"+url.PathEscape(name), nil, &out)
+}
+
+// UpdateNode changes a node's overrides and returns the node.
+func (c *Client) UpdateNode(ctx context.Context, name string, patch NodePatch) (Node, error) {
+	body, err := json.Marshal(patch)
+	if err != nil {
+		return Node{}, err
+	}
+	var out Node
+	return out, c.doJSON(ctx, http.MethodPatch, "/nodes/"+url.PathEscape(name), body, &out)
+}
+
+// DeleteNode forgets a node and clears its desired state.
+func (c *Client) DeleteNode(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/nodes/"+url.PathEscape(name), nil, nil)
+}
+
+// ListInstances returns every instance in the fleet.
+func (c *Client) ListInstances(ctx context.Context) ([]Instance, error) {
+	var out []Instance
+	return out, c.do(ctx, http.MethodGet, "/instances", nil, &out)
+}
+
+// Events returns stored events, oldest first.
+func (c *Client) Events(ctx context.Context, f EventFilter) ([]Event, error) {
+	q := url.Values{}
+	if f.Object != "" {
+		q.Set("object", f.Object)
+	}
+	if f.SinceSeq > 0 {
+		q.Set("since", strconv.FormatUint(f.SinceSeq, 10))
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	var out []Event
+	return out, c.do(ctx, http.MethodGet, "/events?"+q.Encode(), nil, &out)
+}
+
+// Version returns the controller's version.
+func (c *Client) Version(ctx context.Context) (VersionInfo, error) {
+	var out VersionInfo
+	return out, c.do(ctx, http.MethodGet, "/version", nil, &out)
+}
+
+func escapeKey(key string) string {
+	ns, name, ok := strings.Cut(key, "/")
+	if !ok {
+		ns, name = schema.DefaultNamespace, key
+	}
+	return url.PathEscape(ns) + "/" + url.PathEscape(name)
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) error {
+	return c.send(ctx, method, path, "application/yaml", body, out)
+}
+
+func (c *Client) doJSON(ctx context.Context, method, path string, body []byte, out any) error {
+	return c.send(ctx, method, path, "application/json", body, out)
+}
+
+func (c *Client) send(ctx context.Context, method, path, contentType string, body []byte, out any) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+"/api/"+Version+path, rd)
+	if err != nil {
+		return fmt.Errorf("build request %s %s: %w", method, path, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if body != nil {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("controller at %s is unreachable: %w", c.base, err)
+	}
+	defer resp.Body.Close()
+	return decodeResponse(resp, out)
+}
+
+func decodeResponse(resp *http.Response, out any) error {
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("read response: %w", err)
+	}
+	if resp.StatusCode == http.StatusUnauthorized {
+		return ErrUnauthorized
+	}
+	if resp.StatusCode/100 != 2 {
+		se := &StatusError{Code: resp.StatusCode}
+		if json.Unmarshal(data, &se.Body) != nil || se.Body.Message == "" {
+			se.Body.Message = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(data))
+		}
+		return se
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("decode response: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,234 @@
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/edgeset/edgeset/schema"
+)
+
+// Errors a Backend returns; the server maps them to HTTP status codes.
+var (
+	// ErrNotFound: the named object does not exist (404).
+	ErrNotFound = errors.New("not found")
+	// ErrInvalid: the request is malformed (400); wrap it with the reason.
+	ErrInvalid = errors.New("invalid request")
+	// ErrUnavailable: the controller cannot serve the request now (503).
+	ErrUnavailable = errors.New("unavailable")
+)
+
+// MaxRequestBytes bounds a request body (an apply of many manifests).
+const MaxRequestBytes = 8 << 20
+
+// Backend is what the API serves. The controller implements it.
+// A *schema.ValidationError from ApplyManifests is answered 422 with every
+// field problem.
+type Backend interface {
+	ApplyManifests(ctx context.Context, source string, data []byte, dryRun bool) ([]ApplyResult, error)
+	ListDaemonSets(ctx context.Context) ([]DaemonSet, error)
+	GetDaemonSet(ctx context.Context, key string) (DaemonSet, error)
+	DeleteDaemonSet(ctx context.Context, key string, orphan bool) error
+	ListNodes(ctx context.Context) ([]Node, error)
+	GetNode(ctx context.Context, name string) (Node, error)
+	UpdateNode(ctx context.Context, name string, patch NodePatch) (Node, error)
+	DeleteNode(ctx context.Context, name string) error
+	ListInstances(ctx context.Context) ([]Instance, error)
+	Events(ctx context.Context, f EventFilter) ([]Event, error)
+	Version(ctx context.Context) VersionInfo
+	// Ready returns nil when the controller serves fully, else why not.
+	Ready(ctx context.Context) error
+}
+
+// Server serves the API over HTTP.
+type Server struct {
+	backend Backend
+	token   string
+	metrics http.Handler
+	log     *slog.Logger
+	mux     *http.ServeMux
+}
+
+// NewServer returns a Server answering requests that carry token as a
+// bearer token; metrics (may be nil) serves /metrics without
+// authentication, as do /healthz and /readyz.
+func NewServer(b Backend, token string, metrics http.Handler, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{backend: b, token: token, metrics: metrics, log: log, mux: http.NewServeMux()}
+	s.routes()
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	s.mux.HandleFunc("GET /readyz", s.readyz)
+	if s.metrics != nil {
+		s.mux.Handle("GET /metrics", s.metrics)
+	}
+	p := "/api/" + Version
+	s.handle("GET "+p+"/version", s.version)
+	s.handle("POST "+p+"/apply", s.apply)
+	s.handle("GET "+p+"/daemonsets", s.listDaemonSets)
+	s.handle("GET "+p+"/daemonsets/{namespace}/{name}", s.getDaemonSet)
+	s.handle("DELETE "+p+"/daemonsets/{namespace}/{name}", s.deleteDaemonSet)
+	s.handle("GET "+p+"/nodes", s.listNodes)
+	s.handle("GET "+p+"/nodes/{name}", s.getNode)
+	s.handle("PATCH "+p+"/nodes/{name}", s.patchNode)
+	s.handle("DELETE "+p+"/nodes/{name}", s.deleteNode)
+	s.handle("GET "+p+"/instances", s.listInstances)
+	s.handle("GET "+p+"/events", s.events)
+}
+
+// handle registers an authenticated endpoint.
+func (s *Server) handle(pattern string, h func(http.ResponseWriter, *http.Request) (any, error)) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if !s.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="edgeset"`)
+			writeJSON(w, http.StatusUnauthorized, Error{Message: "missing or wrong bearer token"})
+			return
+		}
+		v, err := h(w, r)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, v)
+	})
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) == 1
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if err := s.backend.Ready(r.Context()); err != nil {
+		http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	io.WriteString(w, "ok\n")
+}
+
+func (s *Server) version(_ http.ResponseWriter, r *http.Request) (any, error) {
+	return s.backend.Version(r.Context()), nil
+}
+
+func (s *Server) apply(_ http.ResponseWriter, r *http.Request) (any, error) {
+	data, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: read body: %v", ErrInvalid, err)
+	}
+	if len(data) > MaxRequestBytes {
+		return nil, fmt.Errorf("%w: body larger than %d bytes", ErrInvalid, MaxRequestBytes)
+	}
+	source := r.URL.Query().Get("source")
+	if source == "" {
+		source = "request"
+	}
+	dryRun, _ := strconv.ParseBool(r.URL.Query().Get("dryRun"))
+	return s.backend.ApplyManifests(r.Context(), source, data, dryRun)
+}
+
+func (s *Server) listDaemonSets(_ http.ResponseWriter, r *http.Request) (any, error) {
+	return s.backend.ListDaemonSets(r.Context())
+}
+
+func (s *Server) getDaemonSet(_ http.ResponseWriter, r *http.Request) (any, error) {
+	return s.backend.GetDaemonSet(r.Context(), r.PathValue("namespace")+"/"+r.PathValue("name"))
+}
+
+func (s *Server) deleteDaemonSet(_ http.ResponseWriter, r *http.Request) (any, error) {
+	orphan, _ := strconv.ParseBool(r.URL.Query().Get("orphan"))
+	key := r.PathValue("namespace") + "/" + r.PathValue("name")
+	return map[string]string{"deleted": key}, s.backend.DeleteDaemonSet(r.Context(), key, orphan)
+}
+
+func (s *Server) listNodes(_ http.ResponseWriter, r *http.Request) (any, error) {
+	return s.backend.ListNodes(r.Context())
+}
+
+func (s *Server) getNode(_ http.ResponseWriter, r *http.Request) (any, error) {
+	return s.backend.GetNode(r.Context(), r.PathValue("name"))
+}
+
+func (s *Server) patchNode(_ http.ResponseWriter, r *http.Request) (any, error) {
+	var patch NodePatch
+	if err := decodeBody(r, &patch); err != nil {
+		return nil, err
+	}
+	return s.backend.UpdateNode(r.Context(), r.PathValue("name"), patch)
+}
+
+// decodeBody decodes a JSON request body strictly: an unknown field is an
+// error naming it.
+func decodeBody(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, MaxRequestBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: request body: %v", ErrInvalid, err)
+	}
+	return nil
+}
+
+func (s *Server) deleteNode(_ http.ResponseWriter, r *http.Request) (any, error) {
+	name := r.PathValue("name")
+	return map[string]string{"deleted": name}, s.backend.DeleteNode(r.Context(), name)
+}
+
+func (s *Server) listInstances(_ http.ResponseWriter, r *http.Request) (any, error) {
+	return s.backend.ListInstances(r.Context())
+}
+
+func (s *Server) events(_ http.ResponseWriter, r *http.Request) (any, error) {
+	q := r.URL.Query()
+	f := EventFilter{Object: q.Get("object")}
+	var err error
+	if v := q.Get("since"); v != "" {
+		if f.SinceSeq, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return nil, fmt.Errorf("%w: query parameter since: %q is not a sequence number", ErrInvalid, v)
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		if f.Limit, err = strconv.Atoi(v); err != nil || f.Limit < 0 {
+			return nil, fmt.Errorf("%w: query parameter limit: %q is not a non-negative integer", ErrInvalid, v)
+		}
+	}
+	return s.backend.Events(r.Context(), f)
+}
+
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var verr *schema.ValidationError
+	switch {
+	case errors.As(err, &verr):
+		writeJSON(w, http.StatusUnprocessableEntity, Error{Message: "invalid manifest", Fields: verr.Errors})
+	case errors.Is(err, ErrNotFound):
+		writeJSON(w, http.StatusNotFound, Error{Message: err.Error()})
+	case errors.Is(err, ErrInvalid):
+		writeJSON(w, http.StatusBadRequest, Error{Message: err.Error()})
+	case errors.Is(err, ErrUnavailable):
+		writeJSON(w, http.StatusServiceUnavailable, Error{Message: err.Error()})
+	default:
+		s.log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		writeJSON(w, http.StatusInternalServerError, Error{Message: err.Error()})
+	}
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

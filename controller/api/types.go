@@ -1,0 +1,168 @@
+// Package api is the controller's JSON-over-HTTP API: the stable view types
+// that `edgesetctl -o json` prints, the server handler over a Backend, and
+// the Client that edgesetctl uses.
+package api
+
+import (
+	"time"
+
+	"github.com/edgeset/edgeset/schema"
+)
+
+// Version is the path prefix of every API endpoint.
+const Version = "v1"
+
+// ApplyAction says what applying one object did.
+type ApplyAction string
+
+// Apply actions, as kubectl prints them.
+const (
+	ActionCreated    ApplyAction = "created"
+	ActionConfigured ApplyAction = "configured"
+	ActionUnchanged  ApplyAction = "unchanged"
+)
+
+// ApplyResult reports the outcome of applying one daemonset.
+type ApplyResult struct {
+	Kind       string      `json:"kind"`
+	Key        string      `json:"key"`
+	Action     ApplyAction `json:"action"`
+	Generation int64       `json:"generation"`
+	Revision   int64       `json:"revision"`
+	Warnings   []string    `json:"warnings,omitempty"`
+}
+
+// DaemonSet is a daemonset with its status, as the API returns it.
+type DaemonSet struct {
+	Namespace       string           `json:"namespace"`
+	Name            string           `json:"name"`
+	Generation      int64            `json:"generation"`
+	CurrentRevision int64            `json:"currentRevision"`
+	CurrentHash     string           `json:"currentHash"`
+	CreatedAt       time.Time        `json:"createdAt"`
+	UpdatedAt       time.Time        `json:"updatedAt"`
+	Manifest        schema.DaemonSet `json:"manifest"`
+	Status          DaemonSetStatus  `json:"status"`
+	// Instances is filled by Get, one row per node that runs or should run
+	// the daemonset.
+	Instances []Instance `json:"instances,omitempty"`
+}
+
+// Key returns "namespace/name".
+func (d *DaemonSet) Key() string { return d.Namespace + "/" + d.Name }
+
+// DaemonSetStatus mirrors the Kubernetes DaemonSet status, plus edgeset's
+// offline count.
+type DaemonSetStatus struct {
+	ObservedGeneration     int64 `json:"observedGeneration"`
+	DesiredNumberScheduled int   `json:"desiredNumberScheduled"`
+	CurrentNumberScheduled int   `json:"currentNumberScheduled"`
+	NumberMisscheduled     int   `json:"numberMisscheduled"`
+	NumberReady            int   `json:"numberReady"`
+	NumberAvailable        int   `json:"numberAvailable"`
+	NumberUnavailable      int   `json:"numberUnavailable"`
+	UpdatedNumberScheduled int   `json:"updatedNumberScheduled"`
+	NodesOffline           int   `json:"nodesOffline"`
+	// Rollout is the progress towards the current revision.
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
+}
+
+// RolloutStatus is where a daemonset's rollout stands, by node.
+type RolloutStatus struct {
+	Strategy       string `json:"strategy"`
+	Target         string `json:"target"`
+	Total          int    `json:"total"`
+	Updated        int    `json:"updated"`
+	Updating       int    `json:"updating"`
+	Waiting        int    `json:"waiting"`
+	Offline        int    `json:"offline"`
+	Failed         int    `json:"failed"`
+	Unavailable    int    `json:"unavailable"`
+	MaxUnavailable int    `json:"maxUnavailable"`
+	Complete       bool   `json:"complete"`
+	Paused         bool   `json:"paused"`
+	PauseReason    string `json:"pauseReason,omitempty"`
+	RolledBack     bool   `json:"rolledBack"`
+	RolledBackFrom string `json:"rolledBackFrom,omitempty"`
+	CanaryWaiting  bool   `json:"canaryWaiting"`
+}
+
+// Instance is one daemon instance on one node: desired and observed.
+type Instance struct {
+	Node      string     `json:"node"`
+	DaemonSet string     `json:"daemonSet"`
+	Revision  string     `json:"revision"`
+	Phase     string     `json:"phase"`
+	Ready     bool       `json:"ready"`
+	Restarts  int32      `json:"restarts"`
+	Message   string     `json:"message,omitempty"`
+	Online    bool       `json:"online"`
+	LastSeen  *time.Time `json:"lastSeen,omitempty"`
+}
+
+// Node is a node's effective model (announced merged with overrides and the
+// controller's lifecycle taints) with its presence.
+type Node struct {
+	schema.Node
+	Online             bool       `json:"online"`
+	LastSeen           *time.Time `json:"lastSeen,omitempty"`
+	OfflineSince       *time.Time `json:"offlineSince,omitempty"`
+	DesiredGeneration  uint64     `json:"desiredGeneration"`
+	ObservedGeneration uint64     `json:"observedGeneration"`
+	Instances          []Instance `json:"instances,omitempty"`
+	// Placement explains, per daemonset, whether it should run here.
+	Placement []Placement `json:"placement,omitempty"`
+}
+
+// Placement is the placement decision of one daemonset for one node.
+type Placement struct {
+	Node        string   `json:"node"`
+	DaemonSet   string   `json:"daemonset"`
+	Run         bool     `json:"run"`
+	KeepRunning bool     `json:"keepRunning"`
+	Reasons     []string `json:"reasons,omitempty"`
+}
+
+// NodePatch changes a node's operator overrides, which win over what the
+// node announces and survive its re-announcements.
+type NodePatch struct {
+	// Labels sets labels (non-nil value) or removes them (nil value).
+	Labels map[string]*string `json:"labels,omitempty"`
+	// AddTaints adds taints, replacing any with the same key and effect.
+	AddTaints []schema.Taint `json:"addTaints,omitempty"`
+	// RemoveTaints removes taints named "key:effect", or "key" for every
+	// effect.
+	RemoveTaints []string `json:"removeTaints,omitempty"`
+	// Unschedulable cordons (true) or uncordons (false) the node.
+	Unschedulable *bool `json:"unschedulable,omitempty"`
+}
+
+// Event is a stored controller event.
+type Event struct {
+	Seq     uint64    `json:"seq"`
+	Time    time.Time `json:"time"`
+	Type    string    `json:"type"`
+	Reason  string    `json:"reason"`
+	Object  string    `json:"object"`
+	Message string    `json:"message"`
+}
+
+// EventFilter selects events.
+type EventFilter struct {
+	Object   string // "daemonset/ns/name" or "node/name"; empty for all
+	SinceSeq uint64 // only events after this sequence number
+	Limit    int    // newest Limit events; 0 for the server default
+}
+
+// VersionInfo describes the controller.
+type VersionInfo struct {
+	Version string `json:"version"`
+	Broker  string `json:"broker"`
+}
+
+// Error is the body of every non-2xx response.
+type Error struct {
+	Message string `json:"error"`
+	// Fields lists validation problems, one per field path.
+	Fields []schema.FieldError `json:"fields,omitempty"`
+}

@@ -1,0 +1,458 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/controller/placement"
+	"github.com/edgeset/edgeset/controller/rollout"
+	"github.com/edgeset/edgeset/controller/store"
+	"github.com/edgeset/edgeset/schema"
+)
+
+// ChangeCauseAnnotation records why a revision was made, as in Kubernetes.
+const ChangeCauseAnnotation = "kubernetes.io/change-cause"
+
+var _ api.Backend = (*Controller)(nil)
+
+func (c *Controller) apiHandler() http.Handler {
+	return api.NewServer(c, c.token, c.metrics.handler(), c.log)
+}
+
+// ApplyManifests decodes, validates and applies every daemonset of data.
+// Nothing is applied unless every object is valid. An unchanged manifest is
+// a no-op. Every accepted change is durable before it returns.
+func (c *Controller) ApplyManifests(ctx context.Context, source string, data []byte, dryRun bool) ([]api.ApplyResult, error) {
+	objs, warnings, err := schema.Decode(source, data)
+	if err != nil {
+		return nil, err
+	}
+	if err := compileAll(objs); err != nil {
+		return nil, err
+	}
+	results := make([]api.ApplyResult, 0, len(objs))
+	for _, obj := range objs {
+		r, err := c.applyOne(obj.DaemonSet, dryRun)
+		if err != nil {
+			return results, err
+		}
+		r.Warnings = warningsFor(warnings, obj.Source)
+		results = append(results, r)
+	}
+	if !dryRun {
+		c.wake()
+	}
+	return results, nil
+}
+
+// compileAll compiles every object's placement policy, so a daemonset that
+// placement rejects is reported with its field paths before anything is
+// applied.
+func compileAll(objs []schema.Object) error {
+	var verr schema.ValidationError
+	for _, obj := range objs {
+		if obj.DaemonSet == nil {
+			verr.Errors = append(verr.Errors, schema.FieldError{File: obj.Source.File, Line: obj.Source.Line, Field: "kind",
+				Message: "only DaemonSet objects can be applied"})
+			continue
+		}
+		if _, err := placement.Compile(obj.DaemonSet); err != nil {
+			for _, fe := range placementErrors(err) {
+				verr.Errors = append(verr.Errors, schema.FieldError{File: obj.Source.File, Line: obj.Source.Line, Field: fe.Path, Message: fe.Detail})
+			}
+		}
+	}
+	if len(verr.Errors) > 0 {
+		return &verr
+	}
+	return nil
+}
+
+// placementErrors unpacks placement.Compile's joined field errors.
+func placementErrors(err error) []*placement.FieldError {
+	var out []*placement.FieldError
+	var walk func(error)
+	walk = func(err error) {
+		var fe *placement.FieldError
+		if errors.As(err, &fe) && fe == err {
+			out = append(out, fe)
+			return
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+			return
+		}
+		if u := errors.Unwrap(err); u != nil {
+			walk(u)
+			return
+		}
+		out = append(out, &placement.FieldError{Detail: err.Error()})
+	}
+	walk(err)
+	return out
+}
+
+func warningsFor(ws []schema.Warning, src schema.Source) []string {
+	var out []string
+	for _, w := range ws {
+		if w.File == src.File && w.Line >= src.Line {
+			out = append(out, w.String())
+		}
+	}
+	return out
+}
+
+// applyOne stores one validated daemonset and its revision.
+func (c *Controller) applyOne(ds *schema.DaemonSet, dryRun bool) (api.ApplyResult, error) {
+	key := ds.Key()
+	res := api.ApplyResult{Kind: schema.KindDaemonSet, Key: key}
+	old, err := c.store.GetDaemonSet(key)
+	existed := err == nil
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return res, err
+	}
+	if dryRun {
+		return c.dryRun(res, old, existed, ds), nil
+	}
+	now := time.Now()
+	rec, changed, err := c.store.PutDaemonSet(ds, now)
+	if err != nil {
+		return res, err
+	}
+	rev, _, err := c.store.EnsureRevision(key, rec.DaemonSet.Spec.Template, ds.Metadata.Annotations[ChangeCauseAnnotation], now)
+	if err != nil {
+		return res, err
+	}
+	if rec.CurrentRevision != rev.Hash && (changed || rec.CurrentRevision == "") {
+		if rec, err = c.store.SetCurrentRevision(key, rev.Hash, now); err != nil {
+			return res, err
+		}
+	}
+	res.Action = applyAction(existed && old.DeletedAt == nil, changed)
+	res.Generation, res.Revision = rec.Generation, rev.Number
+	if res.Action != api.ActionUnchanged {
+		c.events.add(dsObject(key), schema.EventNormal, "Applied", fmt.Sprintf("%s: generation %d, revision %d", res.Action, rec.Generation, rev.Number))
+	}
+	return res, c.remember(rec)
+}
+
+func applyAction(existed, changed bool) api.ApplyAction {
+	switch {
+	case !existed:
+		return api.ActionCreated
+	case changed:
+		return api.ActionConfigured
+	}
+	return api.ActionUnchanged
+}
+
+// dryRun says what applying ds would do, without storing anything.
+func (c *Controller) dryRun(res api.ApplyResult, old store.DaemonSetRecord, existed bool, ds *schema.DaemonSet) api.ApplyResult {
+	res.Action = api.ActionCreated
+	if existed && old.DeletedAt == nil {
+		res.Action = api.ActionUnchanged
+		res.Generation = old.Generation
+		if schema.TemplateHash(old.DaemonSet.Spec.Template) != schema.TemplateHash(ds.Spec.Template) ||
+			!sameSpec(old.DaemonSet, *ds) {
+			res.Action = api.ActionConfigured
+		}
+	}
+	return res
+}
+
+func sameSpec(a, b schema.DaemonSet) bool {
+	ja, _ := schema.Encode(a.Spec)
+	jb, _ := schema.Encode(b.Spec)
+	return string(ja) == string(jb) && fmt.Sprint(a.Metadata.Labels) == fmt.Sprint(b.Metadata.Labels)
+}
+
+// remember puts a stored daemonset into the working state.
+func (c *Controller) remember(rec store.DaemonSetRecord) error {
+	e, err := newEntry(c.store, rec, c.cfg.NodeOfflineGrace)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.state.daemonsets[rec.Key()]; ok && old.rollout.Target != "" {
+		e.rollout = old.rollout
+	}
+	c.state.daemonsets[rec.Key()] = e
+	return nil
+}
+
+// ListDaemonSets returns every daemonset with its status, sorted.
+func (c *Controller) ListDaemonSets(ctx context.Context) ([]api.DaemonSet, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]api.DaemonSet, 0, len(c.state.daemonsets))
+	for _, key := range sortedKeys(c.state.daemonsets) {
+		e := c.state.daemonsets[key]
+		if e.orphan() {
+			continue
+		}
+		out = append(out, c.daemonSetViewLocked(e))
+	}
+	return out, nil
+}
+
+func (c *Controller) daemonSetViewLocked(e *dsEntry) api.DaemonSet {
+	ds := e.rec.DaemonSet
+	st := c.state.status[e.rec.Key()]
+	ro := st.Rollout
+	return api.DaemonSet{
+		Namespace: ds.Metadata.Namespace, Name: ds.Metadata.Name,
+		Generation: e.rec.Generation, CurrentRevision: e.revision, CurrentHash: e.rec.CurrentRevision,
+		CreatedAt: e.rec.CreatedAt, UpdatedAt: e.rec.UpdatedAt, Manifest: ds,
+		Status: api.DaemonSetStatus{
+			ObservedGeneration:     e.rec.Generation,
+			DesiredNumberScheduled: st.DesiredNumberScheduled,
+			CurrentNumberScheduled: st.CurrentNumberScheduled,
+			NumberMisscheduled:     st.NumberMisscheduled,
+			NumberReady:            st.NumberReady,
+			NumberAvailable:        st.NumberAvailable,
+			NumberUnavailable:      st.NumberUnavailable,
+			UpdatedNumberScheduled: st.UpdatedNumberScheduled,
+			NodesOffline:           st.NodesOffline,
+			Rollout:                rolloutView(ro, e),
+		},
+	}
+}
+
+func rolloutView(ro rollout.Status, e *dsEntry) *api.RolloutStatus {
+	return &api.RolloutStatus{
+		Target: ro.Target, Total: ro.Total, Updated: ro.Updated, Updating: ro.Updating,
+		Waiting: ro.Waiting, Offline: ro.Offline, Failed: ro.Failed, Unavailable: ro.Unavailable,
+		MaxUnavailable: ro.MaxUnavailable, Complete: ro.Complete, Paused: ro.Paused || e.rollout.Paused,
+		PauseReason: ro.PauseReason, RolledBack: ro.RolledBack, RolledBackFrom: ro.RolledBackFrom,
+		CanaryWaiting: ro.CanaryWaiting, Strategy: strategyName(e),
+	}
+}
+
+func strategyName(e *dsEntry) string {
+	if e.strategy.OnDelete {
+		return schema.OnDeleteStrategy
+	}
+	return schema.RollingUpdateStrategy
+}
+
+// GetDaemonSet returns one daemonset with its per-node instances.
+func (c *Controller) GetDaemonSet(ctx context.Context, key string) (api.DaemonSet, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.state.daemonsets[key]
+	if !ok || e.orphan() {
+		return api.DaemonSet{}, fmt.Errorf("daemonset %s: %w", key, api.ErrNotFound)
+	}
+	v := c.daemonSetViewLocked(e)
+	for _, in := range c.instancesLocked() {
+		if in.DaemonSet == key {
+			v.Instances = append(v.Instances, in)
+		}
+	}
+	return v, nil
+}
+
+// DeleteDaemonSet deletes a daemonset: its instances are removed from every
+// node (offline ones when they return), or with orphan left running.
+func (c *Controller) DeleteDaemonSet(ctx context.Context, key string, orphan bool) error {
+	c.mu.Lock()
+	e, ok := c.state.daemonsets[key]
+	c.mu.Unlock()
+	if !ok || e.orphan() {
+		return fmt.Errorf("daemonset %s: %w", key, api.ErrNotFound)
+	}
+	if orphan {
+		rec, err := c.store.MarkDaemonSetDeleted(key, time.Now())
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		e.rec = rec
+		c.mu.Unlock()
+	} else {
+		if err := c.store.DeleteDaemonSet(key); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		delete(c.state.daemonsets, key)
+		c.mu.Unlock()
+	}
+	c.events.add(dsObject(key), schema.EventNormal, "Deleted", fmt.Sprintf("deleted (orphan=%t)", orphan))
+	c.wake()
+	return nil
+}
+
+// ListNodes returns every node, sorted by name.
+func (c *Controller) ListNodes(ctx context.Context) ([]api.Node, error) {
+	nodes, _ := c.registry.Snapshot(time.Now(), c.cfg.NodeOfflineGrace)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]api.Node, 0, len(nodes))
+	for _, n := range nodes {
+		out = append(out, c.nodeViewLocked(n))
+	}
+	return out, nil
+}
+
+func (c *Controller) nodeViewLocked(n schema.Node) api.Node {
+	v := api.Node{Node: n}
+	if st, ok := c.registry.State(n.Name); ok {
+		v.Online = st.Online
+		v.LastSeen = timePtr(st.LastSeen)
+		v.OfflineSince = timePtr(st.OfflineSince)
+	}
+	v.DesiredGeneration = c.state.current[n.Name].Generation
+	v.ObservedGeneration = c.state.observed[n.Name].ObservedGeneration
+	return v
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// GetNode returns one node with its instances and, per daemonset, whether
+// and why it should run there.
+func (c *Controller) GetNode(ctx context.Context, name string) (api.Node, error) {
+	now := time.Now()
+	nodes, _ := c.registry.Snapshot(now, c.cfg.NodeOfflineGrace)
+	i := slices.IndexFunc(nodes, func(n schema.Node) bool { return n.Name == name })
+	if i < 0 {
+		return api.Node{}, c.unknownNode(name, nodes)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v := c.nodeViewLocked(nodes[i])
+	for _, in := range c.instancesLocked() {
+		if in.Node == name {
+			v.Instances = append(v.Instances, in)
+		}
+	}
+	for _, key := range sortedKeys(c.state.daemonsets) {
+		e := c.state.daemonsets[key]
+		if e.orphan() {
+			continue
+		}
+		for _, r := range e.policy.Explain(nodes[i:i+1], now) {
+			v.Placement = append(v.Placement, api.Placement{Node: r.Node, DaemonSet: r.DaemonSet, Run: r.Run, KeepRunning: r.KeepRunning, Reasons: r.Reasons})
+		}
+	}
+	return v, nil
+}
+
+// unknownNode is a not-found error that suggests close names.
+func (c *Controller) unknownNode(name string, nodes []schema.Node) error {
+	names := make([]string, len(nodes))
+	for i, n := range nodes {
+		names[i] = n.Name
+	}
+	msg := fmt.Sprintf("node %q: %v", name, api.ErrNotFound)
+	if close := api.Suggest(name, names, 3); len(close) > 0 {
+		msg += "; did you mean " + strings.Join(close, ", ") + "?"
+	}
+	return fmt.Errorf("%w: %s", api.ErrNotFound, strings.TrimPrefix(msg, ""))
+}
+
+// DeleteNode forgets a node: its desired state is cleared (so a reachable
+// agent removes every edgeset daemon), then dropped, with its overrides and
+// its retained announcements.
+func (c *Controller) DeleteNode(ctx context.Context, name string) error {
+	if !c.registry.Delete(name) {
+		return fmt.Errorf("node %q: %w", name, api.ErrNotFound)
+	}
+	if err := c.store.DeleteNode(name); err != nil {
+		return err
+	}
+	if err := c.store.DeleteOverrides(name); err != nil {
+		return err
+	}
+	for _, kind := range []string{schema.TopicStatus, schema.TopicOnline, schema.TopicObserved} {
+		_ = c.publish(ctx, schema.NodeTopic(name, kind), nil, true)
+	}
+	c.mu.Lock()
+	delete(c.state.dirtyNodes, name)
+	c.mu.Unlock()
+	c.events.add(nodeObject(name), schema.EventNormal, "Deleted", "node deleted; its daemons are being removed")
+	c.wake()
+	return nil
+}
+
+// ListInstances returns every instance in the fleet.
+func (c *Controller) ListInstances(ctx context.Context) ([]api.Instance, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.instancesLocked(), nil
+}
+
+// instancesLocked joins desired and observed instances, sorted by node and
+// daemonset.
+func (c *Controller) instancesLocked() []api.Instance {
+	var out []api.Instance
+	for _, node := range sortedKeys(c.state.current) {
+		st, _ := c.registry.State(node)
+		obs := c.state.observed[node]
+		for _, d := range c.state.current[node].Instances {
+			in := api.Instance{Node: node, DaemonSet: d.DaemonSet, Revision: d.Revision, Phase: schema.PhasePending, Online: st.Online, LastSeen: timePtr(st.LastSeen)}
+			if o := findObserved(obs, d); o != nil {
+				in.Phase, in.Ready, in.Restarts, in.Message = o.Phase, o.Ready, o.Restarts, o.Message
+			}
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+func findObserved(obs schema.ObservedState, d schema.DesiredInstance) *schema.InstanceStatus {
+	for i := range obs.Instances {
+		if obs.Instances[i].DaemonSet == d.DaemonSet && obs.Instances[i].Revision == d.Revision {
+			return &obs.Instances[i]
+		}
+	}
+	return nil
+}
+
+// Events returns stored events.
+func (c *Controller) Events(ctx context.Context, f api.EventFilter) ([]api.Event, error) {
+	if f.Limit == 0 {
+		f.Limit = 500
+	}
+	evs, err := c.store.ListEvents(store.EventFilter{Object: f.Object, SinceSeq: f.SinceSeq, Limit: f.Limit})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.Event, len(evs))
+	for i, e := range evs {
+		out[i] = api.Event{Seq: e.Seq, Time: e.Time, Type: e.Type, Reason: e.Reason, Object: e.Object, Message: e.Message}
+	}
+	return out, nil
+}
+
+// Version describes the controller.
+func (c *Controller) Version(ctx context.Context) api.VersionInfo {
+	b := "embedded " + c.cfg.MQTTAddr
+	if !c.cfg.Embedded() {
+		b = c.cfg.BrokerURL
+	}
+	return api.VersionInfo{Version: schema.Version, Broker: b}
+}
+
+// Ready is nil once the first reconcile pass is done.
+func (c *Controller) Ready(ctx context.Context) error {
+	select {
+	case <-c.ready:
+		return nil
+	default:
+		return fmt.Errorf("%w: waiting for the first reconcile pass", api.ErrUnavailable)
+	}
+}

@@ -1,0 +1,174 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"path/filepath"
+	"time"
+)
+
+// Config is the controller's configuration. Every field is a key of
+// configs/controller.yaml, a flag and an EDGESET_ environment variable (see
+// cmd/edgeset-controller). Zero values mean the default; ApplyDefaults fills
+// them in one place.
+type Config struct {
+	// DataDir holds the store (edgeset.db), the broker's retained messages
+	// (broker.db), the fleet secret and the API token.
+	DataDir string `mapstructure:"data-dir"`
+
+	// MQTTAddr is the embedded broker's TCP listener.
+	MQTTAddr string `mapstructure:"mqtt-addr"`
+	// MQTTTLSAddr, with MQTTTLSCert and MQTTTLSKey, adds a TLS listener.
+	MQTTTLSAddr string `mapstructure:"mqtt-tls-addr"`
+	MQTTTLSCert string `mapstructure:"mqtt-tls-cert"`
+	MQTTTLSKey  string `mapstructure:"mqtt-tls-key"`
+	// MQTTClientCA turns on mutual TLS on the TLS listener: a client
+	// certificate signed by this CA is required, and its common name is the
+	// node's identity.
+	MQTTClientCA string `mapstructure:"mqtt-client-ca"`
+	// MQTTWSAddr adds a WebSocket listener.
+	MQTTWSAddr string `mapstructure:"mqtt-ws-addr"`
+
+	// BrokerURL selects an external MQTT 3.1.1 broker instead of the
+	// embedded one (tcp://host:1883, ssl://host:8883).
+	BrokerURL string `mapstructure:"broker-url"`
+	// BrokerUsername and BrokerPasswordFile are the controller's credential
+	// on an external broker. The default password is the controller token
+	// derived from the fleet secret (`edgesetctl token create --controller`).
+	BrokerUsername     string `mapstructure:"broker-username"`
+	BrokerPasswordFile string `mapstructure:"broker-password-file"`
+	// BrokerCAFile verifies an external broker's TLS certificate.
+	BrokerCAFile string `mapstructure:"broker-ca-file"`
+
+	// APIAddr is the HTTP API listener.
+	APIAddr string `mapstructure:"api-addr"`
+	// APITLSCert and APITLSKey serve the API over HTTPS.
+	APITLSCert string `mapstructure:"api-tls-cert"`
+	APITLSKey  string `mapstructure:"api-tls-key"`
+
+	// NodeOfflineGrace is how long a node may be disconnected before it is
+	// marked Ready=Unknown and tainted unreachable.
+	NodeOfflineGrace time.Duration `mapstructure:"node-offline-grace"`
+	// RepublishRate bounds desired-state publishes per second when the
+	// controller republishes the whole fleet after (re)connecting.
+	RepublishRate int `mapstructure:"republish-rate"`
+	// MaxEvents bounds the stored events.
+	MaxEvents int `mapstructure:"max-events"`
+
+	// ManifestsDir, when set, is watched: every manifest in it is applied
+	// at start and whenever a file changes.
+	ManifestsDir string `mapstructure:"manifests-dir"`
+	// Prune deletes daemonsets whose file was removed from ManifestsDir.
+	Prune bool `mapstructure:"prune"`
+
+	// LogLevel is debug, info, warn or error; LogFormat text or json.
+	LogLevel  string `mapstructure:"log-level"`
+	LogFormat string `mapstructure:"log-format"`
+}
+
+// Defaults of Config.
+const (
+	DefaultDataDir          = "./data"
+	DefaultMQTTAddr         = "127.0.0.1:1883"
+	DefaultAPIAddr          = "127.0.0.1:8080"
+	DefaultNodeOfflineGrace = 40 * time.Second
+	DefaultRepublishRate    = 5000
+	DefaultMaxEvents        = 10000
+	DefaultControllerUser   = "edgeset-controller"
+)
+
+// ApplyDefaults fills every unset field with its default.
+func (c *Config) ApplyDefaults() {
+	setDefault(&c.DataDir, DefaultDataDir)
+	setDefault(&c.MQTTAddr, DefaultMQTTAddr)
+	setDefault(&c.APIAddr, DefaultAPIAddr)
+	setDefault(&c.BrokerUsername, DefaultControllerUser)
+	setDefault(&c.LogLevel, "info")
+	setDefault(&c.LogFormat, "text")
+	if c.NodeOfflineGrace == 0 {
+		c.NodeOfflineGrace = DefaultNodeOfflineGrace
+	}
+	if c.RepublishRate == 0 {
+		c.RepublishRate = DefaultRepublishRate
+	}
+	if c.MaxEvents == 0 {
+		c.MaxEvents = DefaultMaxEvents
+	}
+}
+
+func setDefault(p *string, v string) {
+	if *p == "" {
+		*p = v
+	}
+}
+
+// Validate reports every invalid key at once, each named as in the config
+// file.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
+	}
+	checkAddr := func(key, v string) {
+		if v == "" {
+			return
+		}
+		if _, _, err := net.SplitHostPort(v); err != nil {
+			bad(key, "%q is not HOST:PORT: %v", v, err)
+		}
+	}
+	checkAddr("mqtt-addr", c.MQTTAddr)
+	checkAddr("mqtt-tls-addr", c.MQTTTLSAddr)
+	checkAddr("mqtt-ws-addr", c.MQTTWSAddr)
+	checkAddr("api-addr", c.APIAddr)
+	if c.MQTTTLSAddr != "" && (c.MQTTTLSCert == "" || c.MQTTTLSKey == "") {
+		bad("mqtt-tls-addr", "needs mqtt-tls-cert and mqtt-tls-key")
+	}
+	if c.MQTTClientCA != "" && c.MQTTTLSAddr == "" {
+		bad("mqtt-client-ca", "needs mqtt-tls-addr (mutual TLS applies to the TLS listener)")
+	}
+	if (c.APITLSCert == "") != (c.APITLSKey == "") {
+		bad("api-tls-cert", "api-tls-cert and api-tls-key go together")
+	}
+	if c.BrokerURL != "" {
+		if u, err := url.Parse(c.BrokerURL); err != nil || u.Host == "" {
+			bad("broker-url", "%q is not a URL such as tcp://host:1883", c.BrokerURL)
+		}
+	}
+	if c.NodeOfflineGrace < 0 {
+		bad("node-offline-grace", "must not be negative, got %s", c.NodeOfflineGrace)
+	}
+	if c.RepublishRate < 0 {
+		bad("republish-rate", "must not be negative, got %d", c.RepublishRate)
+	}
+	if _, err := ParseLogLevel(c.LogLevel); err != nil {
+		bad("log-level", "%v", err)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		bad("log-format", "%q: want text or json", c.LogFormat)
+	}
+	return errors.Join(errs...)
+}
+
+// Embedded reports whether the controller runs its own broker.
+func (c *Config) Embedded() bool { return c.BrokerURL == "" }
+
+// Paths of the files the controller keeps in DataDir.
+func (c *Config) storePath() string       { return filepath.Join(c.DataDir, "edgeset.db") }
+func (c *Config) tokenPath() string       { return filepath.Join(c.DataDir, "admin.token") }
+func (c *Config) brokerStorePath() string { return filepath.Join(c.DataDir, "broker.db") }
+
+// TokenPath is where the API token is written on first start.
+func (c *Config) TokenPath() string { return c.tokenPath() }
+
+// ParseLogLevel maps debug, info, warn and error to slog levels.
+func ParseLogLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("%q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}

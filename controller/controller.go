@@ -1,0 +1,243 @@
+// Package controller is edgeset's controller: it learns the fleet from MQTT,
+// keeps desired daemonsets, revisions and rollout state in its store,
+// decides placement and rollouts with pure functions, and publishes each
+// node's desired state. It is level-triggered: every pass recomputes from
+// the whole state, so a lost or duplicated message is harmless.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/edgeset/edgeset/broker"
+	"github.com/edgeset/edgeset/controller/registry"
+	"github.com/edgeset/edgeset/controller/store"
+	"github.com/edgeset/edgeset/mqttclient"
+	"github.com/edgeset/edgeset/schema"
+)
+
+// Controller is one running controller. Create it with New and serve with
+// Run; it owns its store, broker (or broker client) and API listener.
+type Controller struct {
+	cfg      Config
+	log      *slog.Logger
+	store    *store.Store
+	registry *registry.Registry
+	broker   *broker.Broker     // embedded broker; nil with an external one
+	client   *mqttclient.Client // external broker client; nil when embedded
+	apiLn    net.Listener
+	token    string
+	metrics  *metrics
+	events   *eventSink
+
+	// kick wakes the reconcile loop; republish asks for a full republish.
+	kick      chan struct{}
+	republish chan struct{}
+	ready     chan struct{} // closed after the first reconcile pass
+	// inlineReady is closed once the in-process subscriptions to the
+	// embedded broker delivered the retained fleet state.
+	inlineReady chan struct{}
+
+	mu    sync.Mutex // guards state
+	state *fleetState
+
+	closeOnce sync.Once
+}
+
+// New opens the store (failing fast if another controller holds it),
+// creates the API token and fleet secret on first start, and prepares the
+// broker or broker client. Nothing is served until Run.
+func New(cfg Config, log *slog.Logger) (*Controller, error) {
+	cfg.ApplyDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory %s: %w", cfg.DataDir, err)
+	}
+	c := &Controller{
+		cfg: cfg, log: log, registry: registry.New(), metrics: newMetrics(),
+		kick: make(chan struct{}, 1), republish: make(chan struct{}, 1),
+		ready: make(chan struct{}), inlineReady: make(chan struct{}),
+	}
+	if err := c.open(); err != nil {
+		c.closeResources()
+		return nil, err
+	}
+	return c, nil
+}
+
+// open acquires every resource New needs, in order.
+func (c *Controller) open() error {
+	var err error
+	if c.store, err = store.Open(c.cfg.storePath(), store.Options{MaxEvents: c.cfg.MaxEvents}); err != nil {
+		return err
+	}
+	c.events = newEventSink(c.store, c.log, c.metrics)
+	if c.token, err = loadOrCreateToken(c.cfg.tokenPath()); err != nil {
+		return err
+	}
+	if c.state, err = loadFleetState(c.store, c.registry, c.cfg.NodeOfflineGrace); err != nil {
+		return err
+	}
+	if c.cfg.Embedded() {
+		c.broker, err = broker.New(c.brokerOptions())
+	} else {
+		c.client, err = c.newBrokerClient()
+	}
+	if err != nil {
+		return err
+	}
+	c.apiLn, err = net.Listen("tcp", c.cfg.APIAddr)
+	if err != nil {
+		return fmt.Errorf("listen for the API on %s (api-addr): %w", c.cfg.APIAddr, err)
+	}
+	return nil
+}
+
+func (c *Controller) brokerOptions() broker.Options {
+	return broker.Options{
+		Addr:          c.cfg.MQTTAddr,
+		TLSAddr:       c.cfg.MQTTTLSAddr,
+		CertFile:      c.cfg.MQTTTLSCert,
+		KeyFile:       c.cfg.MQTTTLSKey,
+		ClientCAFile:  c.cfg.MQTTClientCA,
+		WebSocketAddr: c.cfg.MQTTWSAddr,
+		DataDir:       c.cfg.DataDir,
+		Logger:        c.log,
+		OnDrop:        c.onDrop,
+	}
+}
+
+// APIAddr is the address the API listens on.
+func (c *Controller) APIAddr() net.Addr { return c.apiLn.Addr() }
+
+// MQTTAddr is the embedded broker's TCP address, nil with an external one.
+func (c *Controller) MQTTAddr() net.Addr {
+	if c.broker == nil {
+		return nil
+	}
+	return c.broker.Addr()
+}
+
+// Token is the API's bearer token.
+func (c *Controller) Token() string { return c.token }
+
+// Synced is closed once the controller has made its first reconcile pass.
+func (c *Controller) Synced() <-chan struct{} { return c.ready }
+
+// Run serves until ctx ends, then shuts every part down and joins it. It
+// returns the first error of a part that failed.
+func (c *Controller) Run(ctx context.Context) error {
+	defer c.closeResources()
+	g, ctx := errgroup.WithContext(ctx)
+	srv := &http.Server{Handler: c.apiHandler(), ReadHeaderTimeout: 10 * time.Second}
+	g.Go(func() error { return c.serveAPI(ctx, srv) })
+	g.Go(func() error { return c.runTransport(ctx) })
+	g.Go(func() error { return c.reconcileLoop(ctx) })
+	g.Go(func() error { return c.republishLoop(ctx) })
+	g.Go(func() error { return c.events.Run(ctx) })
+	g.Go(func() error { return c.flushNodesLoop(ctx) })
+	err := g.Wait()
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+// runTransport runs the embedded broker (subscribing in-process once it
+// serves) or the external broker client.
+func (c *Controller) runTransport(ctx context.Context) error {
+	if c.client != nil {
+		return c.client.Run(ctx)
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return c.broker.Run(ctx) })
+	g.Go(func() error {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.broker.Ready():
+		}
+		return c.subscribeInline()
+	})
+	return g.Wait()
+}
+
+func (c *Controller) serveAPI(ctx context.Context, srv *http.Server) error {
+	errc := make(chan error, 1)
+	go func() {
+		var err error
+		if c.cfg.APITLSCert != "" {
+			err = srv.ServeTLS(c.apiLn, c.cfg.APITLSCert, c.cfg.APITLSKey)
+		} else {
+			err = srv.Serve(c.apiLn)
+		}
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve API on %s: %w", c.apiLn.Addr(), err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdownCtx)
+	<-errc
+	return nil
+}
+
+// closeResources closes the store and listeners; safe to call twice.
+func (c *Controller) closeResources() {
+	c.closeOnce.Do(func() {
+		if c.apiLn != nil {
+			_ = c.apiLn.Close()
+		}
+		if c.broker != nil {
+			_ = c.broker.Close()
+		}
+		if c.store != nil {
+			if err := c.store.Close(); err != nil {
+				c.log.Error("close store", "err", err)
+			}
+		}
+	})
+}
+
+// wake asks the reconcile loop for a pass; it never blocks.
+func (c *Controller) wake() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// requestRepublish asks for every node's desired state to be republished.
+func (c *Controller) requestRepublish() {
+	select {
+	case c.republish <- struct{}{}:
+	default:
+	}
+}
+
+// onDrop is told by the embedded broker that a message was not delivered.
+// A drop towards a node is repaired by republishing; the controller's own
+// in-process subscription never drops.
+func (c *Controller) onDrop(clientID, topic string) {
+	c.metrics.brokerDrops.Inc()
+	if _, kind, ok := schema.ParseNodeTopic(topic); ok && kind == schema.TopicDesired {
+		c.requestRepublish()
+	}
+}

@@ -1,0 +1,173 @@
+package controller
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/edgeset/edgeset/controller/store"
+	"github.com/edgeset/edgeset/schema"
+)
+
+// handleMessage takes one message from the fleet. It is called on the
+// embedded broker's client goroutines or the broker client's consumer; it
+// decodes, updates in-memory state under a short lock and wakes the
+// reconcile loop, and never blocks on I/O. A malformed message is counted,
+// logged and dropped: it changes nothing.
+func (c *Controller) handleMessage(topic string, payload []byte) {
+	c.metrics.messagesIn.Inc()
+	node, kind, ok := schema.ParseNodeTopic(topic)
+	if !ok {
+		c.reject(topic, fmt.Errorf("not an edgeset node topic"))
+		return
+	}
+	if len(payload) == 0 {
+		return // a cleared retained message, e.g. after a node deletion
+	}
+	var err error
+	switch kind {
+	case schema.TopicStatus:
+		err = c.onStatus(node, payload)
+	case schema.TopicOnline:
+		err = c.onPresence(node, payload)
+	case schema.TopicObserved:
+		err = c.onObserved(node, payload)
+	case schema.TopicEvents:
+		err = c.onNodeEvent(node, payload)
+	default:
+		return // topics of later features, not the controller's
+	}
+	if err != nil {
+		c.reject(topic, err)
+	}
+}
+
+func (c *Controller) reject(topic string, err error) {
+	c.metrics.messagesRejected.Inc()
+	c.log.Warn("dropping malformed message", "topic", topic, "err", err)
+}
+
+// checkNode verifies that a message names the node of its topic: the ACL
+// lets a node write only its own topics, and the payload must agree.
+func checkNode(topicNode, payloadNode string) error {
+	if topicNode != payloadNode {
+		return fmt.Errorf("payload names node %q on a topic of node %q", payloadNode, topicNode)
+	}
+	return nil
+}
+
+func (c *Controller) onStatus(node string, payload []byte) error {
+	st, err := schema.DecodeNodeStatus(payload)
+	if err != nil {
+		return err
+	}
+	if err := checkNode(node, st.Node); err != nil {
+		return err
+	}
+	if c.registry.ApplyStatus(st, time.Now()) {
+		c.markNodeDirty(node)
+		c.wake()
+	}
+	return nil
+}
+
+func (c *Controller) onPresence(node string, payload []byte) error {
+	p, err := schema.DecodePresence(payload)
+	if err != nil {
+		return err
+	}
+	if err := checkNode(node, p.Node); err != nil {
+		return err
+	}
+	if c.registry.ApplyPresence(p, time.Now()) {
+		c.markNodeDirty(node)
+		c.events.add(nodeObject(node), schema.EventNormal, presenceReason(p.Online), presenceMessage(p.Online))
+		c.wake()
+	}
+	return nil
+}
+
+func presenceReason(online bool) string {
+	if online {
+		return "NodeOnline"
+	}
+	return "NodeOffline"
+}
+
+func presenceMessage(online bool) string {
+	if online {
+		return "agent connected"
+	}
+	return "agent disconnected"
+}
+
+func (c *Controller) onObserved(node string, payload []byte) error {
+	obs, err := schema.DecodeObservedState(payload)
+	if err != nil {
+		return err
+	}
+	if err := checkNode(node, obs.Node); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	old, had := c.state.observed[node]
+	stale := had && obs.ObservedGeneration < old.ObservedGeneration
+	if !stale {
+		c.state.observed[node] = obs
+	}
+	c.mu.Unlock()
+	if stale {
+		return nil // reordered delivery: an older report must not win
+	}
+	c.reportFailures(node, old, obs)
+	c.wake()
+	return nil
+}
+
+// reportFailures records an event for every instance that newly failed.
+func (c *Controller) reportFailures(node string, old, now schema.ObservedState) {
+	prev := map[string]string{}
+	for _, in := range old.Instances {
+		prev[in.DaemonSet+"@"+in.Revision] = in.Phase
+	}
+	for _, in := range now.Instances {
+		if !failedPhase(in.Phase) || prev[in.DaemonSet+"@"+in.Revision] == in.Phase {
+			continue
+		}
+		c.events.add(dsObject(in.DaemonSet), schema.EventWarning, "InstanceFailed",
+			fmt.Sprintf("node %s: %s: %s", node, in.Phase, in.Message))
+	}
+}
+
+func failedPhase(phase string) bool {
+	switch phase {
+	case schema.PhaseCrashLoopBackOff, schema.PhaseImagePullBackOff, schema.PhaseErrImagePull,
+		schema.PhaseFailed, schema.PhaseRefused:
+		return true
+	}
+	return false
+}
+
+func (c *Controller) onNodeEvent(node string, payload []byte) error {
+	ev, err := schema.DecodeNodeEvent(payload)
+	if err != nil {
+		return err
+	}
+	if err := checkNode(node, ev.Node); err != nil {
+		return err
+	}
+	msg := ev.Message
+	if ev.DaemonSet != "" {
+		msg = ev.DaemonSet + ": " + msg
+	}
+	c.events.addEvent(store.Event{Time: ev.Time, Type: ev.Type, Reason: ev.Reason, Object: nodeObject(node), Message: msg})
+	return nil
+}
+
+func (c *Controller) markNodeDirty(node string) {
+	c.mu.Lock()
+	c.state.dirtyNodes[node] = true
+	c.mu.Unlock()
+}
+
+func nodeObject(name string) string { return "node/" + name }
+func dsObject(key string) string    { return "daemonset/" + key }

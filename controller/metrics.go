@@ -1,0 +1,117 @@
+package controller
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/edgeset/edgeset/controller/registry"
+	"github.com/edgeset/edgeset/schema"
+)
+
+// metrics are the controller's Prometheus metrics, on its own registry.
+type metrics struct {
+	reg *prometheus.Registry
+
+	nodes            *prometheus.GaugeVec
+	daemonsets       prometheus.Gauge
+	instances        *prometheus.GaugeVec
+	passDuration     prometheus.Histogram
+	passChanged      prometheus.Histogram
+	storeWrite       prometheus.Histogram
+	messagesIn       prometheus.Counter
+	messagesRejected prometheus.Counter
+	messagesOut      prometheus.Counter
+	bytesOut         prometheus.Counter
+	publishErrors    prometheus.Counter
+	republishes      prometheus.Counter
+	brokerDrops      prometheus.Counter
+	eventsDropped    prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	f := factory{m.reg}
+	m.nodes = f.gaugeVec("edgeset_nodes", "Known nodes by presence.", "state")
+	m.daemonsets = f.gauge("edgeset_daemonsets", "Declared daemonsets.")
+	m.instances = f.gaugeVec("edgeset_instances", "Instances reported by agents, by phase.", "phase")
+	m.passDuration = f.histogram("edgeset_reconcile_duration_seconds", "Duration of a reconcile pass (decide, store, publish).",
+		prometheus.ExponentialBuckets(0.001, 2, 14))
+	m.passChanged = f.histogram("edgeset_reconcile_changed_nodes", "Nodes whose desired state changed in a pass.",
+		prometheus.ExponentialBuckets(1, 4, 9))
+	m.storeWrite = f.histogram("edgeset_store_write_duration_seconds", "Duration of durable store writes of a pass.",
+		prometheus.ExponentialBuckets(0.0005, 2, 14))
+	m.messagesIn = f.counter("edgeset_mqtt_messages_in_total", "MQTT messages received from the fleet.")
+	m.messagesRejected = f.counter("edgeset_mqtt_messages_rejected_total", "Malformed MQTT messages dropped.")
+	m.messagesOut = f.counter("edgeset_mqtt_messages_out_total", "MQTT messages published.")
+	m.bytesOut = f.counter("edgeset_mqtt_bytes_out_total", "MQTT payload bytes published.")
+	m.publishErrors = f.counter("edgeset_mqtt_publish_errors_total", "Failed publishes (repeated on reconnection).")
+	m.republishes = f.counter("edgeset_republish_total", "Full republishes of the fleet's desired state.")
+	m.brokerDrops = f.counter("edgeset_broker_dropped_total", "Messages the embedded broker could not deliver.")
+	m.eventsDropped = f.counter("edgeset_events_dropped_total", "Events dropped because the event queue was full.")
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// handler serves the metrics in the Prometheus text format.
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+func (m *metrics) observePass(d time.Duration, changed int) {
+	m.passDuration.Observe(d.Seconds())
+	m.passChanged.Observe(float64(changed))
+}
+
+// setFleet refreshes the gauges from the latest pass.
+func (m *metrics) setFleet(nodes []registry.NodeState, status map[string]dsStatus, observed map[string]schema.ObservedState) {
+	online := 0
+	for _, n := range nodes {
+		if n.Online {
+			online++
+		}
+	}
+	m.nodes.WithLabelValues("online").Set(float64(online))
+	m.nodes.WithLabelValues("offline").Set(float64(len(nodes) - online))
+	m.daemonsets.Set(float64(len(status)))
+	phases := map[string]int{}
+	for _, obs := range observed {
+		for _, in := range obs.Instances {
+			phases[in.Phase]++
+		}
+	}
+	m.instances.Reset()
+	for phase, n := range phases {
+		m.instances.WithLabelValues(phase).Set(float64(n))
+	}
+}
+
+// factory registers metrics as it makes them.
+type factory struct{ reg *prometheus.Registry }
+
+func (f factory) counter(name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) gauge(name, help string) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+	f.reg.MustRegister(g)
+	return g
+}
+
+func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+	f.reg.MustRegister(g)
+	return g
+}
+
+func (f factory) histogram(name, help string, buckets []float64) prometheus.Histogram {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+	f.reg.MustRegister(h)
+	return h
+}

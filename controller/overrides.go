@@ -1,0 +1,166 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/controller/registry"
+	"github.com/edgeset/edgeset/controller/store"
+	"github.com/edgeset/edgeset/schema"
+)
+
+// UpdateNode merges patch into the node's stored overrides. Invalid label
+// keys or taints are rejected, naming the field, and change nothing.
+func (c *Controller) UpdateNode(ctx context.Context, name string, patch api.NodePatch) (api.Node, error) {
+	if _, ok := c.registry.State(name); !ok {
+		nodes, _ := c.registry.Snapshot(time.Now(), c.cfg.NodeOfflineGrace)
+		return api.Node{}, c.unknownNode(name, nodes)
+	}
+	if err := validatePatch(patch); err != nil {
+		return api.Node{}, err
+	}
+	o, err := c.store.GetOverrides(name)
+	if err != nil && !isNotFound(err) {
+		return api.Node{}, err
+	}
+	o = mergePatch(o, patch)
+	o.UpdatedAt = time.Now()
+	if err := c.store.PutOverrides(name, o); err != nil {
+		return api.Node{}, err
+	}
+	c.registry.SetOverrides(name, overridesFromStore(o), o.UpdatedAt)
+	c.events.add(nodeObject(name), schema.EventNormal, "OverridesChanged", describePatch(patch))
+	c.wake()
+	return c.GetNode(ctx, name)
+}
+
+func isNotFound(err error) bool { return err != nil && strings.Contains(err.Error(), store.ErrNotFound.Error()) }
+
+// validatePatch checks label keys and values and taints, reporting every
+// problem with its field path.
+func validatePatch(p api.NodePatch) error {
+	var verr schema.ValidationError
+	add := func(field, format string, args ...any) {
+		verr.Errors = append(verr.Errors, schema.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	for k, v := range p.Labels {
+		if !validLabelKey(k) {
+			add("labels["+k+"]", "invalid label key")
+		}
+		if v != nil && !validLabelValue(*v) {
+			add("labels["+k+"]", "invalid label value %q", *v)
+		}
+	}
+	for i, t := range p.AddTaints {
+		if !validLabelKey(t.Key) {
+			add(fmt.Sprintf("addTaints[%d].key", i), "invalid taint key %q", t.Key)
+		}
+		if !validLabelValue(t.Value) {
+			add(fmt.Sprintf("addTaints[%d].value", i), "invalid taint value %q", t.Value)
+		}
+		switch t.Effect {
+		case schema.TaintNoSchedule, schema.TaintPreferNoSchedule, schema.TaintNoExecute:
+		default:
+			add(fmt.Sprintf("addTaints[%d].effect", i), "%q: want NoSchedule, PreferNoSchedule or NoExecute", t.Effect)
+		}
+	}
+	if len(verr.Errors) > 0 {
+		return &verr
+	}
+	return nil
+}
+
+// mergePatch applies p to the stored overrides o.
+func mergePatch(o store.NodeOverrides, p api.NodePatch) store.NodeOverrides {
+	if len(p.Labels) > 0 && o.Labels == nil {
+		o.Labels = map[string]*string{}
+	}
+	for k, v := range p.Labels {
+		o.Labels[k] = v
+	}
+	for _, ref := range p.RemoveTaints {
+		o.Taints, o.RemovedTaints = removeTaint(o.Taints, o.RemovedTaints, ref)
+	}
+	for _, t := range p.AddTaints {
+		ref := registry.TaintRef(t)
+		o.Taints = slices.DeleteFunc(o.Taints, func(x schema.Taint) bool { return registry.TaintRef(x) == ref })
+		o.RemovedTaints = slices.DeleteFunc(o.RemovedTaints, func(r string) bool { return r == ref })
+		now := time.Now()
+		t.TimeAdded = &now
+		o.Taints = append(o.Taints, t)
+	}
+	if p.Unschedulable != nil {
+		o.Unschedulable = p.Unschedulable
+	}
+	return o
+}
+
+// removeTaint drops override taints matching ref ("key:effect" or "key")
+// and records the removal of announced ones.
+func removeTaint(taints []schema.Taint, removed []string, ref string) ([]schema.Taint, []string) {
+	key, effect, hasEffect := strings.Cut(ref, ":")
+	matches := func(t schema.Taint) bool { return t.Key == key && (!hasEffect || t.Effect == effect) }
+	taints = slices.DeleteFunc(taints, matches)
+	effects := []string{effect}
+	if !hasEffect {
+		effects = []string{schema.TaintNoSchedule, schema.TaintPreferNoSchedule, schema.TaintNoExecute}
+	}
+	for _, e := range effects {
+		if r := key + ":" + e; !slices.Contains(removed, r) {
+			removed = append(removed, r)
+		}
+	}
+	return taints, removed
+}
+
+func describePatch(p api.NodePatch) string {
+	var parts []string
+	for _, k := range sortedKeys(p.Labels) {
+		if v := p.Labels[k]; v != nil {
+			parts = append(parts, "label "+k+"="+*v)
+		} else {
+			parts = append(parts, "label "+k+" removed")
+		}
+	}
+	for _, t := range p.AddTaints {
+		parts = append(parts, "taint "+registry.TaintRef(t)+" added")
+	}
+	for _, r := range p.RemoveTaints {
+		parts = append(parts, "taint "+r+" removed")
+	}
+	if p.Unschedulable != nil {
+		parts = append(parts, map[bool]string{true: "cordoned", false: "uncordoned"}[*p.Unschedulable])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// validLabelKey reports whether k is a Kubernetes label key: an optional
+// DNS subdomain prefix and a name of at most 63 characters.
+func validLabelKey(k string) bool {
+	prefix, name, hasPrefix := strings.Cut(k, "/")
+	if !hasPrefix {
+		name, prefix = prefix, ""
+	} else if !schema.IsDNS1123Subdomain(prefix) {
+		return false
+	}
+	return name != "" && validLabelValue(name)
+}
+
+// validLabelValue: at most 63 characters of [A-Za-z0-9_.-], starting and
+// ending alphanumeric; empty is valid.
+func validLabelValue(v string) bool {
+	if len(v) > 63 {
+		return false
+	}
+	for i, r := range v {
+		alnum := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+		if !alnum && (i == 0 || i == len(v)-1 || !strings.ContainsRune("-_.", r)) {
+			return false
+		}
+	}
+	return true
+}

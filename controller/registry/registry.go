@@ -1,0 +1,284 @@
+package registry
+
+import (
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edgeset/edgeset/schema"
+)
+
+// Registry holds the NodeInput of every node the controller knows of, fed by
+// the agents' status and online messages and by the operator's overrides.
+// It is safe for concurrent use and pure apart from its mutex: it never reads
+// the clock, every method that needs the time takes now. Values passed in
+// and returned are copies, except the read-only nodes of Snapshot.
+type Registry struct {
+	mu    sync.Mutex
+	nodes map[string]*record // guarded by mu
+}
+
+// record is one node's input and bookkeeping.
+type record struct {
+	in       NodeInput
+	lastSeen time.Time // last status or presence message accepted
+
+	// cache is the effective node of in for grace, valid for instants in
+	// [from, until) (zero bounds are open); cached says whether it is set.
+	// Any change to in clears it.
+	cache       schema.Node
+	cached      bool
+	cacheGrace  time.Duration
+	from, until time.Time
+}
+
+// effective returns Effective(rec.in, now, grace), computing it only when
+// the input changed or now left the window in which the result holds.
+func (rec *record) effective(now time.Time, grace time.Duration) (schema.Node, time.Time) {
+	if !rec.cached || rec.cacheGrace != grace ||
+		!rec.from.IsZero() && now.Before(rec.from) ||
+		!rec.until.IsZero() && !now.Before(rec.until) {
+		rec.cache, rec.until = Effective(rec.in, now, grace)
+		rec.cached, rec.cacheGrace, rec.from = true, grace, time.Time{}
+		if !rec.in.Presence.Online && rec.until.IsZero() {
+			rec.from = rec.in.Presence.Since.Add(grace) // unreachable from here on
+		}
+	}
+	return rec.cache, rec.until
+}
+
+// changed drops the cached effective node after a change to rec.in.
+func (rec *record) changed() { rec.cached = false }
+
+// NodeState summarises a node's presence for the API.
+type NodeState struct {
+	Name string
+	// Registered reports whether the node announced a status, which makes
+	// it part of the Snapshot.
+	Registered bool
+	Online     bool
+	// Session is the agent's current connection (see schema.Presence).
+	Session int64
+	// LastSeen is when the last status or presence message of the node was
+	// accepted; zero if none was.
+	LastSeen time.Time
+	// OfflineSince is when the node was last seen going offline (or first
+	// learned of, offline); zero while online.
+	OfflineSince time.Time
+}
+
+// New returns an empty Registry.
+func New() *Registry {
+	return &Registry{nodes: make(map[string]*record)}
+}
+
+// recordLocked returns the record of name, creating it (offline since now)
+// if absent.
+func (r *Registry) recordLocked(name string, now time.Time) *record {
+	rec, ok := r.nodes[name]
+	if !ok {
+		rec = &record{in: NodeInput{Name: name, Presence: Presence{Since: now}}}
+		r.nodes[name] = rec
+	}
+	return rec
+}
+
+// ApplyStatus records status as the last announcement of node status.Node
+// and reports whether it differs from the previous one. The caller has
+// validated the message (schema version, node name matching its topic).
+func (r *Registry) ApplyStatus(status schema.NodeStatus, now time.Time) (changed bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec := r.recordLocked(status.Node, now)
+	rec.lastSeen = now
+	if rec.in.Status != nil && reflect.DeepEqual(*rec.in.Status, status) {
+		return false
+	}
+	s := cloneStatus(status)
+	rec.in.Status = &s
+	rec.changed()
+	return true
+}
+
+// ApplyPresence records a presence message of node p.Node and reports
+// whether the node's online state changed.
+//
+// Sessions order presence messages: a message of an older session than the
+// current one is ignored (a late will of an old connection must not mark a
+// reconnected node offline), and within one session offline is final (the
+// will ends the session; an online of that session arriving after it is
+// stale). A newer session is applied whatever it says. Since moves to now
+// only when Online changes (or on the first presence of a node).
+func (r *Registry) ApplyPresence(p schema.Presence, now time.Time) (changed bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec := r.recordLocked(p.Node, now)
+	cur := rec.in.Presence
+	if cur.Known && (p.Session < cur.Session || p.Session == cur.Session && !cur.Online) {
+		return false
+	}
+	rec.lastSeen = now
+	changed = !cur.Known || cur.Online != p.Online
+	next := Presence{Known: true, Online: p.Online, Session: p.Session, Since: cur.Since}
+	if changed {
+		next.Since = now
+	}
+	rec.in.Presence = next
+	rec.changed()
+	return changed
+}
+
+// SetOverrides replaces the overrides of node, creating the node (offline
+// since now, not registered until it announces a status) if it is unknown,
+// so an operator can label a device before it first connects.
+func (r *Registry) SetOverrides(node string, o Overrides, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec := r.recordLocked(node, now)
+	rec.in.Overrides = cloneOverrides(o)
+	rec.changed()
+}
+
+// Put replaces everything known of node in.Name with in, for instance when
+// restoring the registry from the store at start-up. lastSeen is the
+// NodeState.LastSeen to report.
+func (r *Registry) Put(in NodeInput, lastSeen time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.nodes[in.Name] = &record{in: cloneInput(in), lastSeen: lastSeen}
+}
+
+// Input returns a copy of what is known of node.
+func (r *Registry) Input(node string) (NodeInput, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec, ok := r.nodes[node]
+	if !ok {
+		return NodeInput{}, false
+	}
+	return cloneInput(rec.in), true
+}
+
+// Delete forgets node and reports whether it was known.
+func (r *Registry) Delete(node string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.nodes[node]
+	delete(r.nodes, node)
+	return ok
+}
+
+// Snapshot returns the effective model (see Effective) of every registered
+// node, sorted by name, and the earliest time at which one of them will
+// change by itself (zero if none will): the caller plans again then.
+//
+// The models are cached between calls while their input does not change,
+// so the nodes returned share their maps and slices with the Registry and
+// with earlier snapshots: they are read-only.
+func (r *Registry) Snapshot(now time.Time, grace time.Duration) ([]schema.Node, time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	nodes := make([]schema.Node, 0, len(r.nodes))
+	var next time.Time
+	for _, rec := range r.nodes {
+		if rec.in.Status == nil {
+			continue
+		}
+		n, at := rec.effective(now, grace)
+		nodes = append(nodes, n)
+		if !at.IsZero() && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+	}
+	slices.SortFunc(nodes, func(a, b schema.Node) int { return strings.Compare(a.Name, b.Name) })
+	return nodes, next
+}
+
+// States returns the presence summary of every known node, sorted by name.
+func (r *Registry) States() []NodeState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	states := make([]NodeState, 0, len(r.nodes))
+	for _, rec := range r.nodes {
+		states = append(states, rec.state())
+	}
+	slices.SortFunc(states, func(a, b NodeState) int { return strings.Compare(a.Name, b.Name) })
+	return states
+}
+
+// State returns the presence summary of node.
+func (r *Registry) State(node string) (NodeState, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec, ok := r.nodes[node]
+	if !ok {
+		return NodeState{}, false
+	}
+	return rec.state(), true
+}
+
+func (rec *record) state() NodeState {
+	p := rec.in.Presence
+	s := NodeState{
+		Name:       rec.in.Name,
+		Registered: rec.in.Status != nil,
+		Online:     p.Online,
+		Session:    p.Session,
+		LastSeen:   rec.lastSeen,
+	}
+	if !p.Online {
+		s.OfflineSince = p.Since
+	}
+	return s
+}
+
+func cloneInput(in NodeInput) NodeInput {
+	if in.Status != nil {
+		s := cloneStatus(*in.Status)
+		in.Status = &s
+	}
+	in.Overrides = cloneOverrides(in.Overrides)
+	return in
+}
+
+func cloneStatus(s schema.NodeStatus) schema.NodeStatus {
+	s.Labels = maps.Clone(s.Labels)
+	s.Taints = cloneTaints(s.Taints)
+	s.Conditions = slices.Clone(s.Conditions)
+	s.Addresses = slices.Clone(s.Addresses)
+	s.Capacity = maps.Clone(s.Capacity)
+	return s
+}
+
+func cloneOverrides(o Overrides) Overrides {
+	if o.Labels != nil {
+		labels := make(map[string]*string, len(o.Labels))
+		for k, v := range o.Labels {
+			if v != nil {
+				v = new(*v)
+			}
+			labels[k] = v
+		}
+		o.Labels = labels
+	}
+	o.Taints = cloneTaints(o.Taints)
+	o.RemovedTaints = slices.Clone(o.RemovedTaints)
+	if o.Unschedulable != nil {
+		o.Unschedulable = new(*o.Unschedulable)
+	}
+	return o
+}
+
+func cloneTaints(taints []schema.Taint) []schema.Taint {
+	if taints == nil {
+		return nil
+	}
+	out := make([]schema.Taint, len(taints))
+	for i, t := range taints {
+		out[i] = copyTaint(t)
+	}
+	return out
+}

@@ -1,0 +1,296 @@
+package rollout
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// assign decides every node's revisions: settled nodes keep theirs, nodes
+// with nothing get the target, and waiting nodes move within the budget.
+func (p *pass) assign() {
+	var waiting []*nodeView
+	for i := range p.view {
+		v := &p.view[i]
+		switch {
+		case len(v.Assigned) == 0:
+			p.set(v, p.fallback())
+		case v.offline:
+			p.keep(v)
+		case v.onTarget:
+			p.settle(v)
+		default:
+			p.keep(v)
+			waiting = append(waiting, v)
+		}
+	}
+	if p.s.OnDelete || p.held() {
+		return
+	}
+	p.update(waiting)
+}
+
+// fallback is the revision for a node that runs nothing: the target, or the
+// stable revision while a failed rollout is paused.
+func (p *pass) fallback() string {
+	if p.st.Paused && p.st.Stable != "" && len(p.st.Failed) > 0 {
+		return p.st.Stable
+	}
+	return p.st.Target
+}
+
+// held reports whether the rollout starts no new batch: paused by the
+// operator or by a crossed failure threshold. (A canary holds through
+// canaryLimit instead.)
+func (p *pass) held() bool {
+	return p.s.Paused || p.st.Paused
+}
+
+func (p *pass) keep(v *nodeView) { p.out[v.Name] = slices.Clone(v.Assigned) }
+
+// settle finishes a node on the target: a surge pair drops the old
+// instance once the target is available.
+func (p *pass) settle(v *nodeView) {
+	if len(v.Assigned) > 1 && p.targetAvailable(v) {
+		p.out[v.Name] = []string{p.st.Target}
+		return
+	}
+	p.keep(v)
+}
+
+// set assigns one revision, recording when the target was assigned.
+func (p *pass) set(v *nodeView, rev string) {
+	p.out[v.Name] = []string{rev}
+	if rev == p.st.Target {
+		p.markAssigned(v.Name)
+	}
+}
+
+func (p *pass) markAssigned(node string) {
+	if p.st.AssignedAt == nil {
+		p.st.AssignedAt = map[string]time.Time{}
+	}
+	if _, ok := p.st.AssignedAt[node]; !ok {
+		p.st.AssignedAt[node] = p.now
+	}
+}
+
+// update moves waiting nodes to the target. Nodes whose current instance
+// is unavailable go first and spend no budget; available ones move while
+// the budget (maxUnavailable, or maxSurge surge pairs) allows.
+func (p *pass) update(waiting []*nodeView) {
+	slices.SortStableFunc(waiting, func(a, b *nodeView) int { return boolOrder(a.available, b.available) })
+	maxUnavail, maxSurge := p.budget()
+	unavailable, surging := p.unavailableAndSurging()
+	room := p.canaryLimit() - p.assignedCount()
+	for _, v := range waiting {
+		if room <= 0 {
+			return
+		}
+		switch {
+		case !v.available:
+			p.set(v, p.st.Target)
+		case maxSurge > 0 && surging < maxSurge:
+			p.out[v.Name] = sortedPair(v.Assigned, p.st.Target)
+			p.markAssigned(v.Name)
+			surging++
+		case maxSurge == 0 && unavailable < maxUnavail:
+			p.set(v, p.st.Target)
+			unavailable++
+		default:
+			continue
+		}
+		room--
+	}
+}
+
+// budget resolves maxUnavailable and maxSurge against the nodes that should
+// run the daemonset; percentages round up and both zero means one
+// unavailable, as in Kubernetes.
+func (p *pass) budget() (maxUnavailable, maxSurge int) {
+	total := len(p.view)
+	maxUnavailable, err := p.s.MaxUnavailable.Scaled(total, true)
+	if err != nil {
+		maxUnavailable = 1
+	}
+	maxSurge, err = p.s.MaxSurge.Scaled(total, true)
+	if err != nil {
+		maxSurge = 0
+	}
+	if maxUnavailable == 0 && maxSurge == 0 {
+		maxUnavailable = 1
+	}
+	return maxUnavailable, maxSurge
+}
+
+// unavailableAndSurging counts reachable nodes that are unavailable and
+// nodes running a surge pair, after this pass's assignments so far.
+func (p *pass) unavailableAndSurging() (unavailable, surging int) {
+	for i := range p.view {
+		v := &p.view[i]
+		assigned := p.out[v.Name]
+		if len(assigned) > 1 {
+			surging++ // an offline node's pair still holds its surge slot
+		}
+		if v.offline {
+			continue
+		}
+		if !p.availableUnder(v, assigned) {
+			unavailable++
+		}
+	}
+	return unavailable, surging
+}
+
+// availableUnder reports whether the node serves the daemon with the given
+// assignment: an available observed instance of an assigned revision.
+func (p *pass) availableUnder(v *nodeView, assigned []string) bool {
+	for i := range v.Observed {
+		in := &v.Observed[i]
+		if slices.Contains(assigned, in.Revision) && p.availableInstance(in) {
+			return true
+		}
+	}
+	return false
+}
+
+// canaryLimit is how many nodes may be assigned the target now: all of them,
+// or the canary count until the canary is promoted.
+func (p *pass) canaryLimit() int {
+	if p.s.CanaryNodes == nil || p.st.CanaryPromoted {
+		return len(p.view)
+	}
+	n, err := p.s.CanaryNodes.Scaled(len(p.view), true)
+	if err != nil || n < 1 {
+		n = 1
+	}
+	return min(n, len(p.view))
+}
+
+func (p *pass) assignedCount() int {
+	n := 0
+	for _, revs := range p.out {
+		if slices.Contains(revs, p.st.Target) {
+			n++
+		}
+	}
+	return n
+}
+
+// finish computes the status, completion and canary promotion.
+func (p *pass) finish() {
+	st := &p.status
+	st.Target = p.st.Target
+	st.Total = len(p.view)
+	st.MaxUnavailable, _ = p.budget()
+	for i := range p.view {
+		p.count(&p.view[i])
+	}
+	st.Failed = len(p.st.Failed)
+	st.Paused = p.s.Paused || p.st.Paused
+	st.PauseReason = p.st.PauseReason
+	st.RolledBackFrom = p.st.RolledBackFrom
+	st.RolledBack = p.st.RolledBackFrom != ""
+	st.Complete = st.Updated == st.Total-st.Offline && st.Failed == 0
+	if st.Complete && !p.st.Complete {
+		p.st.Stable = p.st.Target
+		p.events = append(p.events, Event{Reason: ReasonComplete, Message: p.completeMessage()})
+	}
+	p.st.Complete = st.Complete
+	p.promoteCanary()
+}
+
+func (p *pass) completeMessage() string {
+	msg := fmt.Sprintf("revision %s runs on %d of %d nodes", p.st.Target, p.status.Updated, p.status.Total)
+	if p.status.Offline > 0 {
+		msg += fmt.Sprintf("; %d offline nodes update when they return", p.status.Offline)
+	}
+	return msg
+}
+
+func (p *pass) count(v *nodeView) {
+	st := &p.status
+	assigned := p.out[v.Name]
+	onTarget := slices.Contains(assigned, p.st.Target)
+	switch {
+	case v.offline:
+		st.Offline++
+		return
+	case onTarget && len(assigned) == 1 && p.targetAvailable(v):
+		st.Updated++
+	case onTarget && p.st.Failed[v.Name] != "":
+		// counted in Failed
+	case onTarget:
+		st.Updating++
+	default:
+		st.Waiting++
+	}
+	if !p.availableUnder(v, assigned) {
+		st.Unavailable++
+	}
+}
+
+// promoteCanary waits for the canary nodes and promotes automatically when
+// the strategy says so.
+func (p *pass) promoteCanary() {
+	if p.s.CanaryNodes == nil || p.st.CanaryPromoted || p.status.Complete {
+		return
+	}
+	limit := p.canaryLimit()
+	if p.status.Updated < limit {
+		p.st.CanaryAvailableSince = time.Time{}
+		return
+	}
+	p.status.CanaryWaiting = true
+	if p.st.CanaryAvailableSince.IsZero() {
+		p.st.CanaryAvailableSince = p.now
+		p.events = append(p.events, Event{Reason: ReasonCanaryWaiting,
+			Message: fmt.Sprintf("%d canary nodes run %s; waiting for promotion", limit, p.st.Target)})
+	}
+	if p.s.CanaryAutoPromote == 0 {
+		return
+	}
+	at := p.st.CanaryAvailableSince.Add(p.s.CanaryAutoPromote)
+	if p.now.Before(at) {
+		p.requeue(at)
+		return
+	}
+	p.st.CanaryPromoted = true
+	p.requeue(p.now)
+}
+
+func (p *pass) decision() Decision {
+	return Decision{Assign: p.out, State: p.st, Status: p.status, Events: p.events, RequeueAt: p.next}
+}
+
+func (p *pass) requeue(at time.Time) {
+	if p.next.IsZero() || at.Before(p.next) {
+		p.next = at
+	}
+}
+
+func cloneState(st State) State {
+	st.AssignedAt = maps.Clone(st.AssignedAt)
+	st.Failed = maps.Clone(st.Failed)
+	return st
+}
+
+func sortedPair(old []string, target string) []string {
+	out := append(slices.Clone(old), target)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func boolOrder(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
+}
+
+func compareStrings(a, b string) int { return strings.Compare(a, b) }

@@ -1,0 +1,204 @@
+// Package rollout decides, for one daemonset, which revision each eligible
+// node runs while a new revision rolls out: RollingUpdate with
+// maxUnavailable, maxSurge and minReadySeconds as in Kubernetes, OnDelete,
+// and edgeset's extensions for fleets with unreliable links (offline nodes
+// neither stall nor escape a rollout, progress deadlines, a failure
+// threshold with automatic rollback, pause, canary).
+//
+// Step is a pure function of (strategy, persisted state, node facts, now):
+// no I/O, no clock, no logger. The controller persists the returned State and
+// publishes the returned assignments.
+package rollout
+
+import (
+	"time"
+
+	"github.com/edgeset/edgeset/schema"
+)
+
+// Strategy is a daemonset's update strategy, resolved from its spec.
+type Strategy struct {
+	// OnDelete moves a node to the target only when its instance is gone.
+	OnDelete       bool
+	MaxUnavailable schema.IntOrString
+	MaxSurge       schema.IntOrString
+	MinReady       time.Duration
+	// OfflineGrace: a node offline longer than this is left out of the
+	// budget and updated when it returns. Zero leaves no node out.
+	OfflineGrace time.Duration
+	// ProgressDeadline: an instance not available this long after its node
+	// was assigned the target has failed. Zero disables it.
+	ProgressDeadline time.Duration
+	// FailureThreshold, when set, pauses the rollout once this many (or this
+	// percentage) of the nodes assigned the target have failed.
+	FailureThreshold *schema.IntOrString
+	AutoRollback     bool
+	Paused           bool
+	// CanaryNodes, when set, updates this many (or this percentage) of the
+	// nodes first, then waits for promotion.
+	CanaryNodes *schema.IntOrString
+	// CanaryAutoPromote promotes once the canary nodes have all been
+	// available this long; zero waits for an explicit promotion.
+	CanaryAutoPromote time.Duration
+}
+
+// FromSpec resolves a daemonset's strategy, with Kubernetes' defaults
+// (maxUnavailable 1, maxSurge 0) and edgeset's offline grace default.
+func FromSpec(spec *schema.DaemonSetSpec, defaultOfflineGrace time.Duration) Strategy {
+	s := Strategy{
+		MaxUnavailable: schema.FromInt(1),
+		MinReady:       time.Duration(spec.MinReadySeconds) * time.Second,
+		OfflineGrace:   defaultOfflineGrace,
+	}
+	u := spec.UpdateStrategy
+	s.OnDelete = u.Type == schema.OnDeleteStrategy
+	if ru := u.RollingUpdate; ru != nil {
+		if ru.MaxUnavailable != nil {
+			s.MaxUnavailable = *ru.MaxUnavailable
+		}
+		if ru.MaxSurge != nil {
+			s.MaxSurge = *ru.MaxSurge
+		}
+	}
+	if r := spec.Rollout; r != nil {
+		applyPolicy(&s, r)
+	}
+	return s
+}
+
+func applyPolicy(s *Strategy, r *schema.RolloutPolicy) {
+	if r.OfflineGraceSeconds != nil {
+		s.OfflineGrace = time.Duration(*r.OfflineGraceSeconds) * time.Second
+	}
+	if r.ProgressDeadlineSeconds != nil {
+		s.ProgressDeadline = time.Duration(*r.ProgressDeadlineSeconds) * time.Second
+	}
+	s.FailureThreshold = r.FailureThreshold
+	s.AutoRollback = r.AutoRollback
+	s.Paused = r.Paused
+	if c := r.Canary; c != nil && c.Nodes != nil {
+		s.CanaryNodes = c.Nodes
+		s.CanaryAutoPromote = time.Duration(c.AutoPromoteSeconds) * time.Second
+	}
+}
+
+// Instance is what a node reports for one revision of the daemonset.
+type Instance struct {
+	Revision   string
+	Ready      bool
+	ReadySince time.Time
+	Phase      string
+	Message    string
+}
+
+// Node is one node that should run the daemonset, as the controller sees it.
+type Node struct {
+	Name   string
+	Online bool
+	// OfflineSince is when the node disconnected (zero while online).
+	OfflineSince time.Time
+	// Assigned are the revisions the node is currently asked to run (none,
+	// one, or a surge pair).
+	Assigned []string
+	// Observed are the instances the node reports for this daemonset.
+	Observed []Instance
+}
+
+// State is the persisted progress of a daemonset's rollout.
+type State struct {
+	// Target is the revision being rolled out.
+	Target string `json:"target"`
+	// Stable is the last revision that reached every reachable node; it is
+	// what a rollback rolls out.
+	Stable string `json:"stable,omitempty"`
+	// AssignedAt records when each node was assigned Target.
+	AssignedAt map[string]time.Time `json:"assignedAt,omitempty"`
+	// Failed holds the nodes whose Target instance failed, with why.
+	Failed map[string]string `json:"failed,omitempty"`
+	// Paused stops new batches; PauseReason says why when edgeset paused it.
+	Paused      bool   `json:"paused,omitempty"`
+	PauseReason string `json:"pauseReason,omitempty"`
+	// RolledBackFrom is the revision abandoned by an automatic rollback.
+	RolledBackFrom string `json:"rolledBackFrom,omitempty"`
+	// CanaryPromoted lets the rollout go past its canary nodes.
+	CanaryPromoted bool `json:"canaryPromoted,omitempty"`
+	// CanaryAvailableSince is when every canary node became available.
+	CanaryAvailableSince time.Time `json:"canaryAvailableSince,omitzero"`
+	// Complete: Target reached every reachable node.
+	Complete bool `json:"complete,omitempty"`
+}
+
+// Retarget starts rolling out target. The stable revision (the last one
+// that completed) stays what a rollback returns to. Retargeting to the
+// current target changes nothing.
+func (st State) Retarget(target string) State {
+	if st.Target == target {
+		return st
+	}
+	return State{Target: target, Stable: st.Stable}
+}
+
+// Phase summarises where each node stands.
+type Phase string
+
+// Node phases in a rollout.
+const (
+	PhaseUpdated  Phase = "Updated"  // runs the target, available
+	PhaseUpdating Phase = "Updating" // assigned the target, not yet available
+	PhaseWaiting  Phase = "Waiting"  // still on an older revision
+	PhaseOffline  Phase = "Offline"  // offline past the grace period, waiting for its return
+	PhaseFailed   Phase = "Failed"   // target instance failed
+)
+
+// Status counts nodes by phase.
+type Status struct {
+	Target         string `json:"target"`
+	Total          int    `json:"total"`
+	Updated        int    `json:"updated"`
+	Updating       int    `json:"updating"`
+	Waiting        int    `json:"waiting"`
+	Offline        int    `json:"offline"`
+	Failed         int    `json:"failed"`
+	Unavailable    int    `json:"unavailable"`
+	MaxUnavailable int    `json:"maxUnavailable"`
+	// Complete: every reachable node runs the target, available.
+	Complete    bool   `json:"complete"`
+	Paused      bool   `json:"paused"`
+	PauseReason string `json:"pauseReason,omitempty"`
+	// RolledBack is set while an automatic rollback is under way or done.
+	RolledBack     bool   `json:"rolledBack"`
+	RolledBackFrom string `json:"rolledBackFrom,omitempty"`
+	// CanaryWaiting: the canary nodes are done and the rollout waits for
+	// promotion.
+	CanaryWaiting bool `json:"canaryWaiting"`
+}
+
+// Event reasons emitted by Step.
+const (
+	ReasonInstanceFailed = "RolloutInstanceFailed"
+	ReasonPaused         = "RolloutPaused"
+	ReasonRollback       = "RolloutRollback"
+	ReasonComplete       = "RolloutComplete"
+	ReasonCanaryWaiting  = "RolloutCanaryWaiting"
+)
+
+// Event is something an operator should hear about.
+type Event struct {
+	Reason  string
+	Node    string
+	Message string
+	Warning bool
+}
+
+// Decision is Step's result.
+type Decision struct {
+	// Assign gives, for every node passed in, the revisions it must run,
+	// sorted (at most two: a surge pair).
+	Assign map[string][]string
+	State  State
+	Status Status
+	Events []Event
+	// RequeueAt is the earliest time the decision may change with no new
+	// input (a minReadySeconds or deadline expiring); zero if none.
+	RequeueAt time.Time
+}

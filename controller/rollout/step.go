@@ -1,0 +1,209 @@
+package rollout
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/edgeset/edgeset/schema"
+)
+
+// Step decides one pass of the rollout of st.Target over nodes (every node
+// that should run the daemonset). It guarantees:
+//   - a node is assigned at most two revisions, and two only when the
+//     strategy has maxSurge and the node's target instance is not yet
+//     available;
+//   - without surge, no reachable node that was available is moved while
+//     the number of unavailable reachable nodes is at maxUnavailable;
+//   - nodes offline longer than the grace period keep their assignment and
+//     do not count; they are updated under the same budget when they return;
+//   - crossing the failure threshold pauses, and with autoRollback retargets
+//     the stable revision.
+func Step(now time.Time, s Strategy, st State, nodes []Node) Decision {
+	st = cloneState(st)
+	p := newPass(now, s, st, nodes)
+	p.detectFailures()
+	if p.thresholdCrossed() {
+		if rb, ok := p.rollback(); ok {
+			return rb
+		}
+	}
+	p.assign()
+	p.finish()
+	return p.decision()
+}
+
+// pass holds the working set of one Step.
+type pass struct {
+	now    time.Time
+	s      Strategy
+	st     State
+	nodes  []Node
+	view   []nodeView
+	out    map[string][]string
+	events []Event
+	status Status
+	next   time.Time
+}
+
+// nodeView is a node with the facts Step derives once.
+type nodeView struct {
+	*Node
+	offline   bool // offline past the grace period: outside the budget
+	available bool // some assigned instance is available
+	target    *Instance
+	onTarget  bool // Target is among the assigned revisions
+}
+
+func newPass(now time.Time, s Strategy, st State, nodes []Node) *pass {
+	p := &pass{now: now, s: s, st: st, nodes: nodes, out: make(map[string][]string, len(nodes))}
+	p.view = make([]nodeView, len(nodes))
+	for i := range nodes {
+		p.view[i] = p.viewOf(&nodes[i])
+	}
+	slices.SortFunc(p.view, func(a, b nodeView) int { return compareStrings(a.Name, b.Name) })
+	return p
+}
+
+func (p *pass) viewOf(n *Node) nodeView {
+	v := nodeView{Node: n, onTarget: slices.Contains(n.Assigned, p.st.Target)}
+	if !n.Online && p.s.OfflineGrace > 0 && !n.OfflineSince.IsZero() {
+		until := n.OfflineSince.Add(p.s.OfflineGrace)
+		v.offline = !p.now.Before(until)
+		if !v.offline {
+			p.requeue(until)
+		}
+	}
+	for i := range n.Observed {
+		in := &n.Observed[i]
+		if !slices.Contains(n.Assigned, in.Revision) {
+			continue
+		}
+		if in.Revision == p.st.Target {
+			v.target = in
+		}
+		if p.availableInstance(in) {
+			v.available = true
+		}
+	}
+	return v
+}
+
+// availableInstance reports whether in has been ready for minReadySeconds,
+// and asks for a requeue when it will be.
+func (p *pass) availableInstance(in *Instance) bool {
+	if !in.Ready {
+		return false
+	}
+	if p.s.MinReady == 0 || in.ReadySince.IsZero() {
+		return true
+	}
+	at := in.ReadySince.Add(p.s.MinReady)
+	if p.now.Before(at) {
+		p.requeue(at)
+		return false
+	}
+	return true
+}
+
+func (p *pass) targetAvailable(v *nodeView) bool {
+	return v.target != nil && p.availableInstance(v.target)
+}
+
+// detectFailures records target instances that failed: a terminal phase, or
+// not available within the progress deadline.
+func (p *pass) detectFailures() {
+	for i := range p.view {
+		v := &p.view[i]
+		if !v.onTarget || v.offline {
+			continue
+		}
+		if p.targetAvailable(v) {
+			delete(p.st.Failed, v.Name)
+			continue
+		}
+		if why, failed := p.failure(v); failed {
+			p.markFailed(v.Name, why)
+		}
+	}
+}
+
+func (p *pass) failure(v *nodeView) (string, bool) {
+	if v.target != nil && (v.target.Phase == schema.PhaseFailed || v.target.Phase == schema.PhaseRefused) {
+		return fmt.Sprintf("%s: %s", v.target.Phase, v.target.Message), true
+	}
+	at, ok := p.st.AssignedAt[v.Name]
+	if !ok || p.s.ProgressDeadline == 0 {
+		return "", false
+	}
+	deadline := at.Add(p.s.ProgressDeadline)
+	if p.now.Before(deadline) {
+		p.requeue(deadline)
+		return "", false
+	}
+	why := fmt.Sprintf("not available within progressDeadlineSeconds (%s)", p.s.ProgressDeadline)
+	if v.target != nil && v.target.Message != "" {
+		why += ": " + v.target.Phase + ": " + v.target.Message
+	}
+	return why, true
+}
+
+func (p *pass) markFailed(node, why string) {
+	if _, seen := p.st.Failed[node]; seen {
+		return
+	}
+	if p.st.Failed == nil {
+		p.st.Failed = map[string]string{}
+	}
+	p.st.Failed[node] = why
+	p.events = append(p.events, Event{Reason: ReasonInstanceFailed, Node: node, Message: why, Warning: true})
+}
+
+// thresholdCrossed pauses the rollout when the failures reach the
+// threshold, or when failed instances hold the whole budget so that the
+// rollout could never progress to reach it.
+func (p *pass) thresholdCrossed() bool {
+	if p.s.FailureThreshold == nil || len(p.st.Failed) == 0 || p.st.Paused {
+		return false
+	}
+	limit, err := p.s.FailureThreshold.Scaled(len(p.st.AssignedAt), true)
+	if err != nil || limit < 1 {
+		limit = 1
+	}
+	failed := len(p.st.Failed)
+	switch {
+	case failed >= limit:
+		p.st.PauseReason = fmt.Sprintf("%d of %d updated instances failed (failureThreshold %s)",
+			failed, len(p.st.AssignedAt), p.s.FailureThreshold)
+	case failed >= p.budgetSlots():
+		p.st.PauseReason = fmt.Sprintf("%d failed instances hold the whole update budget (%d); the rollout cannot progress",
+			failed, p.budgetSlots())
+	default:
+		return false
+	}
+	p.st.Paused = true
+	p.events = append(p.events, Event{Reason: ReasonPaused, Message: p.st.PauseReason, Warning: true})
+	return true
+}
+
+// budgetSlots is how many nodes the rollout may have in flight at once.
+func (p *pass) budgetSlots() int {
+	maxUnavailable, maxSurge := p.budget()
+	if maxSurge > 0 {
+		return maxSurge
+	}
+	return maxUnavailable
+}
+
+// rollback retargets the stable revision when autoRollback allows it.
+func (p *pass) rollback() (Decision, bool) {
+	if !p.s.AutoRollback || p.st.Stable == "" || p.st.Stable == p.st.Target {
+		return Decision{}, false
+	}
+	from := p.st.Target
+	next := State{Target: p.st.Stable, Stable: p.st.Stable, RolledBackFrom: from}
+	msg := fmt.Sprintf("rolling back from %s to %s: %s", from, next.Target, p.st.PauseReason)
+	d := Step(p.now, p.s, next, p.nodes)
+	d.Events = append(append(p.events, Event{Reason: ReasonRollback, Message: msg, Warning: true}), d.Events...)
+	return d, true
+}

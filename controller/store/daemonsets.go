@@ -1,0 +1,185 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/edgeset/edgeset/schema"
+	"go.etcd.io/bbolt"
+)
+
+// DaemonSetRecord is a declared daemonset with the controller's bookkeeping,
+// stored in the daemonsets bucket under "namespace/name".
+type DaemonSetRecord struct {
+	// DaemonSet is the manifest as last applied, namespace defaulted.
+	DaemonSet schema.DaemonSet `json:"daemonSet"`
+	// Generation starts at 1 and grows by one each time the spec changes;
+	// metadata-only changes keep it.
+	Generation int64 `json:"generation"`
+	// CurrentRevision is the template hash the daemonset rolls towards; the
+	// caller sets it with SetCurrentRevision.
+	CurrentRevision string `json:"currentRevision,omitempty"`
+	// DeletedAt is set by MarkDaemonSetDeleted while the caller winds the
+	// daemonset down; DeleteDaemonSet removes the record.
+	DeletedAt *time.Time `json:"deletedAt,omitempty"`
+	CreatedAt time.Time  `json:"createdAt"`
+	UpdatedAt time.Time  `json:"updatedAt"`
+}
+
+// Key returns the record's "namespace/name".
+func (r *DaemonSetRecord) Key() string { return r.DaemonSet.Key() }
+
+// PutDaemonSet applies ds (namespace defaulted; ds itself is not modified).
+// A new daemonset gets generation 1; a changed spec increments the
+// generation; a metadata-only change keeps it. Applying what is stored is a
+// no-op that writes nothing and reports changed false. Re-applying a
+// daemonset marked deleted clears DeletedAt and counts as a change.
+func (s *Store) PutDaemonSet(ds *schema.DaemonSet, now time.Time) (rec DaemonSetRecord, changed bool, err error) {
+	if ds.Metadata.Name == "" {
+		return rec, false, fmt.Errorf("store %s: put daemonset: metadata.name is empty", s.path)
+	}
+	applied := *ds
+	applied.Metadata.Namespace = namespaceOf(ds)
+	key := applied.Key()
+	err = s.update(func(tx *bbolt.Tx) error {
+		var old DaemonSetRecord
+		found, err := getJSON(tx, bucketDaemonSets, key, &old)
+		if err != nil {
+			return err
+		}
+		rec, changed, err = applyDaemonSet(old, found, applied, now)
+		if err == nil && !changed {
+			err = errNoWrite
+		}
+		if err != nil {
+			return err
+		}
+		return putJSON(tx, bucketDaemonSets, key, rec)
+	})
+	return rec, changed, s.wrap(err, "put daemonset %s", key)
+}
+
+func namespaceOf(ds *schema.DaemonSet) string {
+	if ds.Metadata.Namespace == "" {
+		return schema.DefaultNamespace
+	}
+	return ds.Metadata.Namespace
+}
+
+// applyDaemonSet computes the record after applying ds over old.
+func applyDaemonSet(old DaemonSetRecord, found bool, ds schema.DaemonSet, now time.Time) (DaemonSetRecord, bool, error) {
+	if !found {
+		return DaemonSetRecord{DaemonSet: ds, Generation: 1, CreatedAt: now, UpdatedAt: now}, true, nil
+	}
+	specChanged, err := jsonDiffers(old.DaemonSet.Spec, ds.Spec)
+	if err != nil {
+		return old, false, err
+	}
+	anyChanged, err := jsonDiffers(old.DaemonSet, ds)
+	if err != nil {
+		return old, false, err
+	}
+	if !anyChanged && old.DeletedAt == nil {
+		return old, false, nil
+	}
+	rec := old
+	rec.DaemonSet = ds
+	rec.DeletedAt = nil
+	rec.UpdatedAt = now
+	if specChanged {
+		rec.Generation++
+	}
+	return rec, true, nil
+}
+
+// jsonDiffers compares the canonical JSON encodings of a and b
+// (encoding/json sorts map keys).
+func jsonDiffers(a, b any) (bool, error) {
+	ja, err := json.Marshal(a)
+	if err != nil {
+		return false, fmt.Errorf("encode: %w", err)
+	}
+	jb, err := json.Marshal(b)
+	if err != nil {
+		return false, fmt.Errorf("encode: %w", err)
+	}
+	return !bytes.Equal(ja, jb), nil
+}
+
+// GetDaemonSet returns the record under key ("namespace/name"), or an error
+// wrapping ErrNotFound.
+func (s *Store) GetDaemonSet(key string) (DaemonSetRecord, error) {
+	var rec DaemonSetRecord
+	err := s.view(func(tx *bbolt.Tx) error {
+		return mustGetJSON(tx, bucketDaemonSets, key, &rec)
+	})
+	return rec, s.wrap(err, "get daemonset %s", key)
+}
+
+// ListDaemonSets returns every record, ordered by key, including those
+// marked deleted.
+func (s *Store) ListDaemonSets() ([]DaemonSetRecord, error) {
+	var recs []DaemonSetRecord
+	err := s.view(func(tx *bbolt.Tx) (err error) {
+		recs, err = listJSON[DaemonSetRecord](tx, bucketDaemonSets)
+		return err
+	})
+	return recs, s.wrap(err, "list daemonsets")
+}
+
+// SetCurrentRevision points the daemonset at the revision with hash, which
+// must exist (see EnsureRevision). Setting the current value again writes
+// nothing.
+func (s *Store) SetCurrentRevision(key, hash string, now time.Time) (DaemonSetRecord, error) {
+	var rec DaemonSetRecord
+	err := s.update(func(tx *bbolt.Tx) error {
+		if err := mustGetJSON(tx, bucketDaemonSets, key, &rec); err != nil {
+			return err
+		}
+		if rec.CurrentRevision == hash {
+			return errNoWrite
+		}
+		if _, err := getRevision(tx, key, hash); err != nil {
+			return err
+		}
+		rec.CurrentRevision, rec.UpdatedAt = hash, now
+		return putJSON(tx, bucketDaemonSets, key, rec)
+	})
+	return rec, s.wrap(err, "set current revision of daemonset %s to %s", key, hash)
+}
+
+// MarkDaemonSetDeleted records that the daemonset is being deleted; the
+// caller removes it with DeleteDaemonSet once its instances are dealt with.
+// A second mark keeps the first time.
+func (s *Store) MarkDaemonSetDeleted(key string, now time.Time) (DaemonSetRecord, error) {
+	var rec DaemonSetRecord
+	err := s.update(func(tx *bbolt.Tx) error {
+		if err := mustGetJSON(tx, bucketDaemonSets, key, &rec); err != nil {
+			return err
+		}
+		if rec.DeletedAt != nil {
+			return errNoWrite
+		}
+		rec.DeletedAt, rec.UpdatedAt = &now, now
+		return putJSON(tx, bucketDaemonSets, key, rec)
+	})
+	return rec, s.wrap(err, "mark daemonset %s deleted", key)
+}
+
+// DeleteDaemonSet removes the daemonset's record, its revision history and
+// its rollout state in one transaction. Deleting an absent daemonset is not
+// an error.
+func (s *Store) DeleteDaemonSet(key string) error {
+	err := s.update(func(tx *bbolt.Tx) error {
+		if err := deleteKey(tx, bucketDaemonSets, key); err != nil {
+			return err
+		}
+		if err := deleteRevisions(tx, key); err != nil {
+			return err
+		}
+		return deleteKey(tx, bucketRollouts, key)
+	})
+	return s.wrap(err, "delete daemonset %s", key)
+}

@@ -1,0 +1,175 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/edgeset/edgeset/schema"
+	"go.etcd.io/bbolt"
+)
+
+// DesiredRecord is what the controller last published (or is about to
+// publish) to a node, stored in the desired bucket under the node name. A
+// restarted controller republishes exactly these.
+type DesiredRecord struct {
+	// Node is the node name, the record's key.
+	Node string `json:"node"`
+	// Generation is the node's desired generation. It only ever grows for a
+	// node, across DeleteDesired and restarts: each node has a high-water
+	// mark in the desiredgen bucket that deleting its record keeps.
+	Generation  uint64                   `json:"generation"`
+	Instances   []schema.DesiredInstance `json:"instances"`
+	PublishedAt time.Time                `json:"publishedAt,omitzero"`
+}
+
+// Wire returns the record as the node's retained desired-state message.
+func (r DesiredRecord) Wire() schema.DesiredState {
+	instances := r.Instances
+	if instances == nil {
+		instances = []schema.DesiredInstance{}
+	}
+	return schema.DesiredState{
+		SchemaVersion: schema.WireVersion,
+		Node:          r.Node,
+		Generation:    r.Generation,
+		Instances:     instances,
+	}
+}
+
+// PutDesired stores rec as the node's desired state and returns what was
+// stored. A zero rec.Generation is assigned the node's next generation
+// (high-water mark + 1); an explicit one must exceed the high-water mark or
+// the call fails with ErrStaleGeneration.
+func (s *Store) PutDesired(node string, rec DesiredRecord) (DesiredRecord, error) {
+	err := s.update(func(tx *bbolt.Tx) error {
+		w, err := newDesiredWriter(tx)
+		if err != nil {
+			return err
+		}
+		rec, err = w.put(node, rec)
+		return err
+	})
+	return rec, s.wrap(err, "put desired state of node %s", node)
+}
+
+// PutDesiredBatch stores every node's record in one transaction, all or
+// none, with the generation rules of PutDesired, and returns the generation
+// stored for each node.
+func (s *Store) PutDesiredBatch(recs map[string]DesiredRecord) (map[string]uint64, error) {
+	gens := make(map[string]uint64, len(recs))
+	err := s.update(func(tx *bbolt.Tx) error {
+		w, err := newDesiredWriter(tx)
+		if err != nil {
+			return err
+		}
+		// Sorted keys: deterministic and cheaper for the B+tree.
+		for _, node := range slices.Sorted(maps.Keys(recs)) {
+			stored, err := w.put(node, recs[node])
+			if err != nil {
+				return err
+			}
+			gens[node] = stored.Generation
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, s.wrap(err, "put desired state of %d nodes", len(recs))
+	}
+	return gens, nil
+}
+
+// desiredWriter writes desired records and their high-water marks within
+// one transaction.
+type desiredWriter struct {
+	desired, gens *bbolt.Bucket
+}
+
+func newDesiredWriter(tx *bbolt.Tx) (desiredWriter, error) {
+	desired, err := bucket(tx, bucketDesired)
+	if err != nil {
+		return desiredWriter{}, err
+	}
+	gens, err := bucket(tx, bucketDesiredGen)
+	return desiredWriter{desired: desired, gens: gens}, err
+}
+
+func (w desiredWriter) put(node string, rec DesiredRecord) (DesiredRecord, error) {
+	if node == "" {
+		return rec, fmt.Errorf("desired state with empty node name")
+	}
+	last, err := highWater(w.gens, node)
+	if err != nil {
+		return rec, err
+	}
+	switch {
+	case rec.Generation == 0:
+		rec.Generation = last + 1
+	case rec.Generation <= last:
+		return rec, fmt.Errorf("node %s: generation %d, last %d: %w", node, rec.Generation, last, ErrStaleGeneration)
+	}
+	rec.Node = node
+	if err := w.gens.Put([]byte(node), u64Key(rec.Generation)); err != nil {
+		return rec, fmt.Errorf("write %s/%s: %w", bucketDesiredGen, node, err)
+	}
+	return rec, putJSONIn(w.desired, bucketDesired, []byte(node), rec)
+}
+
+// highWater returns the highest generation stored for node, 0 if none.
+func highWater(gens *bbolt.Bucket, node string) (uint64, error) {
+	v := gens.Get([]byte(node))
+	if v == nil {
+		return 0, nil
+	}
+	if len(v) != 8 {
+		return 0, fmt.Errorf("%w: %s/%s is %d bytes, want 8", ErrCorrupt, bucketDesiredGen, node, len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+// NextGeneration returns the generation PutDesired would assign the node
+// now: one above the highest it ever stored. It reserves nothing.
+func (s *Store) NextGeneration(node string) (uint64, error) {
+	var last uint64
+	err := s.view(func(tx *bbolt.Tx) error {
+		gens, err := bucket(tx, bucketDesiredGen)
+		if err != nil {
+			return err
+		}
+		last, err = highWater(gens, node)
+		return err
+	})
+	return last + 1, s.wrap(err, "next generation of node %s", node)
+}
+
+// GetDesired returns the node's desired record, or an error wrapping
+// ErrNotFound.
+func (s *Store) GetDesired(node string) (DesiredRecord, error) {
+	var rec DesiredRecord
+	err := s.view(func(tx *bbolt.Tx) error {
+		return mustGetJSON(tx, bucketDesired, node, &rec)
+	})
+	return rec, s.wrap(err, "get desired state of node %s", node)
+}
+
+// ListDesired returns every node's desired record, ordered by node name.
+func (s *Store) ListDesired() ([]DesiredRecord, error) {
+	var recs []DesiredRecord
+	err := s.view(func(tx *bbolt.Tx) (err error) {
+		recs, err = listJSON[DesiredRecord](tx, bucketDesired)
+		return err
+	})
+	return recs, s.wrap(err, "list desired states")
+}
+
+// DeleteDesired removes the node's desired record but keeps its generation
+// high-water mark, so a node that comes back continues above it. An absent
+// record is not an error.
+func (s *Store) DeleteDesired(node string) error {
+	err := s.update(func(tx *bbolt.Tx) error {
+		return deleteKey(tx, bucketDesired, node)
+	})
+	return s.wrap(err, "delete desired state of node %s", node)
+}

@@ -1,0 +1,42 @@
+// Package store is the edgeset controller's durable state: one bbolt file
+// that holds what the operator declared and what the controller decided, so
+// that a controller restarted after kill -9 or a power cut knows its
+// daemonsets, their revisions, the fleet and exactly what it last published
+// to every node before it reads a single MQTT message.
+//
+// # Durability
+//
+// Every method that writes returns only after its bbolt transaction has
+// been committed and fsynced; the store never runs with NoSync. A method
+// either applies all of its writes or none of them. When Open creates the
+// file it also fsyncs the parent directory, so the file itself survives a
+// power cut.
+//
+// # Exclusivity
+//
+// One controller owns a store. Open takes an exclusive lock on the file
+// (flock) and gives up after Options.LockTimeout with an error wrapping
+// ErrLocked.
+//
+// # Layout
+//
+// Values are JSON documents of the exported record types. Top-level buckets
+// and their keys:
+//
+//	meta            "schemaVersion" -> 8-byte big-endian uint64
+//	daemonsets      "namespace/name" -> DaemonSetRecord
+//	revisions       "namespace/name" -> nested bucket: template hash -> Revision;
+//	                the nested bucket's sequence numbers the revisions
+//	nodeoverrides   node name -> NodeOverrides
+//	nodes           node name -> NodeRecord
+//	desired         node name -> DesiredRecord
+//	desiredgen      node name -> 8-byte big-endian uint64, the highest
+//	                desired generation ever stored for the node; kept when
+//	                the node's desired record is deleted
+//	rollouts        "namespace/name" -> JSON owned by the rollout package
+//	events          8-byte big-endian sequence number -> Event
+//
+// The schema version counts the migrations applied (see migrate.go); Open
+// applies the missing ones in one transaction and refuses a file written by a
+// newer edgeset with ErrNewerSchema.
+package store

@@ -1,0 +1,105 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"go.etcd.io/bbolt"
+)
+
+// Bucket names; see the package documentation for their keys.
+var (
+	bucketMeta          = []byte("meta")
+	bucketDaemonSets    = []byte("daemonsets")
+	bucketRevisions     = []byte("revisions")
+	bucketNodeOverrides = []byte("nodeoverrides")
+	bucketNodes         = []byte("nodes")
+	bucketDesired       = []byte("desired")
+	bucketDesiredGen    = []byte("desiredgen")
+	bucketRollouts      = []byte("rollouts")
+	bucketEvents        = []byte("events")
+)
+
+var keySchemaVersion = []byte("schemaVersion")
+
+// migrations[v] upgrades a store from schema version v to v+1, inside the
+// transaction that records the new version. The schema version this code
+// writes is len(migrations). Append only: a released migration never
+// changes.
+var migrations = []func(tx *bbolt.Tx) error{
+	0: createBucketsV1,
+}
+
+// codeSchemaVersion is the store schema version this code reads and writes.
+var codeSchemaVersion = uint64(len(migrations))
+
+// createBucketsV1 creates the buckets of schema version 1.
+func createBucketsV1(tx *bbolt.Tx) error {
+	for _, name := range [][]byte{
+		bucketMeta, bucketDaemonSets, bucketRevisions, bucketNodeOverrides,
+		bucketNodes, bucketDesired, bucketDesiredGen, bucketRollouts, bucketEvents,
+	} {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return fmt.Errorf("create bucket %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// migrateSafely runs migrate in one transaction; a bbolt panic on a damaged
+// file becomes ErrCorrupt.
+func migrateSafely(db *bbolt.DB) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: bbolt: %v", ErrCorrupt, r)
+		}
+	}()
+	return db.Update(migrate)
+}
+
+// migrate brings the store to codeSchemaVersion. It refuses a newer store and a
+// bbolt file that holds buckets but no edgeset schema version.
+func migrate(tx *bbolt.Tx) error {
+	version, err := schemaVersion(tx)
+	if err != nil {
+		return err
+	}
+	if version > codeSchemaVersion {
+		return fmt.Errorf("%w: file has schema version %d, this edgeset knows up to %d; upgrade edgeset-controller",
+			ErrNewerSchema, version, codeSchemaVersion)
+	}
+	if version == codeSchemaVersion {
+		return nil
+	}
+	if version == 0 && tx.Bucket(bucketMeta) == nil && hasBuckets(tx) {
+		return fmt.Errorf("%w: bbolt file of another program (buckets but no %s bucket)", ErrCorrupt, bucketMeta)
+	}
+	for v := version; v < codeSchemaVersion; v++ {
+		if err := migrations[v](tx); err != nil {
+			return fmt.Errorf("migrate schema %d to %d: %w", v, v+1, err)
+		}
+	}
+	return tx.Bucket(bucketMeta).Put(keySchemaVersion, u64Key(codeSchemaVersion))
+}
+
+// schemaVersion reads the recorded version; a store without one is at 0.
+func schemaVersion(tx *bbolt.Tx) (uint64, error) {
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		return 0, nil
+	}
+	v := meta.Get(keySchemaVersion)
+	if v == nil {
+		return 0, nil
+	}
+	if len(v) != 8 {
+		return 0, fmt.Errorf("%w: %s/%s is %d bytes, want 8", ErrCorrupt, bucketMeta, keySchemaVersion, len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+func hasBuckets(tx *bbolt.Tx) bool {
+	c := tx.Cursor()
+	k, _ := c.First()
+	return k != nil
+}

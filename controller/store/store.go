@@ -1,0 +1,208 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// Defaults applied by Open to zero Options fields.
+const (
+	DefaultLockTimeout = 2 * time.Second
+	DefaultMaxEvents   = 10000
+)
+
+// Errors returned by the store, always wrapped with the file and what was
+// being done; test them with errors.Is.
+var (
+	// ErrLocked: another process (probably another edgeset-controller)
+	// holds the store file's lock.
+	ErrLocked = errors.New("store file is locked")
+	// ErrCorrupt: the file is not a readable edgeset store (damaged, not a
+	// bbolt file, or a bbolt file of another program).
+	ErrCorrupt = errors.New("store file is corrupt or not an edgeset store")
+	// ErrNewerSchema: the file was written by a newer edgeset whose schema
+	// this binary does not know.
+	ErrNewerSchema = errors.New("store schema is newer than this edgeset")
+	// ErrNotFound: no record under the key.
+	ErrNotFound = errors.New("not found")
+	// ErrStaleGeneration: a desired record's explicit generation is not
+	// above the node's high-water mark.
+	ErrStaleGeneration = errors.New("desired generation not above the node's last generation")
+	// ErrClosed: the store has been closed.
+	ErrClosed = errors.New("store is closed")
+)
+
+// Options tune Open. The zero value is valid.
+type Options struct {
+	// LockTimeout bounds the wait for the file lock; zero means
+	// DefaultLockTimeout.
+	LockTimeout time.Duration
+	// MaxEvents bounds the events bucket; the oldest events are trimmed in
+	// the transaction that appends past it. Zero or less means
+	// DefaultMaxEvents.
+	MaxEvents int
+}
+
+func (o Options) withDefaults() Options {
+	if o.LockTimeout <= 0 {
+		o.LockTimeout = DefaultLockTimeout
+	}
+	if o.MaxEvents <= 0 {
+		o.MaxEvents = DefaultMaxEvents
+	}
+	return o
+}
+
+// Store is the controller's bbolt-backed state. Its methods are safe for
+// concurrent use; each runs in its own transaction.
+type Store struct {
+	path      string
+	db        *bbolt.DB
+	maxEvents int
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens the store at path, creating the file (mode 0600) and its
+// buckets if needed and applying pending schema migrations. It fails with
+// ErrLocked if another process holds the file for longer than
+// opts.LockTimeout, ErrCorrupt if the file is unreadable, and
+// ErrNewerSchema if a newer edgeset wrote it.
+func Open(path string, opts Options) (*Store, error) {
+	opts = opts.withDefaults()
+	_, statErr := os.Stat(path)
+	created := errors.Is(statErr, os.ErrNotExist)
+
+	db, err := openBolt(path, opts.LockTimeout)
+	if err != nil {
+		return nil, openError(path, opts.LockTimeout, err)
+	}
+	if err := migrateSafely(db); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	if created {
+		if err := syncDir(filepath.Dir(path)); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("open store %s: %w", path, err)
+		}
+	}
+	return &Store{path: path, db: db, maxEvents: opts.MaxEvents}, nil
+}
+
+// openBolt opens the bbolt file, turning a panic of bbolt on a damaged file
+// into ErrCorrupt and releasing the file's lock behind it (a mapping bbolt
+// made before panicking stays until the process exits).
+func openBolt(path string, timeout time.Duration) (db *bbolt.DB, err error) {
+	var file *os.File
+	defer func() {
+		if r := recover(); r != nil {
+			if file != nil {
+				releaseFile(file)
+			}
+			db, err = nil, fmt.Errorf("%w: bbolt: %v", ErrCorrupt, r)
+		}
+	}()
+	openFile := func(name string, flag int, perm os.FileMode) (*os.File, error) {
+		f, err := os.OpenFile(name, flag, perm)
+		file = f
+		return f, err
+	}
+	return bbolt.Open(path, 0o600, &bbolt.Options{Timeout: timeout, OpenFile: openFile})
+}
+
+// openError explains why bbolt.Open failed. Beyond a lock timeout and the
+// operating system's refusals (missing directory, permissions), bbolt fails
+// only on the file's content: invalid meta pages, checksums, sizes.
+func openError(path string, timeout time.Duration, err error) error {
+	var pathErr *fs.PathError
+	switch {
+	case errors.Is(err, berrors.ErrTimeout):
+		return fmt.Errorf("open store %s: %w after %s: another edgeset-controller probably holds it",
+			path, ErrLocked, timeout)
+	case errors.As(err, &pathErr), errors.Is(err, ErrCorrupt):
+		return fmt.Errorf("open store %s: %w", path, err)
+	default:
+		return fmt.Errorf("open store %s: %w: %w", path, ErrCorrupt, err)
+	}
+}
+
+// syncDir fsyncs a directory so that a file just created in it survives a
+// power cut.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Path returns the store's file.
+func (s *Store) Path() string { return s.path }
+
+// Close releases the file and its lock. It waits for running transactions
+// and is safe to call more than once; later calls return the first result.
+// Other methods fail with ErrClosed afterwards.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		if err := s.db.Close(); err != nil {
+			s.closeErr = fmt.Errorf("close store %s: %w", s.path, err)
+		}
+	})
+	return s.closeErr
+}
+
+// view runs fn in a read-only transaction.
+func (s *Store) view(fn func(tx *bbolt.Tx) error) error {
+	return closedError(s.db.View(fn))
+}
+
+// errNoWrite ends an update that found nothing to change: the transaction
+// rolls back instead of committing, sparing an fsync, and update returns
+// nil.
+var errNoWrite = errors.New("nothing to write")
+
+// update runs fn in a read-write transaction, committed and fsynced before
+// it returns.
+func (s *Store) update(fn func(tx *bbolt.Tx) error) error {
+	err := s.db.Update(fn)
+	if errors.Is(err, errNoWrite) {
+		return nil
+	}
+	return closedError(err)
+}
+
+// batch is update for writes that arrive concurrently at fleet rate: bbolt
+// coalesces concurrent calls into one fsynced transaction. fn may run more
+// than once and must be idempotent.
+func (s *Store) batch(fn func(tx *bbolt.Tx) error) error {
+	return closedError(s.db.Batch(fn))
+}
+
+func closedError(err error) error {
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return ErrClosed
+	}
+	return err
+}
+
+// wrap prefixes err with the store file and the operation, or returns nil.
+func (s *Store) wrap(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("store %s: %s: %w", s.path, fmt.Sprintf(format, args...), err)
+}

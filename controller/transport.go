@@ -1,0 +1,205 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/edgeset/edgeset/broker"
+	"github.com/edgeset/edgeset/mqttclient"
+	"github.com/edgeset/edgeset/schema"
+)
+
+// subscriptions are the topics the controller reads: every node's state.
+var subscriptions = []string{
+	schema.NodeWildcard(schema.TopicStatus),
+	schema.NodeWildcard(schema.TopicOnline),
+	schema.NodeWildcard(schema.TopicObserved),
+	schema.NodeWildcard(schema.TopicEvents),
+}
+
+// subscribeInline subscribes in-process to the embedded broker, which
+// delivers every retained message before returning and never drops; then
+// it republishes what devices must see.
+func (c *Controller) subscribeInline() error {
+	for i, filter := range subscriptions {
+		if err := c.broker.Subscribe(filter, i+1, c.handleMessage); err != nil {
+			return err
+		}
+	}
+	c.log.Info("embedded broker serving", "mqtt", c.broker.Addr().String())
+	close(c.inlineReady)
+	c.requestRepublish()
+	c.wake()
+	return nil
+}
+
+// newBrokerClient prepares the client for an external broker.
+func (c *Controller) newBrokerClient() (*mqttclient.Client, error) {
+	password, err := c.brokerPassword()
+	if err != nil {
+		return nil, err
+	}
+	opts := mqttclient.Options{
+		BrokerURL:  c.cfg.BrokerURL,
+		ClientID:   c.cfg.BrokerUsername,
+		Username:   c.cfg.BrokerUsername,
+		Password:   password,
+		CAFile:     c.cfg.BrokerCAFile,
+		Handler:    c.handleMessage,
+		NoCoalesce: func(topic string) bool { return strings.HasSuffix(topic, "/"+schema.TopicEvents) },
+		OnConnect: func(context.Context) {
+			c.log.Info("connected to broker", "url", c.cfg.BrokerURL)
+			c.requestRepublish()
+			c.wake()
+		},
+		OnConnectionLost: func(err error) { c.log.Warn("broker connection lost", "url", c.cfg.BrokerURL, "err", err) },
+		Logger:           c.log,
+	}
+	for _, f := range subscriptions {
+		opts.Subscriptions = append(opts.Subscriptions, mqttclient.Subscription{Filter: f, QoS: 1})
+	}
+	return mqttclient.New(opts)
+}
+
+// brokerPassword reads broker-password-file, or derives the controller
+// token from the fleet secret.
+func (c *Controller) brokerPassword() (string, error) {
+	if c.cfg.BrokerPasswordFile != "" {
+		b, err := os.ReadFile(c.cfg.BrokerPasswordFile)
+		if err != nil {
+			return "", fmt.Errorf("read broker-password-file: %w", err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	secret, err := broker.LoadOrCreateFleetSecret(c.cfg.DataDir)
+	if err != nil {
+		return "", err
+	}
+	return broker.ControllerToken(secret), nil
+}
+
+// publish sends one message to the fleet, retained when it is state.
+func (c *Controller) publish(ctx context.Context, topic string, payload []byte, retained bool) error {
+	var err error
+	if c.broker != nil {
+		err = c.broker.Publish(topic, payload, retained)
+	} else {
+		err = c.client.Publish(ctx, topic, payload, retained)
+	}
+	if err != nil {
+		c.metrics.publishErrors.Inc()
+		return err
+	}
+	c.metrics.messagesOut.Inc()
+	c.metrics.bytesOut.Add(float64(len(payload)))
+	return nil
+}
+
+// publishAll sends many messages, pipelined on an external broker.
+func (c *Controller) publishAll(ctx context.Context, msgs []mqttclient.Message) error {
+	if c.client != nil {
+		err := c.client.PublishAll(ctx, msgs)
+		if err == nil {
+			for _, m := range msgs {
+				c.metrics.messagesOut.Inc()
+				c.metrics.bytesOut.Add(float64(len(m.Payload)))
+			}
+		}
+		return err
+	}
+	for _, m := range msgs {
+		if err := c.publish(ctx, m.Topic, m.Payload, m.Retained); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// desiredMessage encodes a node's desired state as published.
+func desiredMessage(node string, generation uint64, instances []schema.DesiredInstance) mqttclient.Message {
+	if instances == nil {
+		instances = []schema.DesiredInstance{}
+	}
+	payload, _ := json.Marshal(schema.DesiredState{
+		SchemaVersion: schema.WireVersion, Node: node, Generation: generation, Instances: instances,
+	})
+	return mqttclient.Message{Topic: schema.NodeTopic(node, schema.TopicDesired), Payload: payload, Retained: true}
+}
+
+// revisionMessage encodes a revision as published on its retained topic.
+func revisionMessage(rev schema.Revision) mqttclient.Message {
+	payload, _ := json.Marshal(rev)
+	return mqttclient.Message{Topic: schema.RevisionTopic(rev.Hash), Payload: payload, Retained: true}
+}
+
+// republishLoop republishes every revision in use and every node's desired
+// state whenever asked (after each (re)connection to the broker, or when
+// the broker dropped a desired state), paced at RepublishRate.
+func (c *Controller) republishLoop(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.republish:
+		}
+		if err := c.republishAll(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("republish interrupted; will retry on the next connection", "err", err)
+		}
+	}
+}
+
+func (c *Controller) republishAll(ctx context.Context) error {
+	msgs := c.republishMessages()
+	start := time.Now()
+	batch := max(1, c.cfg.RepublishRate/10)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for len(msgs) > 0 {
+		n := min(batch, len(msgs))
+		if err := c.publishAll(ctx, msgs[:n]); err != nil {
+			return err
+		}
+		msgs = msgs[n:]
+		if len(msgs) == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	c.metrics.republishes.Inc()
+	c.log.Debug("republished desired state", "took", time.Since(start))
+	return nil
+}
+
+// republishMessages lists revisions first, then desired states, so an
+// agent never waits for a template it was told to run.
+func (c *Controller) republishMessages() []mqttclient.Message {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	msgs := make([]mqttclient.Message, 0, len(c.state.revisions)+len(c.state.current))
+	for _, hash := range sortedKeys(c.state.revisions) {
+		msgs = append(msgs, revisionMessage(c.state.revisions[hash]))
+	}
+	for _, node := range sortedKeys(c.state.current) {
+		d := c.state.current[node]
+		msgs = append(msgs, desiredMessage(node, d.Generation, d.Instances))
+	}
+	return msgs
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,72 @@
+package mqttclient
+
+import (
+	"crypto/tls"
+	"strings"
+	"testing"
+)
+
+func TestNewValidation(t *testing.T) {
+	handler := func(string, []byte) {}
+	tests := []struct {
+		name    string
+		opts    Options
+		wantErr string // substring; "" means success
+		wantURL string
+	}{
+		{name: "tcp default port", opts: Options{BrokerURL: "tcp://broker", ClientID: "n1"}, wantURL: "tcp://broker:1883"},
+		{name: "mqtts default port", opts: Options{BrokerURL: "mqtts://broker", ClientID: "n1"}, wantURL: "mqtts://broker:8883"},
+		{name: "explicit port kept", opts: Options{BrokerURL: "ssl://broker:9999", ClientID: "n1"}, wantURL: "ssl://broker:9999"},
+		{name: "websocket", opts: Options{BrokerURL: "wss://broker/mqtt", ClientID: "n1"}, wantURL: "wss://broker/mqtt"},
+		{name: "no url", opts: Options{ClientID: "n1"}, wantErr: "BrokerURL: required"},
+		{name: "bad scheme", opts: Options{BrokerURL: "http://broker", ClientID: "n1"}, wantErr: `scheme "http"`},
+		{name: "no host", opts: Options{BrokerURL: "tcp://:1883", ClientID: "n1"}, wantErr: "no host"},
+		{name: "no client id", opts: Options{BrokerURL: "tcp://b"}, wantErr: "ClientID: required"},
+		{name: "subscriptions without handler", opts: Options{BrokerURL: "tcp://b", ClientID: "n1", Subscriptions: []Subscription{{Filter: "a/#", QoS: 1}}}, wantErr: "Handler: required"},
+		{name: "bad filter", opts: Options{BrokerURL: "tcp://b", ClientID: "n1", Handler: handler, Subscriptions: []Subscription{{Filter: "a/#/b", QoS: 1}}}, wantErr: "Subscriptions[0]"},
+		{name: "partial wildcard", opts: Options{BrokerURL: "tcp://b", ClientID: "n1", Handler: handler, Subscriptions: []Subscription{{Filter: "a/b+", QoS: 1}}}, wantErr: "whole level"},
+		{name: "bad qos", opts: Options{BrokerURL: "tcp://b", ClientID: "n1", Handler: handler, Subscriptions: []Subscription{{Filter: "a", QoS: 3}}}, wantErr: "QoS 3"},
+		{name: "tls config on tcp", opts: Options{BrokerURL: "tcp://b", ClientID: "n1", TLSConfig: &tls.Config{}}, wantErr: "not TLS"},
+		{name: "cert without key", opts: Options{BrokerURL: "ssl://b", ClientID: "n1", CertFile: "c.pem"}, wantErr: "set both or neither"},
+		{name: "missing CA file", opts: Options{BrokerURL: "ssl://b", ClientID: "n1", CAFile: "/nonexistent/ca.pem"}, wantErr: "CAFile"},
+		{name: "sub-second keepalive", opts: Options{BrokerURL: "tcp://b", ClientID: "n1", KeepAlive: 1}, wantErr: "KeepAlive"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := New(tc.opts)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("New() error = %v, want it to contain %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("New() error = %v", err)
+			}
+			if c.brokerURL != tc.wantURL {
+				t.Errorf("broker URL = %q, want %q", c.brokerURL, tc.wantURL)
+			}
+		})
+	}
+}
+
+func TestNewDefaults(t *testing.T) {
+	c := newClient(t, Options{BrokerURL: "tcp://b", ClientID: "n1"})
+	o := c.opts
+	if o.KeepAlive != DefaultKeepAlive || o.ConnectTimeout != DefaultConnectTimeout || o.WriteTimeout != DefaultWriteTimeout {
+		t.Errorf("timeouts = %s/%s/%s, want defaults", o.KeepAlive, o.ConnectTimeout, o.WriteTimeout)
+	}
+	if o.FirstConnectJitter != DefaultBackoffInitial {
+		t.Errorf("FirstConnectJitter = %s, want %s", o.FirstConnectJitter, DefaultBackoffInitial)
+	}
+	if o.PublishWindow != DefaultPublishWindow || o.EventBuffer != DefaultEventBuffer || o.MaxPendingTopics != DefaultMaxPendingTopics {
+		t.Errorf("bounds = %d/%d/%d, want defaults", o.PublishWindow, o.EventBuffer, o.MaxPendingTopics)
+	}
+	if c.tls != nil {
+		t.Errorf("tls config for tcp:// = %v, want nil", c.tls)
+	}
+	s := newClient(t, Options{BrokerURL: "tls://b", ClientID: "n1"})
+	if s.tls == nil || s.tls.MinVersion != tls.VersionTLS12 {
+		t.Errorf("tls config for tls:// = %+v, want TLS 1.2 minimum", s.tls)
+	}
+}

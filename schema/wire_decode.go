@@ -1,0 +1,273 @@
+package schema
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// MaxMessageSize bounds every MQTT payload on the v1 topics. Decoders reject
+// larger messages before parsing them.
+const MaxMessageSize = 256 << 10
+
+// Wire decoding errors, wrapped with details by the decoders.
+var (
+	// ErrMessageTooLarge: the payload exceeds MaxMessageSize.
+	ErrMessageTooLarge = errors.New("message too large")
+	// ErrSchemaVersion: the payload's schemaVersion is not WireVersion.
+	ErrSchemaVersion = errors.New("unsupported schemaVersion")
+	// ErrHashMismatch: a Revision's hash is not the hash of its template.
+	ErrHashMismatch = errors.New("revision hash does not match template")
+)
+
+var revisionHashRE = regexp.MustCompile(`^[0-9a-f]{20}$`)
+
+// The wire decoders below parse one MQTT payload each. They are strict:
+// a payload over MaxMessageSize, with trailing data, with a field the
+// message type lacks, with a schemaVersion other than WireVersion, or with
+// a missing or invalid field is rejected with an error naming the field.
+// Unknown fields are rejected rather than ignored because schemaVersion is
+// how the v1 contract evolves: a producer that adds a field must bump it,
+// and a typo or a producer built against another schema fails loudly
+// instead of being half understood. Invalid fields are reported together as
+// a *ValidationError. They never panic.
+
+// DecodeNodeStatus parses and checks a status-topic payload.
+func DecodeNodeStatus(b []byte) (NodeStatus, error) {
+	var m NodeStatus
+	return m, decodeWire(b, &m, func(e *fieldErrors) { validateNodeStatus(e, &m) })
+}
+
+// DecodePresence parses and checks an online-topic payload.
+func DecodePresence(b []byte) (Presence, error) {
+	var m Presence
+	return m, decodeWire(b, &m, func(e *fieldErrors) {
+		validateWireHeader(e, m.SchemaVersion, m.Node)
+		if m.Session <= 0 {
+			e.add("session", "must be > 0 (the connect time in Unix nanoseconds), not %d", m.Session)
+		}
+	})
+}
+
+// DecodeDesiredState parses and checks a desired-topic payload.
+func DecodeDesiredState(b []byte) (DesiredState, error) {
+	var m DesiredState
+	return m, decodeWire(b, &m, func(e *fieldErrors) { validateDesiredState(e, &m) })
+}
+
+// DecodeObservedState parses and checks an observed-topic payload.
+func DecodeObservedState(b []byte) (ObservedState, error) {
+	var m ObservedState
+	return m, decodeWire(b, &m, func(e *fieldErrors) { validateObservedState(e, &m) })
+}
+
+// DecodeNodeEvent parses and checks an events-topic payload.
+func DecodeNodeEvent(b []byte) (NodeEvent, error) {
+	var m NodeEvent
+	return m, decodeWire(b, &m, func(e *fieldErrors) { validateNodeEvent(e, &m) })
+}
+
+// DecodeRevision parses and checks a revision payload, including that Hash
+// is TemplateHash(Template) (the error then wraps ErrHashMismatch) and that
+// the template passes the same validation as a manifest's.
+func DecodeRevision(b []byte) (Revision, error) {
+	var m Revision
+	err := decodeWire(b, &m, func(e *fieldErrors) { validateRevision(e, &m) })
+	if err != nil {
+		return m, err
+	}
+	if got := TemplateHash(m.Template); got != m.Hash {
+		return m, fmt.Errorf("%w: hash %s, template hashes to %s", ErrHashMismatch, m.Hash, got)
+	}
+	return m, nil
+}
+
+// Encode marshals a wire message. It exists so that producers and the golden
+// tests share one encoding: compact JSON with encoding/json's field order.
+func Encode(v any) ([]byte, error) {
+	return json.Marshal(v)
+}
+
+// decodeWire parses b strictly into v, then runs check.
+func decodeWire(b []byte, v any, check func(*fieldErrors)) error {
+	if len(b) > MaxMessageSize {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrMessageTooLarge, len(b), MaxMessageSize)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); errors.Is(err, io.EOF) {
+		return fmt.Errorf("decode %T: empty message", v)
+	} else if err != nil {
+		return fmt.Errorf("decode %T: %w", v, jsonProblem(err))
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("decode %T: trailing data after the JSON object", v)
+	}
+	var errs fieldErrors
+	check(&errs)
+	return errs.err()
+}
+
+// jsonProblem rewrites encoding/json errors to name the field.
+func jsonProblem(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return fmt.Errorf("%s: must be %s, not a JSON %s", te.Field, te.Type, te.Value)
+	}
+	return err
+}
+
+// validateWireHeader checks the fields every message carries. A node name
+// must be usable as one MQTT topic level.
+func validateWireHeader(errs *fieldErrors, version int, node string) {
+	if version != WireVersion {
+		errs.add("schemaVersion", "%v %d: want %d", ErrSchemaVersion, version, WireVersion)
+	}
+	validateNodeName(errs, "node", node)
+}
+
+// validateNodeName requires a DNS-1123 subdomain, which also keeps MQTT
+// wildcards and separators out of topics.
+func validateNodeName(errs *fieldErrors, field, node string) {
+	switch {
+	case node == "":
+		errs.add(field, "required")
+	case !IsDNS1123Subdomain(node):
+		errs.add(field, "invalid node name %q: must be a DNS-1123 subdomain", node)
+	}
+}
+
+func validateNodeStatus(errs *fieldErrors, m *NodeStatus) {
+	validateWireHeader(errs, m.SchemaVersion, m.Node)
+	validateNodeFields(errs, edgesetNodeFields, &Node{
+		Name: m.Node, Labels: m.Labels, Taints: m.Taints, Conditions: m.Conditions,
+		Addresses: m.Addresses, Capacity: m.Capacity, Info: m.Info,
+	})
+}
+
+// nodeFieldNames names a node's fields in the shape it was read from.
+type nodeFieldNames struct{ labels, taints, conditions, addresses, capacity string }
+
+var (
+	edgesetNodeFields = nodeFieldNames{"labels", "taints", "conditions", "addresses", "capacity"}
+	k8sNodeFields     = nodeFieldNames{"metadata.labels", "spec.taints", "status.conditions", "status.addresses", "status.capacity"}
+)
+
+// validateNodeFields checks a node's labels, taints, conditions, addresses
+// and capacity, naming fields as in names.
+func validateNodeFields(errs *fieldErrors, names nodeFieldNames, n *Node) {
+	validateLabels(errs, names.labels, n.Labels)
+	for i, t := range n.Taints {
+		validateTaint(errs, fmt.Sprintf("%s[%d]", names.taints, i), t)
+	}
+	for i, c := range n.Conditions {
+		cf := fmt.Sprintf("%s[%d]", names.conditions, i)
+		if c.Type == "" {
+			errs.add(cf+".type", "required")
+		}
+		if !slices.Contains([]string{ConditionTrue, ConditionFalse, ConditionUnknown}, c.Status) {
+			errs.add(cf+".status", "unsupported status %q: want True, False or Unknown", c.Status)
+		}
+	}
+	for i, a := range n.Addresses {
+		if a.Type == "" || a.Address == "" {
+			errs.add(fmt.Sprintf("%s[%d]", names.addresses, i), "type and address are required")
+		}
+	}
+	for _, k := range sortedKeys(n.Capacity) {
+		if _, err := n.Capacity[k].MilliValue(); err != nil {
+			errs.add(names.capacity+"["+k+"]", "%v", err)
+		}
+	}
+}
+
+func validateTaint(errs *fieldErrors, field string, t Taint) {
+	if p := labelKeyProblem(t.Key); p != "" {
+		errs.add(field+".key", "%s", strings.Replace(p, "label key", "taint key", 1))
+	}
+	if p := labelValueProblem(t.Value); p != "" {
+		errs.add(field+".value", "%s", strings.Replace(p, "label value", "taint value", 1))
+	}
+	switch t.Effect {
+	case TaintNoSchedule, TaintPreferNoSchedule, TaintNoExecute:
+	default:
+		errs.add(field+".effect", "unsupported effect %q: want NoSchedule, PreferNoSchedule or NoExecute", t.Effect)
+	}
+}
+
+func validateDesiredState(errs *fieldErrors, m *DesiredState) {
+	validateWireHeader(errs, m.SchemaVersion, m.Node)
+	for i, in := range m.Instances {
+		f := fmt.Sprintf("instances[%d]", i)
+		validateDaemonSetKey(errs, f+".daemonSet", in.DaemonSet)
+		validateRevisionHash(errs, f+".revision", in.Revision)
+	}
+}
+
+func validateObservedState(errs *fieldErrors, m *ObservedState) {
+	validateWireHeader(errs, m.SchemaVersion, m.Node)
+	for i, in := range m.Instances {
+		f := fmt.Sprintf("instances[%d]", i)
+		validateDaemonSetKey(errs, f+".daemonSet", in.DaemonSet)
+		validateRevisionHash(errs, f+".revision", in.Revision)
+		if !slices.Contains(instancePhases, in.Phase) {
+			errs.add(f+".phase", "unsupported phase %q: want one of %s", in.Phase, strings.Join(instancePhases, ", "))
+		}
+		if in.Restarts < 0 {
+			errs.add(f+".restarts", "must be >= 0, not %d", in.Restarts)
+		}
+	}
+}
+
+// instancePhases are the phases an agent may report.
+var instancePhases = []string{
+	PhasePending, PhasePulling, PhaseRunning, PhaseCrashLoopBackOff, PhaseImagePullBackOff,
+	PhaseErrImagePull, PhaseFailed, PhaseRefused, PhaseTerminating,
+}
+
+func validateNodeEvent(errs *fieldErrors, m *NodeEvent) {
+	validateWireHeader(errs, m.SchemaVersion, m.Node)
+	if m.Time.IsZero() {
+		errs.add("time", "required")
+	}
+	if m.Type != EventNormal && m.Type != EventWarning {
+		errs.add("type", "unsupported type %q: want Normal or Warning", m.Type)
+	}
+	if m.Reason == "" {
+		errs.add("reason", "required")
+	}
+	if m.DaemonSet != "" {
+		validateDaemonSetKey(errs, "daemonSet", m.DaemonSet)
+	}
+}
+
+func validateRevision(errs *fieldErrors, m *Revision) {
+	if m.SchemaVersion != WireVersion {
+		errs.add("schemaVersion", "%v %d: want %d", ErrSchemaVersion, m.SchemaVersion, WireVersion)
+	}
+	validateRevisionHash(errs, "hash", m.Hash)
+	validateDaemonSetKey(errs, "daemonSet", m.DaemonSet)
+	if m.Number < 1 {
+		errs.add("number", "must be >= 1, not %d", m.Number)
+	}
+	validatePodTemplate(errs, "template", &m.Template)
+}
+
+// validateDaemonSetKey requires "namespace/name".
+func validateDaemonSetKey(errs *fieldErrors, field, key string) {
+	ns, name, ok := strings.Cut(key, "/")
+	if !ok || !IsDNS1123Label(ns) || !IsDNS1123Subdomain(name) {
+		errs.add(field, "invalid daemonset key %q: want namespace/name", key)
+	}
+}
+
+func validateRevisionHash(errs *fieldErrors, field, hash string) {
+	if !revisionHashRE.MatchString(hash) {
+		errs.add(field, "invalid revision hash %q: want 20 lowercase hex digits", hash)
+	}
+}

@@ -1,0 +1,170 @@
+package schema
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata")
+
+// wireCase is one wire message: its value, the golden file holding its
+// encoding, and the decoder for its topic. One table drives encoding,
+// decoding and the fuzz seed corpus.
+type wireCase struct {
+	name   string
+	value  any
+	decode func([]byte) (any, error)
+}
+
+// decoderFor adapts a typed decoder to wireCase.decode.
+func decoderFor[T any](dec func([]byte) (T, error)) func([]byte) (any, error) {
+	return func(b []byte) (any, error) { v, err := dec(b); return v, err }
+}
+
+var (
+	t0 = time.Date(2025, 6, 1, 8, 0, 0, 0, time.UTC)
+	t1 = time.Date(2025, 6, 1, 8, 5, 30, 0, time.UTC)
+)
+
+func sampleTemplate() PodTemplateSpec {
+	return PodTemplateSpec{
+		Metadata: ObjectMeta{Labels: map[string]string{"app": "agent"}},
+		Spec: PodSpec{
+			Containers: []Container{{
+				Name: "agent", Image: "example.com/agent:1.0", ImagePullPolicy: PullIfNotPresent,
+				Ports: []ContainerPort{{ContainerPort: 9100, HostPort: 9100, Protocol: ProtocolTCP}},
+			}},
+			RestartPolicy:                 RestartPolicyAlways,
+			TerminationGracePeriodSeconds: ptr(int64(30)),
+		},
+	}
+}
+
+func sampleRevision() Revision {
+	r := Revision{SchemaVersion: WireVersion, DaemonSet: "edge/agent", Number: 3, Template: sampleTemplate()}
+	r.Hash = TemplateHash(r.Template)
+	return r
+}
+
+func wireCases() []wireCase {
+	hash := sampleRevision().Hash
+	return []wireCase{
+		{"node-status", NodeStatus{
+			SchemaVersion: WireVersion, Node: "pi-01",
+			Labels:     map[string]string{LabelArch: "arm64", LabelOS: "linux"},
+			Taints:     []Taint{{Key: "edgeset.io/battery-low", Value: "true", Effect: TaintNoSchedule, TimeAdded: &t0}},
+			Conditions: []NodeCondition{{Type: NodeReady, Status: ConditionTrue, Since: t0, Reason: "AgentReady"}},
+			Addresses:  []NodeAddress{{Type: "InternalIP", Address: "10.0.0.5"}},
+			Capacity:   ResourceList{"cpu": "4", "memory": "3982Mi"},
+			Info:       NodeInfo{OS: "linux", Arch: "arm64", Hostname: "pi-01", AgentVersion: "v0.1.0", Runtime: "docker", RuntimeVersion: "24.0.7"},
+		}, decoderFor(DecodeNodeStatus)},
+		{"node-status-minimal", NodeStatus{SchemaVersion: WireVersion, Node: "pi-02"}, decoderFor(DecodeNodeStatus)},
+		{"presence-online", Presence{SchemaVersion: WireVersion, Node: "pi-01", Online: true, Session: t0.UnixNano()}, decoderFor(DecodePresence)},
+		{"presence-offline", Presence{SchemaVersion: WireVersion, Node: "pi-01", Online: false, Session: t0.UnixNano()}, decoderFor(DecodePresence)},
+		{"desired-state", DesiredState{
+			SchemaVersion: WireVersion, Node: "pi-01", Generation: 42,
+			Instances: []DesiredInstance{{DaemonSet: "edge/agent", Revision: hash}, {DaemonSet: "kube-system/fluentd", Revision: "0123456789abcdef0123"}},
+		}, decoderFor(DecodeDesiredState)},
+		{"desired-state-empty", DesiredState{SchemaVersion: WireVersion, Node: "pi-01", Generation: 1, Instances: []DesiredInstance{}}, decoderFor(DecodeDesiredState)},
+		{"observed-state", ObservedState{
+			SchemaVersion: WireVersion, Node: "pi-01", ObservedGeneration: 42,
+			Instances: []InstanceStatus{
+				{DaemonSet: "edge/agent", Revision: hash, Phase: PhaseRunning, Ready: true, ReadySince: &t1, ContainerIDs: []string{"3f2a"}},
+				{DaemonSet: "kube-system/fluentd", Revision: "0123456789abcdef0123", Phase: PhaseCrashLoopBackOff, Restarts: 7, LastExitCode: ptr(int32(137)), Message: "OOMKilled"},
+			},
+		}, decoderFor(DecodeObservedState)},
+		{"node-event", NodeEvent{
+			SchemaVersion: WireVersion, Node: "pi-01", Time: t1, Type: EventWarning, Reason: "ErrImagePull",
+			DaemonSet: "edge/agent", Message: "pull example.com/agent:1.0: connection refused",
+		}, decoderFor(DecodeNodeEvent)},
+		{"revision", sampleRevision(), decoderFor(DecodeRevision)},
+	}
+}
+
+func goldenPath(name string) string { return filepath.Join("testdata", "wire", name+".json") }
+
+func TestWireGolden(t *testing.T) {
+	for _, tc := range wireCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Encode(tc.value)
+			require.NoError(t, err)
+			got = append(got, '\n')
+			if *update {
+				require.NoError(t, os.WriteFile(goldenPath(tc.name), got, 0o644))
+			}
+			want, err := os.ReadFile(goldenPath(tc.name))
+			require.NoError(t, err, "run go test -update to create the golden file")
+			assert.Equal(t, string(want), string(got), "encoding")
+
+			decoded, err := tc.decode(want)
+			require.NoError(t, err)
+			assert.Equal(t, tc.value, decoded, "decoding the golden file")
+		})
+	}
+}
+
+func TestWireDecodeRejects(t *testing.T) {
+	status := func(mut func(string) string) []byte {
+		b, _ := os.ReadFile(goldenPath("node-status"))
+		return []byte(mut(string(b)))
+	}
+	rev := sampleRevision()
+	tampered := rev
+	tampered.Template.Spec.Containers = []Container{{Name: "agent", Image: "evil.example.com/agent:1.0"}}
+	tamperedJSON, _ := Encode(tampered)
+	badTemplate := rev
+	badTemplate.Template.Spec.Containers = nil
+	badTemplate.Hash = TemplateHash(badTemplate.Template)
+	badTemplateJSON, _ := Encode(badTemplate)
+
+	tests := []struct {
+		name   string
+		decode func([]byte) (any, error)
+		in     []byte
+		want   string
+		is     error
+	}{
+		{"empty", decoderFor(DecodePresence), nil, "empty message", nil},
+		{"truncated", decoderFor(DecodePresence), []byte(`{"schemaVersion":1`), "unexpected EOF", nil},
+		{"not JSON", decoderFor(DecodePresence), []byte("online"), "invalid character", nil},
+		{"array", decoderFor(DecodePresence), []byte(`[]`), "cannot unmarshal array", nil},
+		{"trailing data", decoderFor(DecodePresence), []byte(`{"schemaVersion":1,"node":"a","online":true,"session":1} {}`), "trailing data", nil},
+		{"unknown field", decoderFor(DecodePresence), []byte(`{"schemaVersion":1,"node":"a","online":true,"session":1,"battery":3}`), `unknown field "battery"`, nil},
+		{"wrong schema version", decoderFor(DecodePresence), []byte(`{"schemaVersion":2,"node":"a","online":true,"session":1}`), "schemaVersion: unsupported schemaVersion 2: want 1", nil},
+		{"missing node", decoderFor(DecodePresence), []byte(`{"schemaVersion":1,"online":true,"session":1}`), "node: required", nil},
+		{"node with topic wildcard", decoderFor(DecodePresence), []byte(`{"schemaVersion":1,"node":"a/+","online":true,"session":1}`), `invalid node name "a/+"`, nil},
+		{"no session", decoderFor(DecodePresence), []byte(`{"schemaVersion":1,"node":"a","online":true}`), "session: must be > 0", nil},
+		{"wrong type", decoderFor(DecodePresence), []byte(`{"schemaVersion":"1","node":"a"}`), "schemaVersion: must be int, not a JSON string", nil},
+		{"oversize", decoderFor(DecodeNodeStatus), append([]byte(`{"node":"`), bytes.Repeat([]byte("a"), MaxMessageSize)...), "message too large", ErrMessageTooLarge},
+		{"bad taint effect", decoderFor(DecodeNodeStatus), status(func(s string) string { return strings.Replace(s, `"NoSchedule"`, `"Evict"`, 1) }), `taints[0].effect: unsupported effect "Evict"`, nil},
+		{"bad condition status", decoderFor(DecodeNodeStatus), status(func(s string) string { return strings.Replace(s, `"status":"True"`, `"status":"Yes"`, 1) }), `conditions[0].status: unsupported status "Yes"`, nil},
+		{"bad capacity", decoderFor(DecodeNodeStatus), status(func(s string) string { return strings.Replace(s, `"4"`, `"four"`, 1) }), `capacity[cpu]: quantity "four"`, nil},
+		{"bad daemonset key", decoderFor(DecodeDesiredState), []byte(`{"schemaVersion":1,"node":"a","generation":1,"instances":[{"daemonSet":"agent","revision":"0123456789abcdef0123"}]}`), `instances[0].daemonSet: invalid daemonset key "agent"`, nil},
+		{"bad revision hash", decoderFor(DecodeDesiredState), []byte(`{"schemaVersion":1,"node":"a","generation":1,"instances":[{"daemonSet":"a/b","revision":"XYZ"}]}`), `instances[0].revision: invalid revision hash "XYZ"`, nil},
+		{"negative generation", decoderFor(DecodeDesiredState), []byte(`{"schemaVersion":1,"node":"a","generation":-1,"instances":[]}`), "generation: must be uint64", nil},
+		{"bad phase", decoderFor(DecodeObservedState), []byte(`{"schemaVersion":1,"node":"a","observedGeneration":1,"instances":[{"daemonSet":"a/b","revision":"0123456789abcdef0123","phase":"Sleeping","ready":false,"restarts":0}]}`), `instances[0].phase: unsupported phase "Sleeping"`, nil},
+		{"event without time", decoderFor(DecodeNodeEvent), []byte(`{"schemaVersion":1,"node":"a","time":"0001-01-01T00:00:00Z","type":"Normal","reason":"Started"}`), "time: required", nil},
+		{"event bad type", decoderFor(DecodeNodeEvent), []byte(`{"schemaVersion":1,"node":"a","time":"2025-01-01T00:00:00Z","type":"Error","reason":"X"}`), `type: unsupported type "Error"`, nil},
+		{"revision hash mismatch", decoderFor(DecodeRevision), tamperedJSON, "revision hash does not match template", ErrHashMismatch},
+		{"revision with invalid template", decoderFor(DecodeRevision), badTemplateJSON, "template.spec.containers: required: at least one container", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.decode(tc.in)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			if tc.is != nil {
+				assert.True(t, errors.Is(err, tc.is), "errors.Is(%v, %v)", err, tc.is)
+			}
+		})
+	}
+}

@@ -1,0 +1,159 @@
+// Command app is the process inside edgeset's test image: a static binary
+// with one behaviour per subcommand, so container tests can ask for exactly
+// the lifecycle they exercise. Scratch images have no shell, so everything a
+// test needs to run inside the container (exec probes included) lives here.
+//
+//	app sleep                 print a line, run until SIGTERM, exit 0
+//	app exit N [DELAY]        print a line, wait DELAY (Go duration), exit N
+//	app serve PORT            HTTP: /ready 200 when /tmp/ready exists or READY=1,
+//	                          /healthz 200 unless /tmp/unhealthy exists
+//	app write PATH            write PATH; exit 0 on success, 1 on failure
+//	app ignore-term           ignore SIGTERM, run until killed
+//	app check FILE            exit 0 if FILE exists, 1 otherwise
+//	app touch FILE            create FILE; exit 0 on success
+//
+// Every mode but ignore-term exits 0 promptly on SIGTERM: as PID 1 the
+// process would otherwise never see the signal.
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// Files that steer the serve mode's endpoints.
+const (
+	readyFile     = "/tmp/ready"
+	unhealthyFile = "/tmp/unhealthy"
+)
+
+func main() {
+	args := os.Args[1:]
+	if len(args) == 0 {
+		args = []string{"sleep"}
+	}
+	if args[0] != "ignore-term" {
+		exitOnTerm()
+	}
+	os.Exit(run(args[0], args[1:]))
+}
+
+// exitOnTerm makes SIGTERM and SIGINT end the process with status 0.
+func exitOnTerm() {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		s := <-sig
+		fmt.Printf("app: %s, exiting\n", s)
+		os.Exit(0)
+	}()
+}
+
+// run executes one subcommand and returns the process exit status.
+func run(mode string, args []string) int {
+	switch mode {
+	case "sleep":
+		fmt.Println("app: sleeping")
+		block()
+	case "ignore-term":
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Println("app: ignoring SIGTERM")
+		block()
+	case "exit":
+		return exit(args)
+	case "serve":
+		return serve(args)
+	case "write":
+		return fileOp(args, func(p string) error { return os.WriteFile(p, []byte("edgeset\n"), 0o644) })
+	case "touch":
+		return fileOp(args, func(p string) error { return os.WriteFile(p, nil, 0o644) })
+	case "check":
+		return fileOp(args, func(p string) error { _, err := os.Stat(p); return err })
+	}
+	fmt.Fprintf(os.Stderr, "app: unknown mode %q\n", mode)
+	return 2
+}
+
+// block never returns. It sleeps rather than selecting on nothing, which
+// the runtime would report as a deadlock when no signal goroutine runs.
+func block() {
+	for {
+		time.Sleep(time.Hour)
+	}
+}
+
+// exit handles "exit N [DELAY]".
+func exit(args []string) int {
+	if len(args) < 1 || len(args) > 2 {
+		fmt.Fprintln(os.Stderr, "usage: app exit N [DELAY]")
+		return 2
+	}
+	code, err := strconv.Atoi(args[0])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "app: exit code %q: %v\n", args[0], err)
+		return 2
+	}
+	if len(args) == 2 {
+		delay, err := time.ParseDuration(args[1])
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "app: delay %q: %v\n", args[1], err)
+			return 2
+		}
+		time.Sleep(delay)
+	}
+	fmt.Printf("app: exiting with %d\n", code)
+	fmt.Fprintf(os.Stderr, "app: stderr exiting with %d\n", code)
+	return code
+}
+
+// serve handles "serve PORT"; it returns only if the listener fails.
+func serve(args []string) int {
+	if len(args) != 1 {
+		fmt.Fprintln(os.Stderr, "usage: app serve PORT")
+		return 2
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/ready", func(w http.ResponseWriter, _ *http.Request) {
+		if os.Getenv("READY") == "1" || exists(readyFile) {
+			fmt.Fprintln(w, "ready")
+			return
+		}
+		http.Error(w, "not ready", http.StatusServiceUnavailable)
+	})
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if exists(unhealthyFile) {
+			http.Error(w, "unhealthy", http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	fmt.Printf("app: serving on :%s\n", args[0])
+	err := http.ListenAndServe(":"+args[0], mux)
+	fmt.Fprintf(os.Stderr, "app: serve: %v\n", err)
+	return 1
+}
+
+// fileOp runs op on the single path argument and reports the outcome.
+func fileOp(args []string, op func(path string) error) int {
+	if len(args) != 1 {
+		fmt.Fprintln(os.Stderr, "usage: app write|touch|check PATH")
+		return 2
+	}
+	if err := op(args[0]); err != nil {
+		fmt.Printf("app: %s: %v\n", args[0], err)
+		return 1
+	}
+	fmt.Printf("app: %s: ok\n", args[0])
+	return 0
+}
+
+// exists reports whether path can be stat'ed.
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
