@@ -38,7 +38,9 @@ func (c *Controller) UpdateNode(ctx context.Context, name string, patch api.Node
 	return c.GetNode(ctx, name)
 }
 
-func isNotFound(err error) bool { return err != nil && strings.Contains(err.Error(), store.ErrNotFound.Error()) }
+func isNotFound(err error) bool {
+	return err != nil && strings.Contains(err.Error(), store.ErrNotFound.Error())
+}
 
 // validatePatch checks label keys and values and taints, reporting every
 // problem with its field path.

@@ -9,9 +9,9 @@ import (
 type selector []requirement
 
 type requirement struct {
-	key    string
-	value  string
-	op     string // "=", "!=", "exists", "!exists"
+	key   string
+	value string
+	op    string // "=", "!=", "exists", "!exists"
 }
 
 // parseSelector parses kubectl's equality-based selectors: k=v, k==v, k!=v,

@@ -14,7 +14,9 @@ import (
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func ready(rev string) Instance { return Instance{Revision: rev, Ready: true, ReadySince: t0, Phase: schema.PhaseRunning} }
+func ready(rev string) Instance {
+	return Instance{Revision: rev, Ready: true, ReadySince: t0, Phase: schema.PhaseRunning}
+}
 
 func notReady(rev, phase string) Instance { return Instance{Revision: rev, Phase: phase} }
 
