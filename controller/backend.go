@@ -357,11 +357,11 @@ func (c *Controller) unknownNode(name string, nodes []schema.Node) error {
 	for i, n := range nodes {
 		names[i] = n.Name
 	}
-	msg := fmt.Sprintf("node %q: %v", name, api.ErrNotFound)
+	msg := fmt.Sprintf("node %q", name)
 	if close := api.Suggest(name, names, 3); len(close) > 0 {
 		msg += "; did you mean " + strings.Join(close, ", ") + "?"
 	}
-	return fmt.Errorf("%w: %s", api.ErrNotFound, strings.TrimPrefix(msg, ""))
+	return fmt.Errorf("%w: %s", api.ErrNotFound, msg)
 }
 
 // DeleteNode forgets a node: its desired state is cleared (so a reachable

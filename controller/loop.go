@@ -106,6 +106,9 @@ func (c *Controller) apply(ctx context.Context, snap snapshot, d decision) error
 	}
 	c.recordChanges(d.Plan)
 	c.setStatus(d)
+	if clearsDeletedNodes(snap, d.Plan) {
+		c.wake() // the next pass forgets them, once their empty state is out
+	}
 	if len(msgs) > 0 {
 		if err := c.publishAll(ctx, msgs); err != nil && !errors.Is(err, mqttclient.ErrNotConnected) {
 			c.log.Warn("publish desired state", "messages", len(msgs), "err", err)
@@ -239,6 +242,24 @@ func (c *Controller) newRevisions(desired map[string]reconcile.NodeDesired) ([]m
 		msgs = append(msgs, revisionMessage(wire))
 	}
 	return msgs, nil
+}
+
+// clearsDeletedNodes reports whether the plan publishes the empty desired
+// state of a deleted node (one no longer in the snapshot).
+func clearsDeletedNodes(snap snapshot, plan reconcile.Output) bool {
+	if len(plan.Desired) == 0 {
+		return false
+	}
+	known := make(map[string]bool, len(snap.Nodes))
+	for _, n := range snap.Nodes {
+		known[n.Name] = true
+	}
+	for node := range plan.Desired {
+		if !known[node] {
+			return true
+		}
+	}
+	return false
 }
 
 // forget drops deleted nodes whose empty desired state was published.

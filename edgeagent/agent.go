@@ -1,0 +1,338 @@
+package edgeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/edgeset/edgeset/schema"
+)
+
+// Conn is the agent's MQTT connection as the agent needs it. Inbound
+// messages are delivered by the connection's owner to Agent.HandleMessage.
+type Conn interface {
+	Publish(ctx context.Context, topic string, payload []byte, retained bool) error
+	Subscribe(ctx context.Context, filter string) error
+	Unsubscribe(ctx context.Context, filter string) error
+}
+
+// Config configures an Agent. Zero fields take the defaults documented on
+// each; withDefaults is the one place they are applied.
+type Config struct {
+	// NodeName is this device's name; required.
+	NodeName string
+	// DataDir holds the local state (DataDir/agent.db); required unless
+	// Ephemeral is set.
+	DataDir string
+	// Ephemeral keeps local state in memory only (simulators).
+	Ephemeral bool
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Policy is what this device refuses to run; the zero value allows all.
+	Policy LocalPolicy
+	// RegistryAuth is passed to every image pull; nil pulls anonymously.
+	RegistryAuth *RegistryAuth
+	// Clock defaults to time.Now; tests inject their own.
+	Clock func() time.Time
+	// ResyncInterval is the period of the level-triggered reconcile pass
+	// that runs even without events or a broker; default 10 s.
+	ResyncInterval time.Duration
+	// RestartBackoff is the crash and pull retry schedule; the zero value
+	// is DefaultBackoff.
+	RestartBackoff Backoff
+	// EventsRetry is the schedule for re-subscribing to runtime events
+	// after the stream fails; default 1 s doubling to 30 s.
+	EventsRetry Backoff
+	// ConnTimeout bounds each Publish, Subscribe and Unsubscribe made by
+	// the agent itself; default 10 s.
+	ConnTimeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.ResyncInterval <= 0 {
+		c.ResyncInterval = 10 * time.Second
+	}
+	if c.RestartBackoff == (Backoff{}) {
+		c.RestartBackoff = DefaultBackoff
+	}
+	if c.EventsRetry == (Backoff{}) {
+		c.EventsRetry = Backoff{Initial: time.Second, Max: 30 * time.Second, ResetAfter: time.Minute}
+	}
+	if c.ConnTimeout <= 0 {
+		c.ConnTimeout = 10 * time.Second
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.NodeName == "" {
+		return errors.New("agent config: NodeName is required")
+	}
+	if c.DataDir == "" && !c.Ephemeral {
+		return errNoDataDir
+	}
+	return nil
+}
+
+// Agent keeps one node's desired state and reconciles the runtime to it. The
+// fields after "loop-owned" are touched only by the reconcile loop
+// goroutine (and by New before Run starts it).
+type Agent struct {
+	cfg    Config
+	rt     Runtime
+	conn   Conn
+	log    *slog.Logger
+	store  stateStore
+	probes *prober
+	wake   chan struct{} // capacity 1: a pending request for a pass
+
+	inboxMu sync.Mutex        // guards inbox
+	inbox   map[string][]byte // latest payload per topic, not yet processed
+
+	mu        sync.Mutex            // guards connected, missing, observed, published
+	connected bool                  // between OnConnect and OnConnectionLost
+	missing   map[string]bool       // revision hashes referenced but not cached
+	observed  *schema.ObservedState // latest computed observed state
+	published []byte                // payload of the last successful observed publish
+
+	pubMu sync.Mutex // serialises observed publishes so an older state never lands last
+
+	dropped atomic.Uint64 // events not sent: disconnected or publish failed
+	started atomic.Bool   // Run has been called
+
+	// loop-owned
+	desired   *schema.DesiredState
+	revisions map[string]schema.Revision
+	applied   uint64
+	instances map[instanceKey]*instance
+}
+
+// New opens the local state and returns an agent ready to Run. It makes no
+// call on rt or conn.
+func New(cfg Config, rt Runtime, conn Conn) (*Agent, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	store, err := openStore(cfg)
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.load()
+	if err != nil {
+		store.close()
+		return nil, err
+	}
+	a := &Agent{
+		cfg: cfg, rt: rt, conn: conn, log: cfg.Logger.With("node", cfg.NodeName), store: store,
+		wake: make(chan struct{}, 1), inbox: map[string][]byte{}, missing: map[string]bool{},
+		revisions: map[string]schema.Revision{}, instances: map[instanceKey]*instance{},
+	}
+	a.probes = newProber(rt, a.poke, a.log)
+	a.restore(st)
+	return a, nil
+}
+
+func openStore(cfg Config) (stateStore, error) {
+	if cfg.Ephemeral {
+		return newMemoryStore(), nil
+	}
+	return openBoltStore(cfg.DataDir)
+}
+
+// restore adopts the persisted state, re-verifying each revision's hash.
+func (a *Agent) restore(st localState) {
+	a.applied = st.applied
+	for h, rev := range st.revisions {
+		if h != rev.Hash || schema.TemplateHash(rev.Template) != h {
+			a.log.Warn("dropping corrupt cached revision", "revision", h)
+			continue
+		}
+		a.revisions[h] = rev
+	}
+	if st.desired != nil && st.desired.Node == a.cfg.NodeName {
+		a.desired = st.desired
+		a.log.Info("restored desired state", "generation", st.desired.Generation, "instances", len(st.desired.Instances))
+	}
+	a.mu.Lock()
+	a.missing = a.missingRevisions()
+	a.mu.Unlock()
+}
+
+// Run reconciles until ctx ends, then stops every probe and closes the local
+// state. It returns nil on cancellation. Run may be called once.
+func (a *Agent) Run(ctx context.Context) error {
+	if !a.started.CompareAndSwap(false, true) {
+		return errors.New("agent: Run called twice")
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { a.watchRuntime(gctx); return nil })
+	g.Go(func() error { a.loop(gctx); return nil })
+	err := g.Wait()
+	a.probes.stopAll()
+	return errors.Join(err, a.store.close())
+}
+
+// poke asks the loop for a pass without blocking.
+func (a *Agent) poke() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (a *Agent) now() time.Time { return a.cfg.Clock() }
+
+// loop runs a pass at start, on every poke, and at least every
+// ResyncInterval (sooner when a backoff expires).
+func (a *Agent) loop(ctx context.Context) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.wake:
+		case <-timer.C:
+		}
+		a.processInbox(ctx)
+		next := a.reconcile(ctx)
+		timer.Reset(next)
+	}
+}
+
+// HandleMessage accepts an inbound MQTT message. It never blocks on the
+// loop: only the latest payload per topic is kept until the loop takes it.
+func (a *Agent) HandleMessage(topic string, payload []byte) {
+	b := append([]byte(nil), payload...)
+	a.inboxMu.Lock()
+	a.inbox[topic] = b
+	a.inboxMu.Unlock()
+	a.poke()
+}
+
+// OnConnect is called after every (re)connection to the broker: it
+// subscribes to the node's desired state and to every revision still
+// missing, and republishes the current observed state.
+func (a *Agent) OnConnect(ctx context.Context) error {
+	a.mu.Lock()
+	a.connected = true
+	hashes := sortedKeys(a.missing)
+	a.mu.Unlock()
+	var errs []error
+	if err := a.conn.Subscribe(ctx, a.desiredTopic()); err != nil {
+		errs = append(errs, fmt.Errorf("subscribe %s: %w", a.desiredTopic(), err))
+	}
+	for _, h := range hashes {
+		if err := a.conn.Subscribe(ctx, schema.RevisionTopic(h)); err != nil {
+			errs = append(errs, fmt.Errorf("subscribe %s: %w", schema.RevisionTopic(h), err))
+		}
+	}
+	if err := a.publishObserved(ctx, true); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// OnConnectionLost marks the agent disconnected: events are dropped (and
+// counted) rather than published until the next OnConnect.
+func (a *Agent) OnConnectionLost() {
+	a.mu.Lock()
+	a.connected = false
+	a.mu.Unlock()
+}
+
+// DroppedEvents returns how many events were not published because the
+// agent was disconnected or the publish failed.
+func (a *Agent) DroppedEvents() uint64 { return a.dropped.Load() }
+
+// Observed returns the latest computed observed state, published or not.
+func (a *Agent) Observed() (schema.ObservedState, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.observed == nil {
+		return schema.ObservedState{}, false
+	}
+	return *a.observed, true
+}
+
+func (a *Agent) desiredTopic() string { return schema.NodeTopic(a.cfg.NodeName, schema.TopicDesired) }
+
+func (a *Agent) isConnected() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.connected
+}
+
+// connCall runs one broker operation bounded by ConnTimeout.
+func (a *Agent) connCall(ctx context.Context, op func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.ConnTimeout)
+	defer cancel()
+	return op(ctx)
+}
+
+// watchRuntime pokes the loop on every runtime event of this node and
+// re-subscribes with backoff when the stream fails.
+func (a *Agent) watchRuntime(ctx context.Context) {
+	failures := 0
+	for ctx.Err() == nil {
+		delivered, err := a.consumeEvents(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if delivered {
+			failures = 0
+		}
+		failures++
+		a.log.Warn("runtime event stream failed; resubscribing", "err", err, "attempt", failures)
+		a.poke()
+		if sleepCtx(ctx, a.cfg.EventsRetry.Delay(failures)) != nil {
+			return
+		}
+	}
+}
+
+func (a *Agent) consumeEvents(ctx context.Context) (delivered bool, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events, errs := a.rt.Events(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return delivered, ctx.Err()
+		case err := <-errs:
+			return delivered, err
+		case ev, ok := <-events:
+			if !ok {
+				return delivered, errors.New("runtime event stream closed")
+			}
+			delivered = true
+			if node, ok := ev.Labels[LabelNode]; !ok || node == a.cfg.NodeName {
+				a.poke()
+			}
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,533 @@
+package edgeagent_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgeset/edgeset/edgeagent"
+	"github.com/edgeset/edgeset/edgeagent/fake"
+	"github.com/edgeset/edgeset/schema"
+)
+
+var (
+	revA  = testRevision("edge/logs", testTemplate("busybox:1.36"))
+	revA2 = testRevision("edge/logs", testTemplate("busybox:1.37"))
+	revB  = testRevision("edge/metrics", testTemplate("nginx:1.27"))
+)
+
+// runWith starts an agent, connects it and sends a desired state with the
+// given revisions.
+func runWith(t *testing.T, revs ...schema.Revision) *harness {
+	h := newHarness(t)
+	h.start(h.config())
+	h.connect()
+	h.apply(1, revs...)
+	return h
+}
+
+func (h *harness) apply(gen uint64, revs ...schema.Revision) {
+	var ins []schema.DesiredInstance
+	for _, r := range revs {
+		ins = append(ins, want(r))
+	}
+	h.sendDesired(gen, ins...)
+	for _, r := range revs {
+		h.sendRevision(r)
+	}
+}
+
+func TestDesiredStateCreatesOneInstancePerDaemonSet(t *testing.T) {
+	h := runWith(t, revA, revB)
+	a := h.waitInstance(revA.DaemonSet, revA.Hash, runningReady)
+	b := h.waitInstance(revB.DaemonSet, revB.Hash, runningReady)
+	h.waitPasses(5)
+
+	list := h.managed()
+	require.Len(t, list, 2)
+	assert.Equal(t, 2, h.rt.Stats().Creates, "no container created twice")
+	assert.ElementsMatch(t, []string{a.ContainerIDs[0], b.ContainerIDs[0]}, []string{list[0].ID, list[1].ID})
+	obs, _ := h.agent.Observed()
+	assert.Equal(t, uint64(1), obs.ObservedGeneration)
+	assert.False(t, h.conn.subscribed(schema.RevisionTopic(revA.Hash)), "unsubscribed once cached")
+	assert.True(t, h.conn.subscribed(schema.NodeTopic(testNode, schema.TopicDesired)))
+}
+
+func TestOlderOrEqualGenerationIgnored(t *testing.T) {
+	h := newHarness(t)
+	h.start(h.config())
+	h.connect()
+	h.apply(5, revA)
+	h.waitInstance(revA.DaemonSet, revA.Hash, runningReady)
+
+	h.apply(5, revB)
+	h.apply(4, revB)
+	h.waitPasses(3)
+	_, found := h.instance(revB.DaemonSet, revB.Hash)
+	assert.False(t, found, "stale generations must not be applied")
+	obs, _ := h.agent.Observed()
+	assert.Equal(t, uint64(5), obs.ObservedGeneration)
+
+	h.apply(6, revB)
+	h.waitInstance(revB.DaemonSet, revB.Hash, runningReady)
+	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		if _, found := h.instance(revA.DaemonSet, revA.Hash); found || len(h.managed()) != 1 {
+			return errors.New("instance of generation 5 still present")
+		}
+		return nil
+	})
+}
+
+func TestDesiredStateForAnotherNodeIgnored(t *testing.T) {
+	h := newHarness(t)
+	h.start(h.config())
+	h.connect()
+	h.sendDesiredFor("gw-2", 1, want(revA))
+	h.sendRevision(revA)
+	h.waitPasses(3)
+	obs, ok := h.agent.Observed()
+	require.True(t, ok)
+	assert.Empty(t, obs.Instances)
+	assert.Zero(t, obs.ObservedGeneration)
+	assert.Empty(t, h.managed())
+}
+
+func TestRevisionWithWrongHashRejected(t *testing.T) {
+	h := newHarness(t)
+	h.start(h.config())
+	h.connect()
+	h.sendDesired(1, want(revA))
+	forged := revA
+	forged.Template = testTemplate("evil:latest")
+	h.sendRevision(forged)
+	h.waitPasses(3)
+
+	st := h.waitInstance(revA.DaemonSet, revA.Hash, phaseIs(schema.PhasePending))
+	assert.Equal(t, "waiting for revision "+revA.Hash, st.Message)
+	assert.Empty(t, h.managed())
+	assert.True(t, h.conn.subscribed(schema.RevisionTopic(revA.Hash)), "still waiting for the real revision")
+
+	h.sendRevision(revA)
+	h.waitInstance(revA.DaemonSet, revA.Hash, runningReady)
+}
+
+func TestRevisionOfAnotherDaemonSetRejected(t *testing.T) {
+	h := newHarness(t)
+	h.start(h.config())
+	h.connect()
+	h.sendDesired(1, want(revA))
+	other := revA
+	other.DaemonSet = "edge/other"
+	h.sendRevision(other)
+	h.waitPasses(3)
+	h.waitInstance(revA.DaemonSet, revA.Hash, phaseIs(schema.PhasePending))
+	assert.Empty(t, h.managed())
+}
+
+func TestOfflineStartFromPersistedState(t *testing.T) {
+	h := runWith(t, revA, revB)
+	h.waitInstance(revA.DaemonSet, revA.Hash, runningReady)
+	h.waitInstance(revB.DaemonSet, revB.Hash, runningReady)
+	h.stop()
+
+	// The device reboots with the site offline: an empty engine (the images
+	// are still on disk) and a broker connection that never comes up.
+	rebooted := fake.New()
+	rebooted.AddImage("busybox:1.36", "nginx:1.27")
+	h.rt = &countingRuntime{Runtime: rebooted}
+	h.conn = newFakeConn()
+	h.conn.Err = errors.New("network unreachable")
+	h.start(h.config())
+
+	h.waitInstance(revA.DaemonSet, revA.Hash, runningReady)
+	h.waitInstance(revB.DaemonSet, revB.Hash, runningReady)
+	assert.Len(t, h.managed(), 2)
+	assert.Zero(t, h.conn.callCount(), "no broker activity before OnConnect")
+	obs, _ := h.agent.Observed()
+	assert.Equal(t, uint64(1), obs.ObservedGeneration)
+}
+
+func TestAdoptionAfterRestart(t *testing.T) {
+	h := runWith(t, revA, revB)
+	before := h.waitInstance(revA.DaemonSet, revA.Hash, runningReady)
+	h.waitInstance(revB.DaemonSet, revB.Hash, runningReady)
+	h.stop()
+	creates := h.rt.Stats().Creates
+
+	h.start(h.config())
+	after := h.waitInstance(revA.DaemonSet, revA.Hash, runningReady)
+	h.waitInstance(revB.DaemonSet, revB.Hash, runningReady)
+	h.waitPasses(3)
+	assert.Equal(t, creates, h.rt.Stats().Creates, "adopted, not recreated")
+	assert.Equal(t, before.ContainerIDs, after.ContainerIDs)
+}
+
+func TestRebootedEngineStartsExitedContainersPromptly(t *testing.T) {
+	h := runWith(t, revA)
+	h.waitInstance(revA.DaemonSet, revA.Hash, runningReady)
+	h.stop()
+	h.rt.KillAll()
+
+	h.start(h.config())
+	st := h.waitInstance(revA.DaemonSet, revA.Hash, runningReady)
+	assert.Zero(t, st.Restarts, "an engine reboot is not a crash of the daemon")
+}
+
+func TestUpdateReplacesInstanceOnlyOnceNewTemplateArrives(t *testing.T) {
+	h := runWith(t, revA)
+	old := h.waitInstance(revA.DaemonSet, revA.Hash, runningReady)
+
+	h.sendDesired(2, want(revA2))
+	h.waitPasses(3)
+	st := h.waitInstance(revA2.DaemonSet, revA2.Hash, phaseIs(schema.PhasePending))
+	assert.Equal(t, "waiting for revision "+revA2.Hash, st.Message)
+	kept, found := h.instance(revA.DaemonSet, revA.Hash)
+	require.True(t, found, "old instance reported while kept")
+	assert.Equal(t, old.ContainerIDs, kept.ContainerIDs, "old instance untouched while the template is missing")
+	require.Len(t, h.managed(), 1)
+
+	h.sendRevision(revA2)
+	h.waitInstance(revA2.DaemonSet, revA2.Hash, runningReady)
+	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		list := h.managed()
+		if len(list) != 1 || list[0].Labels[edgeagent.LabelRevision] != revA2.Hash {
+			return fmt.Errorf("%d containers, want only the new revision", len(list))
+		}
+		if _, found := h.instance(revA.DaemonSet, revA.Hash); found {
+			return errors.New("old instance still reported")
+		}
+		return nil
+	})
+}
+
+func TestSurgePairRunsBothUntilOldDropped(t *testing.T) {
+	h := runWith(t, revA)
+	h.waitInstance(revA.DaemonSet, revA.Hash, runningReady)
+
+	h.apply(2, revA, revA2)
+	h.waitInstance(revA2.DaemonSet, revA2.Hash, runningReady)
+	h.waitInstance(revA.DaemonSet, revA.Hash, runningReady)
+	assert.Len(t, h.managed(), 2)
+
+	h.sendDesired(3, want(revA2))
+	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		if list := h.managed(); len(list) != 1 || list[0].Labels[edgeagent.LabelRevision] != revA2.Hash {
+			return fmt.Errorf("%d containers, want the new revision only", len(list))
+		}
+		return nil
+	})
+}
+
+func TestLeftoversAndDuplicatesRemovedForeignUntouched(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	specs, err := edgeagent.BuildSpecs(testNode, revA.DaemonSet, revA.Hash, revA.Template)
+	require.NoError(t, err)
+	original := createStarted(t, h.rt.Runtime, specs[0])
+	dup := specs[0]
+	dup.Name += "-dup"
+	duplicate := createStarted(t, h.rt.Runtime, dup)
+	leftover := specs[0]
+	leftover.Name = "leftover"
+	leftover.Labels = cloneLabels(specs[0].Labels)
+	leftover.Labels[edgeagent.LabelDaemonSet] = "edge/removed"
+	createStarted(t, h.rt.Runtime, leftover)
+	foreign := createStarted(t, h.rt.Runtime, edgeagent.ContainerSpec{Name: "postgres", Image: "nginx:1.27", Labels: map[string]string{"app": "db"}})
+	otherNode := specs[0]
+	otherNode.Name = "other-node"
+	otherNode.Labels = cloneLabels(specs[0].Labels)
+	otherNode.Labels[edgeagent.LabelNode] = "gw-2"
+	foreignManaged := createStarted(t, h.rt.Runtime, otherNode)
+
+	h.start(h.config())
+	h.connect()
+	h.apply(1, revA)
+	st := h.waitInstance(revA.DaemonSet, revA.Hash, runningReady)
+	assert.Equal(t, []string{original}, st.ContainerIDs, "the oldest running duplicate is kept")
+	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		if n := len(h.managed()); n != 1 {
+			return fmt.Errorf("%d managed containers, want 1", n)
+		}
+		return nil
+	})
+	_, err = h.rt.Inspect(ctx, duplicate)
+	assert.ErrorIs(t, err, edgeagent.ErrNotFound)
+	for _, id := range []string{foreign, foreignManaged} {
+		c, err := h.rt.Inspect(ctx, id)
+		require.NoError(t, err, "container of someone else removed")
+		assert.True(t, c.Running)
+	}
+}
+
+func TestNothingRemovedBeforeFirstDesiredState(t *testing.T) {
+	h := newHarness(t)
+	specs, err := edgeagent.BuildSpecs(testNode, revA.DaemonSet, revA.Hash, revA.Template)
+	require.NoError(t, err)
+	id := createStarted(t, h.rt.Runtime, specs[0])
+	h.start(h.config()) // empty data dir: no desired state known
+	st := h.waitInstance(revA.DaemonSet, revA.Hash, phaseIs(schema.PhaseRunning))
+	h.waitPasses(3)
+	assert.Equal(t, []string{id}, st.ContainerIDs)
+	assert.Len(t, h.managed(), 1)
+}
+
+func createStarted(t *testing.T, rt *fake.Runtime, spec edgeagent.ContainerSpec) string {
+	t.Helper()
+	id, err := rt.Create(context.Background(), spec)
+	require.NoError(t, err)
+	require.NoError(t, rt.Start(context.Background(), id))
+	return id
+}
+
+func cloneLabels(m map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func TestCrashLoopBackOff(t *testing.T) {
+	h := runWith(t, revA)
+	st := h.waitInstance(revA.DaemonSet, revA.Hash, runningReady)
+	id := st.ContainerIDs[0]
+
+	require.NoError(t, h.rt.Crash(id, 3))
+	st = h.waitInstance(revA.DaemonSet, revA.Hash, phaseIs(schema.PhaseCrashLoopBackOff))
+	assert.EqualValues(t, 1, st.Restarts)
+	require.NotNil(t, st.LastExitCode)
+	assert.EqualValues(t, 3, *st.LastExitCode)
+	assert.Contains(t, st.Message, "back-off 10s")
+	h.waitPasses(3)
+	c, err := h.rt.Inspect(context.Background(), id)
+	require.NoError(t, err)
+	assert.False(t, c.Running, "not restarted before the backoff expires")
+
+	h.clock.Advance(10 * time.Second)
+	st = h.waitInstance(revA.DaemonSet, revA.Hash, runningReady)
+	assert.Equal(t, []string{id}, st.ContainerIDs, "restarted in place")
+	assert.EqualValues(t, 1, st.Restarts)
+
+	require.NoError(t, h.rt.Crash(id, 3))
+	st = h.waitInstance(revA.DaemonSet, revA.Hash, phaseIs(schema.PhaseCrashLoopBackOff))
+	assert.EqualValues(t, 2, st.Restarts)
+	assert.Contains(t, st.Message, "back-off 20s")
+	assertEvent(t, h, "Crashed")
+}
+
+func assertEvent(t *testing.T, h *harness, reason string) schema.NodeEvent {
+	t.Helper()
+	var ev schema.NodeEvent
+	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		for _, p := range h.conn.published(schema.NodeTopic(testNode, schema.TopicEvents)) {
+			require.NoError(t, json.Unmarshal(p.payload, &ev))
+			if ev.Reason == reason {
+				assert.False(t, p.retained, "events are not retained")
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s event", reason)
+	})
+	return ev
+}
+
+func TestReadinessGating(t *testing.T) {
+	var healthy atomic.Bool
+	tmpl := testTemplate("busybox:1.36", func(p *schema.PodSpec) {
+		p.Containers[0].ReadinessProbe = &schema.Probe{
+			Exec: &schema.ExecAction{Command: []string{"check"}}, PeriodSeconds: 1, TimeoutSeconds: 100,
+		}
+	})
+	rev := testRevision("edge/gated", tmpl)
+	h := newHarness(t)
+	h.rt.ExecResult = func(c edgeagent.ContainerState, cmd []string) (int, []byte, error) {
+		if healthy.Load() {
+			return 0, nil, nil
+		}
+		return 1, []byte("not yet"), nil
+	}
+	h.start(h.config())
+	h.connect()
+	h.apply(1, rev)
+	st := h.waitInstance(rev.DaemonSet, rev.Hash, phaseIs(schema.PhaseRunning))
+	h.waitPasses(5)
+	st, _ = h.instance(rev.DaemonSet, rev.Hash)
+	assert.False(t, st.Ready, "not ready while the readiness probe fails")
+	assert.Nil(t, st.ReadySince)
+
+	healthy.Store(true)
+	st = h.waitInstance(rev.DaemonSet, rev.Hash, runningReady)
+	require.NotNil(t, st.ReadySince)
+	assert.Equal(t, h.clock.Now(), *st.ReadySince)
+}
+
+func TestLivenessFailureRestarts(t *testing.T) {
+	var failing atomic.Bool
+	failing.Store(true)
+	tmpl := testTemplate("busybox:1.36", func(p *schema.PodSpec) {
+		p.Containers[0].LivenessProbe = &schema.Probe{
+			Exec: &schema.ExecAction{Command: []string{"alive"}}, PeriodSeconds: 1, TimeoutSeconds: 100, FailureThreshold: 2,
+		}
+	})
+	rev := testRevision("edge/live", tmpl)
+	h := newHarness(t)
+	h.rt.ExecResult = func(c edgeagent.ContainerState, cmd []string) (int, []byte, error) {
+		if failing.Load() {
+			return 1, []byte("deadlock"), nil
+		}
+		return 0, nil, nil
+	}
+	h.start(h.config())
+	h.connect()
+	h.apply(1, rev)
+
+	st := h.waitInstance(rev.DaemonSet, rev.Hash, phaseIs(schema.PhaseCrashLoopBackOff))
+	assert.EqualValues(t, 1, st.Restarts)
+	ev := assertEvent(t, h, "Unhealthy")
+	assert.Contains(t, ev.Message, "liveness probe failed")
+
+	failing.Store(false)
+	h.clock.Advance(10 * time.Second)
+	st = h.waitInstance(rev.DaemonSet, rev.Hash, runningReady)
+	assert.EqualValues(t, 1, st.Restarts)
+}
+
+func TestImagePullFailure(t *testing.T) {
+	var broken atomic.Bool
+	broken.Store(true)
+	rev := testRevision("edge/new", testTemplate("registry.local/agent:2"))
+	h := newHarness(t)
+	h.rt.ImagePullFailure = func(image string) error {
+		if broken.Load() {
+			return errors.New("manifest unknown")
+		}
+		return nil
+	}
+	h.start(h.config())
+	h.connect()
+	h.apply(1, rev)
+
+	st := h.waitInstance(rev.DaemonSet, rev.Hash, phaseIs(schema.PhaseImagePullBackOff))
+	assert.Contains(t, st.Message, "manifest unknown")
+	var first schema.InstanceStatus
+	for _, st := range h.publishedStatuses(rev.DaemonSet, rev.Hash) {
+		if st.Phase != schema.PhasePending {
+			first = st
+			break
+		}
+	}
+	assert.Equal(t, schema.PhaseErrImagePull, first.Phase, "the failed attempt itself is ErrImagePull")
+	assert.Contains(t, first.Message, "manifest unknown")
+	assertEvent(t, h, "ErrImagePull")
+	assert.Empty(t, h.managed())
+
+	broken.Store(false)
+	h.clock.Advance(10 * time.Second)
+	h.waitInstance(rev.DaemonSet, rev.Hash, runningReady)
+}
+
+func TestPolicyRefusal(t *testing.T) {
+	privileged := true
+	tmpl := testTemplate("busybox:1.36", func(p *schema.PodSpec) {
+		p.Containers[0].SecurityContext = &schema.SecurityContext{Privileged: &privileged}
+	})
+	rev := testRevision("edge/root", tmpl)
+	h := newHarness(t)
+	cfg := h.config()
+	cfg.Policy = edgeagent.LocalPolicy{RefusePrivileged: true}
+	h.start(cfg)
+	h.connect()
+	h.apply(1, rev)
+
+	st := h.waitInstance(rev.DaemonSet, rev.Hash, phaseIs(schema.PhaseRefused))
+	assert.Contains(t, st.Message, "privileged")
+	h.waitPasses(3)
+	assert.Zero(t, h.rt.Stats().Creates, "a refused instance is never created")
+	assertEvent(t, h, "Refused")
+}
+
+func TestObservedPublishedOnlyOnChange(t *testing.T) {
+	h := runWith(t, revA)
+	h.waitInstance(revA.DaemonSet, revA.Hash, runningReady)
+	topic := schema.NodeTopic(testNode, schema.TopicObserved)
+	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		pubs := h.conn.published(topic)
+		var last schema.ObservedState
+		require.NoError(t, json.Unmarshal(pubs[len(pubs)-1].payload, &last))
+		if len(last.Instances) != 1 || !last.Instances[0].Ready {
+			return errors.New("ready state not published yet")
+		}
+		return nil
+	})
+	before := len(h.conn.published(topic))
+	h.waitPasses(10)
+	assert.Len(t, h.conn.published(topic), before, "no republish without a change")
+	for _, p := range h.conn.published(topic) {
+		assert.True(t, p.retained)
+	}
+
+	st, _ := h.instance(revA.DaemonSet, revA.Hash)
+	require.NoError(t, h.rt.Crash(st.ContainerIDs[0], 1))
+	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		if len(h.conn.published(topic)) <= before {
+			return errors.New("change not published")
+		}
+		return nil
+	})
+}
+
+func TestOnConnectRepublishesAndResubscribes(t *testing.T) {
+	h := newHarness(t)
+	h.start(h.config())
+	h.connect()
+	h.apply(1, revA)
+	h.waitInstance(revA.DaemonSet, revA.Hash, runningReady)
+	h.sendDesired(2, want(revA), want(revB)) // revB does not arrive yet
+	h.waitInstance(revB.DaemonSet, revB.Hash, phaseIs(schema.PhasePending))
+
+	// Connection lost: events are dropped and counted, nothing is sent.
+	h.agent.OnConnectionLost()
+	h.conn.newSession(errors.New("offline"))
+	dropped := h.agent.DroppedEvents()
+	st, _ := h.instance(revA.DaemonSet, revA.Hash)
+	require.NoError(t, h.rt.Crash(st.ContainerIDs[0], 1))
+	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		if h.agent.DroppedEvents() == dropped {
+			return errors.New("crash event not counted as dropped")
+		}
+		return nil
+	})
+	assert.Zero(t, h.conn.callCount(), "nothing sent while disconnected")
+
+	// Reconnected with a fresh session: subscriptions and state are back.
+	h.conn.newSession(nil)
+	h.connect()
+	assert.True(t, h.conn.subscribed(schema.NodeTopic(testNode, schema.TopicDesired)))
+	assert.True(t, h.conn.subscribed(schema.RevisionTopic(revB.Hash)), "missing revision resubscribed")
+	assert.False(t, h.conn.subscribed(schema.RevisionTopic(revA.Hash)), "cached revision not resubscribed")
+	pubs := h.conn.published(schema.NodeTopic(testNode, schema.TopicObserved))
+	require.NotEmpty(t, pubs, "observed state republished on connect")
+	var got schema.ObservedState
+	require.NoError(t, json.Unmarshal(pubs[0].payload, &got))
+	assert.Equal(t, uint64(2), got.ObservedGeneration)
+	assert.True(t, pubs[0].retained)
+}
+
+func TestRunTwiceFails(t *testing.T) {
+	h := newHarness(t)
+	h.start(h.config())
+	h.waitPasses(1) // the first Run is under way
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := h.agent.Run(ctx)
+	require.Error(t, err)
+	assert.True(t, strings.Contains(err.Error(), "twice"))
+}

@@ -1,0 +1,45 @@
+package docker
+
+import (
+	"context"
+	"io"
+	"strconv"
+
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
+)
+
+// Logs returns the container's stdout and stderr merged as plain text: the
+// last tail lines (all if tail <= 0), then, if follow, new lines until the
+// container stops, ctx ends or the reader is closed. The caller must Close
+// the reader.
+func (r *Runtime) Logs(ctx context.Context, id string, tail int, follow bool) (io.ReadCloser, error) {
+	opts := client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Follow: follow, Tail: "all"}
+	if tail > 0 {
+		opts.Tail = strconv.Itoa(tail)
+	}
+	src, err := r.cli.ContainerLogs(ctx, id, opts)
+	if err != nil {
+		return nil, containerErr("logs of", id, err)
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := stdcopy.StdCopy(pw, pw, src)
+		pw.CloseWithError(err)
+	}()
+	return &logReader{PipeReader: pr, src: src}, nil
+}
+
+// logReader is the demultiplexed side of a log stream; closing it closes
+// the engine's stream, which ends the copying goroutine.
+type logReader struct {
+	*io.PipeReader
+	src io.Closer
+}
+
+// Close closes the engine stream and the pipe.
+func (l *logReader) Close() error {
+	err := l.src.Close()
+	_ = l.PipeReader.Close()
+	return err
+}

@@ -1,0 +1,213 @@
+package edgeagent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/edgeset/edgeset/mqttclient"
+	"github.com/edgeset/edgeset/schema"
+)
+
+// DefaultStatusInterval is how often a Node re-measures its status; it
+// publishes only when the status changed.
+const DefaultStatusInterval = 30 * time.Second
+
+// StatusFunc returns the node's current status (labels, taints, measured
+// conditions, capacity). Node fills in the schema version and node name.
+type StatusFunc func(ctx context.Context) schema.NodeStatus
+
+// NodeOptions configure a Node: one device's agent connected to a broker.
+type NodeOptions struct {
+	// Agent configures the agent itself; Agent.NodeName names the node.
+	Agent Config
+	// MQTT configures the broker connection. Node sets ClientID,
+	// Username (the node name), Will, Handler and the callbacks.
+	MQTT mqttclient.Options
+	// Status measures the node; nil announces only the node name.
+	Status StatusFunc
+	// StatusInterval: zero means DefaultStatusInterval.
+	StatusInterval time.Duration
+}
+
+// Node is an agent connected to a broker: it announces the node (presence
+// and status), hands inbound messages to the agent and gives the agent its
+// connection.
+type Node struct {
+	opts   NodeOptions
+	agent  *Agent
+	client *mqttclient.Client
+	log    *slog.Logger
+
+	mu         sync.Mutex         // guards the fields below
+	session    int64              // of the connection being made or held
+	lastStatus *schema.NodeStatus // last status published on this connection
+}
+
+// NewNode prepares a Node over runtime rt. Nothing runs before Run.
+func NewNode(opts NodeOptions, rt Runtime) (*Node, error) {
+	if opts.StatusInterval == 0 {
+		opts.StatusInterval = DefaultStatusInterval
+	}
+	if opts.Status == nil {
+		opts.Status = func(context.Context) schema.NodeStatus { return schema.NodeStatus{} }
+	}
+	n := &Node{opts: opts, log: opts.Agent.Logger}
+	if n.log == nil {
+		n.log = slog.New(slog.DiscardHandler)
+	}
+	name := opts.Agent.NodeName
+	m := opts.MQTT
+	m.ClientID, m.Username = name, name
+	m.Will = n.will
+	m.Handler = n.handle
+	m.OnConnect = n.onConnect
+	m.OnConnectionLost = n.onConnectionLost
+	m.NoCoalesce = nil
+	if m.Logger == nil {
+		m.Logger = n.log
+	}
+	var err error
+	if n.client, err = mqttclient.New(m); err != nil {
+		return nil, fmt.Errorf("node %s: %w", name, err)
+	}
+	if n.agent, err = New(opts.Agent, rt, clientConn{n.client}); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// clientConn adapts the broker client to the agent's Conn: subscriptions at
+// QoS 1, remembered by the client across reconnections.
+type clientConn struct{ *mqttclient.Client }
+
+func (c clientConn) Subscribe(ctx context.Context, filter string) error {
+	return c.Client.Subscribe(ctx, mqttclient.Subscription{Filter: filter, QoS: 1})
+}
+
+// Agent returns the node's agent.
+func (n *Node) Agent() *Agent { return n.agent }
+
+// Client returns the node's broker client.
+func (n *Node) Client() *mqttclient.Client { return n.client }
+
+// Run runs the agent (which applies its persisted desired state at once,
+// with or without a broker), the broker connection and the status loop
+// until ctx ends. On the way out it reports the node offline while still
+// connected, since a clean disconnect sends no will.
+func (n *Node) Run(ctx context.Context) error {
+	connCtx, stopConn := context.WithCancel(context.Background())
+	defer stopConn()
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return n.agent.Run(gctx) })
+	g.Go(func() error { return n.statusLoop(gctx) })
+	clientDone := make(chan error, 1)
+	go func() { clientDone <- n.client.Run(connCtx) }()
+	err := g.Wait()
+	n.goodbye()
+	stopConn()
+	if cerr := <-clientDone; err == nil && cerr != nil && ctx.Err() == nil {
+		err = cerr
+	}
+	return err
+}
+
+// will is the offline presence of the connection about to be made; mqttclient
+// calls it before every connection attempt, so each gets a fresh session.
+func (n *Node) will() *mqttclient.Message {
+	n.mu.Lock()
+	n.session = time.Now().UnixNano()
+	session := n.session
+	n.mu.Unlock()
+	return n.presence(false, session)
+}
+
+func (n *Node) presence(online bool, session int64) *mqttclient.Message {
+	payload, _ := schema.Encode(schema.Presence{SchemaVersion: schema.WireVersion, Node: n.opts.Agent.NodeName, Online: online, Session: session})
+	return &mqttclient.Message{Topic: schema.NodeTopic(n.opts.Agent.NodeName, schema.TopicOnline), Payload: payload, Retained: true}
+}
+
+func (n *Node) handle(topic string, payload []byte) { n.agent.HandleMessage(topic, payload) }
+
+// onConnect announces the node (online, then its status) and lets the agent
+// subscribe and report.
+func (n *Node) onConnect(ctx context.Context) {
+	n.mu.Lock()
+	session := n.session
+	n.lastStatus = nil
+	n.mu.Unlock()
+	p := n.presence(true, session)
+	if err := n.client.Publish(ctx, p.Topic, p.Payload, true); err != nil {
+		n.log.Warn("announce presence", "err", err)
+		return
+	}
+	n.publishStatus(ctx, true)
+	if err := n.agent.OnConnect(ctx); err != nil {
+		n.log.Warn("agent on connect", "err", err)
+	}
+}
+
+func (n *Node) onConnectionLost(err error) {
+	n.log.Warn("broker connection lost", "err", err)
+	n.agent.OnConnectionLost()
+}
+
+// statusLoop re-measures the status and publishes it when it changed.
+func (n *Node) statusLoop(ctx context.Context) error {
+	t := time.NewTicker(n.opts.StatusInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if n.client.Connected() {
+				n.publishStatus(ctx, false)
+			}
+		}
+	}
+}
+
+// publishStatus publishes the measured status if it changed since the last
+// publish on this connection (or always, with force).
+func (n *Node) publishStatus(ctx context.Context, force bool) {
+	st := n.opts.Status(ctx)
+	st.SchemaVersion, st.Node = schema.WireVersion, n.opts.Agent.NodeName
+	n.mu.Lock()
+	same := n.lastStatus != nil && reflect.DeepEqual(*n.lastStatus, st)
+	n.mu.Unlock()
+	if same && !force {
+		return
+	}
+	payload, err := schema.Encode(st)
+	if err != nil {
+		n.log.Error("encode status", "err", err)
+		return
+	}
+	if err := n.client.Publish(ctx, schema.NodeTopic(st.Node, schema.TopicStatus), payload, true); err != nil {
+		n.log.Debug("publish status", "err", err)
+		return
+	}
+	n.mu.Lock()
+	n.lastStatus = &st
+	n.mu.Unlock()
+}
+
+// goodbye reports the node offline before a clean disconnect.
+func (n *Node) goodbye() {
+	if !n.client.Connected() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	n.mu.Lock()
+	session := n.session
+	n.mu.Unlock()
+	p := n.presence(false, session)
+	_ = n.client.Publish(ctx, p.Topic, p.Payload, true)
+}

@@ -1,0 +1,227 @@
+package edgeagent
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/edgeset/edgeset/schema"
+)
+
+// StateFile is the name of the agent's local database inside DataDir.
+const StateFile = "agent.db"
+
+// localState is what the agent persists: the last accepted desired state,
+// the revisions it references that have arrived, and the generation the
+// reconciler last applied.
+type localState struct {
+	desired   *schema.DesiredState
+	revisions map[string]schema.Revision
+	applied   uint64
+}
+
+// stateStore persists localState. saveDesired writes the desired state and
+// drops revisions it no longer references in one transaction.
+type stateStore interface {
+	load() (localState, error)
+	saveDesired(ds schema.DesiredState) error
+	saveRevision(rev schema.Revision) error
+	saveApplied(gen uint64) error
+	close() error
+}
+
+var (
+	bucketMeta      = []byte("meta")
+	bucketRevisions = []byte("revisions")
+	keyDesired      = []byte("desired")
+	keyApplied      = []byte("applied")
+)
+
+// boltStore is the on-disk stateStore: DataDir/agent.db.
+type boltStore struct {
+	db   *bolt.DB
+	path string
+}
+
+func openBoltStore(dir string) (*boltStore, error) {
+	p := filepath.Join(dir, StateFile)
+	db, err := bolt.Open(p, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("open agent state %s: %w", p, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketMeta, bucketRevisions} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("init agent state %s: %w", p, err)
+	}
+	return &boltStore{db: db, path: p}, nil
+}
+
+func (s *boltStore) load() (localState, error) {
+	st := localState{revisions: map[string]schema.Revision{}}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if v := meta.Get(keyApplied); len(v) == 8 {
+			st.applied = binary.BigEndian.Uint64(v)
+		}
+		if v := meta.Get(keyDesired); v != nil {
+			var ds schema.DesiredState
+			if err := json.Unmarshal(v, &ds); err != nil {
+				return fmt.Errorf("desired state: %w", err)
+			}
+			st.desired = &ds
+		}
+		return tx.Bucket(bucketRevisions).ForEach(func(k, v []byte) error {
+			var rev schema.Revision
+			if err := json.Unmarshal(v, &rev); err != nil {
+				return fmt.Errorf("revision %s: %w", k, err)
+			}
+			st.revisions[string(k)] = rev
+			return nil
+		})
+	})
+	if err != nil {
+		return localState{}, fmt.Errorf("load agent state %s: %w", s.path, err)
+	}
+	return st, nil
+}
+
+func (s *boltStore) saveDesired(ds schema.DesiredState) error {
+	b, err := json.Marshal(ds)
+	if err != nil {
+		return fmt.Errorf("encode desired state: %w", err)
+	}
+	keep := referencedRevisions(ds)
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketMeta).Put(keyDesired, b); err != nil {
+			return err
+		}
+		return dropUnreferenced(tx.Bucket(bucketRevisions), keep)
+	})
+	if err != nil {
+		return fmt.Errorf("save desired state generation %d to %s: %w", ds.Generation, s.path, err)
+	}
+	return nil
+}
+
+func dropUnreferenced(b *bolt.Bucket, keep map[string]bool) error {
+	var drop [][]byte
+	err := b.ForEach(func(k, _ []byte) error {
+		if !keep[string(k)] {
+			drop = append(drop, append([]byte(nil), k...))
+		}
+		return nil
+	})
+	for _, k := range drop {
+		if err == nil {
+			err = b.Delete(k)
+		}
+	}
+	return err
+}
+
+func (s *boltStore) saveRevision(rev schema.Revision) error {
+	b, err := json.Marshal(rev)
+	if err != nil {
+		return fmt.Errorf("encode revision %s: %w", rev.Hash, err)
+	}
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketRevisions).Put([]byte(rev.Hash), b)
+	})
+	if err != nil {
+		return fmt.Errorf("save revision %s to %s: %w", rev.Hash, s.path, err)
+	}
+	return nil
+}
+
+func (s *boltStore) saveApplied(gen uint64) error {
+	v := binary.BigEndian.AppendUint64(nil, gen)
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put(keyApplied, v)
+	})
+	if err != nil {
+		return fmt.Errorf("save applied generation %d to %s: %w", gen, s.path, err)
+	}
+	return nil
+}
+
+func (s *boltStore) close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close agent state %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// referencedRevisions returns the set of revision hashes ds references.
+func referencedRevisions(ds schema.DesiredState) map[string]bool {
+	keep := make(map[string]bool, len(ds.Instances))
+	for _, in := range ds.Instances {
+		keep[in.Revision] = true
+	}
+	return keep
+}
+
+// memoryStore keeps state in memory only (Config.Ephemeral), for simulators
+// that run thousands of agents in one process.
+type memoryStore struct {
+	mu sync.Mutex // guards st
+	st localState
+}
+
+func newMemoryStore() *memoryStore {
+	return &memoryStore{st: localState{revisions: map[string]schema.Revision{}}}
+}
+
+func (m *memoryStore) load() (localState, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	revs := make(map[string]schema.Revision, len(m.st.revisions))
+	for k, v := range m.st.revisions {
+		revs[k] = v
+	}
+	return localState{desired: m.st.desired, revisions: revs, applied: m.st.applied}, nil
+}
+
+func (m *memoryStore) saveDesired(ds schema.DesiredState) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.st.desired = &ds
+	keep := referencedRevisions(ds)
+	for h := range m.st.revisions {
+		if !keep[h] {
+			delete(m.st.revisions, h)
+		}
+	}
+	return nil
+}
+
+func (m *memoryStore) saveRevision(rev schema.Revision) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.st.revisions[rev.Hash] = rev
+	return nil
+}
+
+func (m *memoryStore) saveApplied(gen uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.st.applied = gen
+	return nil
+}
+
+func (m *memoryStore) close() error { return nil }
+
+var errNoDataDir = errors.New("config: DataDir is required unless Ephemeral is set")
