@@ -36,6 +36,8 @@ func (c *Controller) ApplyManifests(ctx context.Context, source string, data []b
 	if err := compileAll(objs); err != nil {
 		return nil, err
 	}
+	c.passMu.Lock()
+	defer c.passMu.Unlock()
 	results := make([]api.ApplyResult, 0, len(objs))
 	for _, obj := range objs {
 		r, err := c.applyOne(obj.DaemonSet, dryRun)
@@ -231,10 +233,17 @@ func rolloutView(ro rollout.Status, e *dsEntry) *api.RolloutStatus {
 	return &api.RolloutStatus{
 		Target: ro.Target, Total: ro.Total, Updated: ro.Updated, Updating: ro.Updating,
 		Waiting: ro.Waiting, Offline: ro.Offline, Failed: ro.Failed, Unavailable: ro.Unavailable,
-		MaxUnavailable: ro.MaxUnavailable, Complete: ro.Complete, Paused: ro.Paused || e.rollout.Paused,
-		PauseReason: ro.PauseReason, RolledBack: ro.RolledBack, RolledBackFrom: ro.RolledBackFrom,
+		MaxUnavailable: ro.MaxUnavailable, Complete: ro.Complete, Paused: ro.Paused || e.rollout.OperatorPaused,
+		PauseReason: pauseReason(ro, e), RolledBack: ro.RolledBack, RolledBackFrom: ro.RolledBackFrom,
 		CanaryWaiting: ro.CanaryWaiting, Strategy: strategyName(e),
 	}
+}
+
+func pauseReason(ro rollout.Status, e *dsEntry) string {
+	if ro.PauseReason == "" && e.rollout.OperatorPaused {
+		return "paused by the operator (edgesetctl rollout resume)"
+	}
+	return ro.PauseReason
 }
 
 func strategyName(e *dsEntry) string {
@@ -264,6 +273,8 @@ func (c *Controller) GetDaemonSet(ctx context.Context, key string) (api.DaemonSe
 // DeleteDaemonSet deletes a daemonset: its instances are removed from every
 // node (offline ones when they return), or with orphan left running.
 func (c *Controller) DeleteDaemonSet(ctx context.Context, key string, orphan bool) error {
+	c.passMu.Lock()
+	defer c.passMu.Unlock()
 	c.mu.Lock()
 	e, ok := c.state.daemonsets[key]
 	c.mu.Unlock()

@@ -47,8 +47,12 @@ type Controller struct {
 	// embedded broker delivered the retained fleet state.
 	inlineReady chan struct{}
 
-	mu    sync.Mutex // guards state
-	state *fleetState
+	// passMu serialises reconcile passes with the API calls that change
+	// daemonsets or rollout state, so a pass never overwrites a change made
+	// after its snapshot.
+	passMu sync.Mutex
+	mu     sync.Mutex // guards state
+	state  *fleetState
 
 	closeOnce sync.Once
 }

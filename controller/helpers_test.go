@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -124,6 +125,9 @@ type fakeNode struct {
 	desired  []schema.DesiredState // every desired state received, in order
 	session  int64
 	stopOnce sync.Once
+	// behave, when set, turns each desired state received into the observed
+	// state the node reports, as a running agent would.
+	behave func(schema.DesiredState) schema.ObservedState
 }
 
 // startNode connects a fake node with status st (its name is st.Node).
@@ -207,7 +211,38 @@ func (n *fakeNode) handle(topic string, payload []byte) {
 	}
 	n.mu.Lock()
 	n.desired = append(n.desired, d)
+	behave := n.behave
 	n.mu.Unlock()
+	if behave != nil {
+		go n.report(behave(d))
+	}
+}
+
+// setBehaviour makes the node report behave(desired) for every desired
+// state from now on, starting with the last one received.
+func (n *fakeNode) setBehaviour(behave func(schema.DesiredState) schema.ObservedState) {
+	n.mu.Lock()
+	n.behave = behave
+	n.mu.Unlock()
+	if d, ok := n.lastDesired(); ok {
+		n.report(behave(d))
+	}
+}
+
+// healthy runs every desired instance, ready; bad revisions crash-loop.
+func healthy(bad ...string) func(schema.DesiredState) schema.ObservedState {
+	return func(d schema.DesiredState) schema.ObservedState {
+		since := time.Now().Add(-time.Hour)
+		obs := schema.ObservedState{ObservedGeneration: d.Generation}
+		for _, in := range d.Instances {
+			st := schema.InstanceStatus{DaemonSet: in.DaemonSet, Revision: in.Revision, Phase: schema.PhaseRunning, Ready: true, ReadySince: &since}
+			if slices.Contains(bad, in.Revision) {
+				st = schema.InstanceStatus{DaemonSet: in.DaemonSet, Revision: in.Revision, Phase: schema.PhaseCrashLoopBackOff, Restarts: 3, Message: "exit code 1"}
+			}
+			obs.Instances = append(obs.Instances, st)
+		}
+		return obs
+	}
 }
 
 func (n *fakeNode) lastDesired() (schema.DesiredState, bool) {

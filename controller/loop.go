@@ -80,6 +80,8 @@ func resetTimer(t *time.Timer, at time.Time) {
 // pass decides over a snapshot and applies the decision: durable first,
 // then published. It returns when the next pass is due by the clock alone.
 func (c *Controller) pass(ctx context.Context) (time.Time, error) {
+	c.passMu.Lock()
+	defer c.passMu.Unlock()
 	start := time.Now()
 	c.mu.Lock()
 	snap := c.snapshotLocked(start)

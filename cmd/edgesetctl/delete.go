@@ -10,10 +10,10 @@ import (
 )
 
 func newDeleteCmd(s *streams) *cobra.Command {
-	var namespace string
+	var namespace, node string
 	var orphan bool
 	cmd := &cobra.Command{
-		Use:   "delete (daemonset|node) NAME",
+		Use:   "delete (daemonset|node|instance) NAME",
 		Short: "Delete a daemonset or forget a node",
 		Long: `Deleting a daemonset removes its instances from every node; nodes that are
 offline remove them when they return. With --cascade=orphan the instances
@@ -21,9 +21,14 @@ keep running, unmanaged.
 
 Deleting a node clears its desired state, so its agent (if reachable) stops
 every edgeset daemon, then forgets the node and its overrides. An agent that
-announces itself again comes back as a new node.`,
+announces itself again comes back as a new node.
+
+Deleting an instance (instance DAEMONSET --node NODE) removes one node's
+instance of a daemonset: under OnDelete the node then moves to the current
+revision, as deleting a pod does in Kubernetes.`,
 		Example: `  edgesetctl delete daemonset fluentd -n logging
-  edgesetctl delete node gw-0042`,
+  edgesetctl delete node gw-0042
+  edgesetctl delete instance fluentd --node gw-0042 -n logging`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			kind, _, err := resourceKind(args[0])
@@ -48,12 +53,20 @@ announces itself again comes back as a new node.`,
 				}
 				fmt.Fprintf(s.out, "node/%s deleted\n", name)
 			default:
-				return usageError{fmt.Errorf("cannot delete %s: use `edgesetctl delete instance DAEMONSET --node NODE`", kind)}
+				if node == "" {
+					return usageError{fmt.Errorf("delete instance needs --node NODE")}
+				}
+				key := namespace + "/" + name
+				if err := c.DeleteInstance(cmd.Context(), key, node); err != nil {
+					return cfg.explain(err)
+				}
+				fmt.Fprintf(s.out, "instance of daemonset/%s on node %s deleted\n", key, node)
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", schema.DefaultNamespace, "namespace of the daemonset")
+	cmd.Flags().StringVar(&node, "node", "", "node of the instance to delete (delete instance)")
 	cmd.Flags().Var(newCascadeValue(&orphan), "cascade", "background (remove instances) or orphan (leave them running)")
 	return cmd
 }

@@ -68,7 +68,7 @@ func writeNode(w io.Writer, n api.Node, events []api.Event) {
 	if n.Online {
 		presence = "online"
 	}
-	field(w, "Status", fmt.Sprintf("%s (%s, last seen %s)", nodeStatus(n), presence, agePtr(n.LastSeen)))
+	field(w, "Status", fmt.Sprintf("%s (%s, last seen %s ago)", nodeStatus(n), presence, agePtr(n.LastSeen)))
 	listField(w, "Labels", sortedPairs(n.Labels))
 	var taints []string
 	for _, t := range n.Taints {

@@ -33,6 +33,12 @@ var commands = []func(*streams) *cobra.Command{
 	newGetCmd,
 	newDescribeCmd,
 	newDeleteCmd,
+	newRolloutCmd,
+	newLabelCmd,
+	newTaintCmd,
+	func(s *streams) *cobra.Command { return newCordonCmd(s, true) },
+	func(s *streams) *cobra.Command { return newCordonCmd(s, false) },
+	newDrainCmd,
 	newTokenCmd,
 	newVersionCmd,
 }

@@ -94,6 +94,27 @@ func (c *Client) DeleteDaemonSet(ctx context.Context, key string, orphan bool) e
 	return c.do(ctx, http.MethodDelete, "/daemonsets/"+escapeKey(key)+"?orphan="+strconv.FormatBool(orphan), nil, nil)
 }
 
+// Rollout acts on a daemonset's rollout and returns the daemonset.
+func (c *Client) Rollout(ctx context.Context, key string, req RolloutRequest) (DaemonSet, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return DaemonSet{}, err
+	}
+	var out DaemonSet
+	return out, c.doJSON(ctx, http.MethodPost, "/daemonsets/"+escapeKey(key)+"/rollout", body, &out)
+}
+
+// RolloutHistory lists a daemonset's revisions, oldest first.
+func (c *Client) RolloutHistory(ctx context.Context, key string) ([]Revision, error) {
+	var out []Revision
+	return out, c.do(ctx, http.MethodGet, "/daemonsets/"+escapeKey(key)+"/revisions", nil, &out)
+}
+
+// DeleteInstance removes a daemonset's instance from one node.
+func (c *Client) DeleteInstance(ctx context.Context, key, node string) error {
+	return c.do(ctx, http.MethodDelete, "/daemonsets/"+escapeKey(key)+"/instances/"+url.PathEscape(node), nil, nil)
+}
+
 // ListNodes returns every known node.
 func (c *Client) ListNodes(ctx context.Context) ([]Node, error) {
 	var out []Node

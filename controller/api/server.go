@@ -41,6 +41,11 @@ type Backend interface {
 	UpdateNode(ctx context.Context, name string, patch NodePatch) (Node, error)
 	DeleteNode(ctx context.Context, name string) error
 	ListInstances(ctx context.Context) ([]Instance, error)
+	// DeleteInstance removes a daemonset's instance from a node; under
+	// OnDelete the node then moves to the current revision.
+	DeleteInstance(ctx context.Context, key, node string) error
+	Rollout(ctx context.Context, key string, req RolloutRequest) (DaemonSet, error)
+	RolloutHistory(ctx context.Context, key string) ([]Revision, error)
 	Events(ctx context.Context, f EventFilter) ([]Event, error)
 	Version(ctx context.Context) VersionInfo
 	// Ready returns nil when the controller serves fully, else why not.
@@ -83,6 +88,9 @@ func (s *Server) routes() {
 	s.handle("GET "+p+"/daemonsets", s.listDaemonSets)
 	s.handle("GET "+p+"/daemonsets/{namespace}/{name}", s.getDaemonSet)
 	s.handle("DELETE "+p+"/daemonsets/{namespace}/{name}", s.deleteDaemonSet)
+	s.handle("POST "+p+"/daemonsets/{namespace}/{name}/rollout", s.rollout)
+	s.handle("GET "+p+"/daemonsets/{namespace}/{name}/revisions", s.revisions)
+	s.handle("DELETE "+p+"/daemonsets/{namespace}/{name}/instances/{node}", s.deleteInstance)
 	s.handle("GET "+p+"/nodes", s.listNodes)
 	s.handle("GET "+p+"/nodes/{name}", s.getNode)
 	s.handle("PATCH "+p+"/nodes/{name}", s.patchNode)
@@ -153,6 +161,25 @@ func (s *Server) deleteDaemonSet(_ http.ResponseWriter, r *http.Request) (any, e
 	orphan, _ := strconv.ParseBool(r.URL.Query().Get("orphan"))
 	key := r.PathValue("namespace") + "/" + r.PathValue("name")
 	return map[string]string{"deleted": key}, s.backend.DeleteDaemonSet(r.Context(), key, orphan)
+}
+
+func dsKey(r *http.Request) string { return r.PathValue("namespace") + "/" + r.PathValue("name") }
+
+func (s *Server) rollout(_ http.ResponseWriter, r *http.Request) (any, error) {
+	var req RolloutRequest
+	if err := decodeBody(r, &req); err != nil {
+		return nil, err
+	}
+	return s.backend.Rollout(r.Context(), dsKey(r), req)
+}
+
+func (s *Server) revisions(_ http.ResponseWriter, r *http.Request) (any, error) {
+	return s.backend.RolloutHistory(r.Context(), dsKey(r))
+}
+
+func (s *Server) deleteInstance(_ http.ResponseWriter, r *http.Request) (any, error) {
+	node := r.PathValue("node")
+	return map[string]string{"deleted": dsKey(r) + "@" + node}, s.backend.DeleteInstance(r.Context(), dsKey(r), node)
 }
 
 func (s *Server) listNodes(_ http.ResponseWriter, r *http.Request) (any, error) {

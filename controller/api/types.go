@@ -137,6 +137,36 @@ type NodePatch struct {
 	Unschedulable *bool `json:"unschedulable,omitempty"`
 }
 
+// Rollout actions.
+const (
+	RolloutPause   = "pause"
+	RolloutResume  = "resume"
+	RolloutRestart = "restart"
+	RolloutPromote = "promote"
+	RolloutUndo    = "undo"
+)
+
+// RolloutRequest acts on a daemonset's rollout.
+type RolloutRequest struct {
+	Action string `json:"action"`
+	// ToRevision is undo's target revision number; zero means the
+	// revision before the current one.
+	ToRevision int64 `json:"toRevision,omitempty"`
+}
+
+// Revision is one revision of a daemonset's template.
+type Revision struct {
+	Number      int64     `json:"number"`
+	Hash        string    `json:"hash"`
+	ChangeCause string    `json:"changeCause,omitempty"`
+	CreatedAt   time.Time `json:"createdAt"`
+	Current     bool      `json:"current"`
+	// Nodes counts the nodes asked to run this revision now.
+	Nodes int `json:"nodes"`
+	// Images lists the revision's container images.
+	Images []string `json:"images"`
+}
+
 // Event is a stored controller event.
 type Event struct {
 	Seq     uint64    `json:"seq"`

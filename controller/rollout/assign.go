@@ -45,7 +45,7 @@ func (p *pass) fallback() string {
 // operator or by a crossed failure threshold. (A canary holds through
 // canaryLimit instead.)
 func (p *pass) held() bool {
-	return p.s.Paused || p.st.Paused
+	return p.s.Paused || p.st.Paused || p.st.OperatorPaused
 }
 
 func (p *pass) keep(v *nodeView) { p.out[v.Name] = slices.Clone(v.Assigned) }
@@ -189,7 +189,7 @@ func (p *pass) finish() {
 		p.count(&p.view[i])
 	}
 	st.Failed = len(p.st.Failed)
-	st.Paused = p.s.Paused || p.st.Paused
+	st.Paused = p.held()
 	st.PauseReason = p.st.PauseReason
 	st.RolledBackFrom = p.st.RolledBackFrom
 	st.RolledBack = p.st.RolledBackFrom != ""

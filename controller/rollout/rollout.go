@@ -115,9 +115,13 @@ type State struct {
 	AssignedAt map[string]time.Time `json:"assignedAt,omitempty"`
 	// Failed holds the nodes whose Target instance failed, with why.
 	Failed map[string]string `json:"failed,omitempty"`
-	// Paused stops new batches; PauseReason says why when edgeset paused it.
+	// Paused stops new batches after a crossed failure threshold;
+	// PauseReason says why.
 	Paused      bool   `json:"paused,omitempty"`
 	PauseReason string `json:"pauseReason,omitempty"`
+	// OperatorPaused is `rollout pause`: it stops new batches until resumed,
+	// across new revisions.
+	OperatorPaused bool `json:"operatorPaused,omitempty"`
 	// RolledBackFrom is the revision abandoned by an automatic rollback.
 	RolledBackFrom string `json:"rolledBackFrom,omitempty"`
 	// CanaryPromoted lets the rollout go past its canary nodes.
@@ -129,13 +133,13 @@ type State struct {
 }
 
 // Retarget starts rolling out target. The stable revision (the last one
-// that completed) stays what a rollback returns to. Retargeting to the
-// current target changes nothing.
+// that completed) stays what a rollback returns to, and an operator's pause
+// holds. Retargeting to the current target changes nothing.
 func (st State) Retarget(target string) State {
 	if st.Target == target {
 		return st
 	}
-	return State{Target: target, Stable: st.Stable}
+	return State{Target: target, Stable: st.Stable, OperatorPaused: st.OperatorPaused}
 }
 
 // Phase summarises where each node stands.

@@ -240,6 +240,10 @@ func TestRetarget(t *testing.T) {
 	next := st.Retarget("b")
 	assert.Equal(t, State{Target: "b", Stable: "a"}, next)
 	assert.Equal(t, next, next.Retarget("b"))
+
+	paused := State{Target: "b", Stable: "a", OperatorPaused: true, Paused: true, PauseReason: "threshold"}
+	assert.Equal(t, State{Target: "c", Stable: "a", OperatorPaused: true}, paused.Retarget("c"),
+		"an operator's pause holds across a new revision; a failure pause does not")
 }
 
 func ptr[T any](v T) *T { return &v }

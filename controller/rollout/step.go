@@ -201,7 +201,7 @@ func (p *pass) rollback() (Decision, bool) {
 		return Decision{}, false
 	}
 	from := p.st.Target
-	next := State{Target: p.st.Stable, Stable: p.st.Stable, RolledBackFrom: from}
+	next := State{Target: p.st.Stable, Stable: p.st.Stable, RolledBackFrom: from, OperatorPaused: p.st.OperatorPaused}
 	msg := fmt.Sprintf("rolling back from %s to %s: %s", from, next.Target, p.st.PauseReason)
 	d := Step(p.now, p.s, next, p.nodes)
 	d.Events = append(append(p.events, Event{Reason: ReasonRollback, Message: msg, Warning: true}), d.Events...)

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgeset/edgeset/broker"
+	"github.com/edgeset/edgeset/controller"
+	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/edgeagent"
+	"github.com/edgeset/edgeset/edgeagent/fake"
+	"github.com/edgeset/edgeset/mqttclient"
+	"github.com/edgeset/edgeset/schema"
+)
+
+// cli runs edgesetctl against a controller.
+type cli struct {
+	t      *testing.T
+	server string
+	token  string
+}
+
+func (c cli) run(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	all := append([]string{"--server", c.server, "--token", c.token}, args...)
+	code = run(all, strings.NewReader(""), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func (c cli) ok(args ...string) string {
+	c.t.Helper()
+	code, out, errOut := c.run(args...)
+	require.Equal(c.t, 0, code, "edgesetctl %s\nstdout: %s\nstderr: %s", strings.Join(args, " "), out, errOut)
+	return out
+}
+
+func waitUntil(t *testing.T, what string, fn func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !fn() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// startFleet runs a controller and n agents (fake runtime) on loopback.
+func startFleet(t *testing.T, n int) cli {
+	dir := t.TempDir()
+	c, err := controller.New(controller.Config{DataDir: dir, MQTTAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0"}, nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	<-c.Synced()
+	secret, err := broker.LoadOrCreateFleetSecret(dir)
+	require.NoError(t, err)
+	for i := range n {
+		startAgent(t, "tcp://"+c.MQTTAddr().String(), secret, fmt.Sprintf("gw-%d", i))
+	}
+	return cli{t: t, server: "http://" + c.APIAddr().String(), token: c.Token()}
+}
+
+func startAgent(t *testing.T, url string, secret []byte, name string) {
+	node, err := edgeagent.NewNode(edgeagent.NodeOptions{
+		Agent: edgeagent.Config{NodeName: name, Ephemeral: true, ResyncInterval: 200 * time.Millisecond},
+		MQTT: mqttclient.Options{BrokerURL: url, Password: broker.NodeToken(secret, name), FirstConnectJitter: time.Millisecond,
+			Backoff: mqttclient.Backoff{Initial: 50 * time.Millisecond, Max: time.Second}},
+		Status: func(context.Context) schema.NodeStatus {
+			return schema.NodeStatus{Labels: map[string]string{"role": "gateway", "site": name[len(name)-1:]},
+				Conditions: []schema.NodeCondition{{Type: schema.NodeReady, Status: schema.ConditionTrue}}}
+		},
+	}, fake.New())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- node.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func manifest(t *testing.T, image string) string {
+	path := filepath.Join(t.TempDir(), "exporter.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf(`apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: exporter, namespace: monitoring}
+spec:
+  selector: {matchLabels: {app: exporter}}
+  updateStrategy: {type: RollingUpdate, rollingUpdate: {maxUnavailable: 1}}
+  template:
+    metadata: {labels: {app: exporter}}
+    spec:
+      nodeSelector: {role: gateway}
+      containers:
+      - {name: exporter, image: "%s"}
+`, image)), 0o644))
+	return path
+}
+
+func TestCLIEndToEnd(t *testing.T) {
+	c := startFleet(t, 3)
+	waitUntil(t, "3 nodes", func() bool {
+		_, out, _ := c.run("get", "nodes", "-o", "name")
+		return strings.Count(out, "node/") == 3
+	})
+
+	v1 := manifest(t, "exporter:1")
+	assert.Equal(t, "daemonset/monitoring/exporter created\n", c.ok("apply", "-f", v1))
+	assert.Equal(t, "daemonset/monitoring/exporter unchanged\n", c.ok("apply", "-f", v1))
+	out := c.ok("rollout", "status", "ds", "exporter", "-n", "monitoring", "--interval", "100ms")
+	assert.Contains(t, out, `daemonset "monitoring/exporter" successfully rolled out`)
+
+	var dss []api.DaemonSet
+	require.NoError(t, json.Unmarshal([]byte(c.ok("get", "ds", "-A", "-o", "json")), &dss))
+	require.Len(t, dss, 1)
+	assert.Equal(t, 3, dss[0].Status.NumberReady)
+
+	assert.Contains(t, c.ok("get", "nodes", "-l", "site=1"), "gw-1")
+	assert.NotContains(t, c.ok("get", "nodes", "-l", "site=1"), "gw-2")
+	assert.Contains(t, c.ok("describe", "node", "gw-0"), "monitoring/exporter")
+	assert.Contains(t, c.ok("describe", "ds", "exporter", "-n", "monitoring"), "3 ready")
+
+	c.ok("apply", "-f", manifest(t, "exporter:2"))
+	c.ok("rollout", "status", "daemonset", "exporter", "-n", "monitoring", "--interval", "100ms")
+	hist := c.ok("rollout", "history", "ds", "exporter", "-n", "monitoring")
+	assert.Contains(t, hist, "exporter:1")
+	assert.Contains(t, hist, "exporter:2")
+	assert.Contains(t, c.ok("rollout", "undo", "ds", "exporter", "-n", "monitoring"), "rolled back (revision 1)")
+	c.ok("rollout", "status", "ds", "exporter", "-n", "monitoring", "--interval", "100ms")
+	assert.Contains(t, c.ok("get", "ds", "-n", "monitoring", "-o", "wide"), "exporter:1")
+
+	c.ok("label", "node", "gw-2", "role=sensor")
+	waitUntil(t, "gw-2 to lose the daemon", func() bool {
+		return !strings.Contains(c.ok("get", "instances", "-n", "monitoring"), "gw-2")
+	})
+	assert.Contains(t, c.ok("delete", "ds", "exporter", "-n", "monitoring"), "deleted")
+	waitUntil(t, "every instance gone", func() bool {
+		return strings.TrimSpace(c.ok("get", "instances", "-A", "-o", "name")) == ""
+	})
+}
+
+func TestCLIErrors(t *testing.T) {
+	c := startFleet(t, 0)
+
+	code, _, errOut := cli{t: t, server: "http://127.0.0.1:1", token: "x"}.run("get", "nodes")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "http://127.0.0.1:1")
+	assert.Contains(t, errOut, "make run")
+
+	code, _, errOut = cli{t: t, server: c.server, token: "wrong"}.run("get", "ds")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "refused the API token")
+
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: x}\nspec: {}\n"), 0o644))
+	code, _, errOut = c.run("apply", "-f", bad)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, bad+":")
+	assert.Contains(t, errOut, "spec.template.spec.containers")
+
+	code, _, errOut = c.run("get", "widgets")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "unknown resource type")
+
+	code, _, errOut = c.run("describe", "node", "nope")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "not found")
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/controller/placement"
+	"github.com/edgeset/edgeset/schema"
+)
+
+// fixedNow is the clock of every golden table.
+var fixedNow = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+func ago(d time.Duration) *time.Time { t := fixedNow.Add(-d); return &t }
+
+func goldenNodes() []api.Node {
+	ready := schema.NodeCondition{Type: schema.NodeReady, Status: schema.ConditionTrue, Since: fixedNow.Add(-3 * time.Hour)}
+	return []api.Node{
+		{Node: schema.Node{Name: "gw-berlin-1", Labels: map[string]string{"site": "berlin", "role": "gateway"},
+			Conditions: []schema.NodeCondition{ready}, Info: schema.NodeInfo{OS: "linux", Arch: "arm64", AgentVersion: "v0.1.0", Runtime: "docker", RuntimeVersion: "20.10.24"}},
+			Online: true, LastSeen: ago(5 * time.Second), DesiredGeneration: 4, ObservedGeneration: 4,
+			Instances: []api.Instance{{Node: "gw-berlin-1", DaemonSet: "monitoring/node-exporter", Revision: "8232a8846ff7bc935bb3", Phase: "Running", Ready: true, Online: true}},
+			Placement: []api.Placement{
+				{Node: "gw-berlin-1", DaemonSet: "monitoring/node-exporter", Run: true, KeepRunning: true, Reasons: []string{}},
+				{Node: "gw-berlin-1", DaemonSet: "logging/fluentd", Run: false, KeepRunning: false, Reasons: []string{`node selector: label "role" is "gateway", want "collector"`}},
+			}},
+		{Node: schema.Node{Name: "gw-paris-2", Labels: map[string]string{"site": "paris"}, Unschedulable: true,
+			Taints:     []schema.Taint{{Key: schema.TaintNodeUnreachable, Effect: schema.TaintNoExecute}},
+			Conditions: []schema.NodeCondition{{Type: schema.NodeReady, Status: schema.ConditionUnknown, Reason: "NodeStatusUnknown"}},
+			Info:       schema.NodeInfo{OS: "linux", Arch: "arm", AgentVersion: "v0.1.0"}},
+			Online: false, LastSeen: ago(26 * time.Hour), OfflineSince: ago(26 * time.Hour)},
+	}
+}
+
+func goldenDaemonSets() []api.DaemonSet {
+	mu := schema.FromString("10%")
+	return []api.DaemonSet{{
+		Namespace: "monitoring", Name: "node-exporter", Generation: 3, CurrentRevision: 2, CurrentHash: "8232a8846ff7bc935bb3",
+		CreatedAt: fixedNow.Add(-72 * time.Hour),
+		Manifest: schema.DaemonSet{TypeMeta: schema.TypeMeta{APIVersion: "apps/v1", Kind: "DaemonSet"},
+			Metadata: schema.ObjectMeta{Name: "node-exporter", Namespace: "monitoring", Labels: map[string]string{"app": "node-exporter"}},
+			Spec: schema.DaemonSetSpec{MinReadySeconds: 5,
+				UpdateStrategy: schema.DaemonSetUpdateStrategy{Type: schema.RollingUpdateStrategy, RollingUpdate: &schema.RollingUpdateDaemonSet{MaxUnavailable: &mu}},
+				Template: schema.PodTemplateSpec{Spec: schema.PodSpec{NodeSelector: map[string]string{"role": "gateway"},
+					Containers: []schema.Container{{Name: "node-exporter", Image: "prom/node-exporter:v1.8.2"}}}}}},
+		Status: api.DaemonSetStatus{ObservedGeneration: 3, DesiredNumberScheduled: 10, CurrentNumberScheduled: 10, NumberReady: 8,
+			NumberAvailable: 8, NumberUnavailable: 2, UpdatedNumberScheduled: 7, NodesOffline: 1,
+			Rollout: &api.RolloutStatus{Strategy: "RollingUpdate", Target: "8232a8846ff7bc935bb3", Total: 10, Updated: 7, Updating: 1, Waiting: 1, Offline: 1, MaxUnavailable: 1}},
+		Instances: []api.Instance{
+			{Node: "gw-berlin-1", DaemonSet: "monitoring/node-exporter", Revision: "8232a8846ff7bc935bb3", Phase: "Running", Ready: true, Online: true},
+			{Node: "gw-paris-2", DaemonSet: "monitoring/node-exporter", Revision: "1f0c3b2a9d8e7f6a5b4c", Phase: "CrashLoopBackOff", Restarts: 4, Message: "exit code 1", Online: false},
+		},
+	}}
+}
+
+func goldenEvents() []api.Event {
+	return []api.Event{
+		{Seq: 7, Time: fixedNow.Add(-90 * time.Second), Type: "Normal", Reason: "Scheduled", Object: "daemonset/monitoring/node-exporter", Message: "node gw-berlin-1: revision 8232a8846ff7bc935bb3"},
+		{Seq: 9, Time: fixedNow.Add(-30 * time.Second), Type: "Warning", Reason: "InstanceFailed", Object: "daemonset/monitoring/node-exporter", Message: "node gw-paris-2: CrashLoopBackOff: exit code 1"},
+	}
+}
+
+func TestGoldenTables(t *testing.T) {
+	now = func() time.Time { return fixedNow }
+	defer func() { now = time.Now }()
+	ds := goldenDaemonSets()
+	cases := []struct {
+		name  string
+		print func(w *bytes.Buffer) error
+	}{
+		{"get-nodes", func(w *bytes.Buffer) error { return printNodes(w, outputTable, goldenNodes()) }},
+		{"get-nodes-wide", func(w *bytes.Buffer) error { return printNodes(w, outputWide, goldenNodes()) }},
+		{"get-nodes-name", func(w *bytes.Buffer) error { return printNodes(w, outputName, goldenNodes()) }},
+		{"get-daemonsets", func(w *bytes.Buffer) error { return printDaemonSets(w, outputTable, ds, false) }},
+		{"get-daemonsets-all-wide", func(w *bytes.Buffer) error { return printDaemonSets(w, outputWide, ds, true) }},
+		{"get-instances", func(w *bytes.Buffer) error { return printInstances(w, outputTable, ds[0].Instances) }},
+		{"get-instances-wide", func(w *bytes.Buffer) error { return printInstances(w, outputWide, ds[0].Instances) }},
+		{"get-instances-json", func(w *bytes.Buffer) error { return printInstances(w, outputJSON, ds[0].Instances) }},
+		{"get-daemonsets-yaml", func(w *bytes.Buffer) error { return printDaemonSets(w, outputYAML, ds, false) }},
+		{"describe-node", func(w *bytes.Buffer) error { writeNode(w, goldenNodes()[0], goldenEvents()[:1]); return nil }},
+		{"describe-node-offline", func(w *bytes.Buffer) error { writeNode(w, goldenNodes()[1], nil); return nil }},
+		{"describe-daemonset", func(w *bytes.Buffer) error { writeDaemonSet(w, ds[0], goldenEvents()); return nil }},
+		{"rollout-history", func(w *bytes.Buffer) error {
+			return printHistory(w, []api.Revision{
+				{Number: 1, Hash: "1f0c3b2a9d8e7f6a5b4c", CreatedAt: fixedNow.Add(-72 * time.Hour), Nodes: 3, Images: []string{"prom/node-exporter:v1.8.1"}},
+				{Number: 2, Hash: "8232a8846ff7bc935bb3", ChangeCause: "bump to v1.8.2", CreatedAt: fixedNow.Add(-time.Hour), Current: true, Nodes: 7, Images: []string{"prom/node-exporter:v1.8.2"}},
+			})
+		}},
+		{"rollout-progress", func(w *bytes.Buffer) error {
+			(&lineProgress{key: "monitoring/node-exporter", out: w}).update(ds[0])
+			return nil
+		}},
+		{"explain", func(w *bytes.Buffer) error {
+			return printExplain(w, []placement.Result{
+				{Node: "gw-berlin-1", DaemonSet: "monitoring/node-exporter", Run: true, KeepRunning: true, Reasons: []string{}},
+				{Node: "sensor-7", DaemonSet: "monitoring/node-exporter", Reasons: []string{`node selector: label "role" is "sensor", want "gateway"`}},
+			})
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			require.NoError(t, tc.print(&buf))
+			checkGolden(t, filepath.Join("testdata", "golden", tc.name+".golden"), buf.Bytes())
+		})
+	}
+}
+
+func checkGolden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		require.NoError(t, os.WriteFile(path, got, 0o644))
+		return
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run go test -update to create %s", path)
+	require.Equal(t, string(want), string(got))
+}
+
+func TestSelector(t *testing.T) {
+	labels := map[string]string{"site": "berlin", "role": "gateway"}
+	cases := []struct {
+		sel  string
+		want bool
+	}{
+		{"", true},
+		{"site=berlin", true},
+		{"site==berlin", true},
+		{"site!=berlin", false},
+		{"site=paris", false},
+		{"role", true},
+		{"!role", false},
+		{"!zone", true},
+		{"site=berlin,role=gateway", true},
+		{"site=berlin,role=sensor", false},
+	}
+	for _, tc := range cases {
+		sel, err := parseSelector(tc.sel)
+		require.NoError(t, err, tc.sel)
+		require.Equal(t, tc.want, sel.matches(labels), tc.sel)
+	}
+	_, err := parseSelector("site in (a,b)")
+	require.Error(t, err)
+	_, err = parseSelector("a,,b")
+	require.Error(t, err)
+}

@@ -1,0 +1,217 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/controller/reconcile"
+	"github.com/edgeset/edgeset/controller/store"
+	"github.com/edgeset/edgeset/schema"
+)
+
+// RestartedAtAnnotation is set on the template by `rollout restart`, making
+// a new revision of the same template, as kubectl's restartedAt does.
+const RestartedAtAnnotation = "edgeset.io/restartedAt"
+
+// Rollout pauses, resumes, promotes, restarts or undoes a daemonset's
+// rollout. The change is durable before it returns.
+func (c *Controller) Rollout(ctx context.Context, key string, req api.RolloutRequest) (api.DaemonSet, error) {
+	c.passMu.Lock()
+	err := c.rolloutLocked(key, req)
+	c.passMu.Unlock()
+	if err != nil {
+		return api.DaemonSet{}, err
+	}
+	c.wake()
+	return c.GetDaemonSet(ctx, key)
+}
+
+func (c *Controller) rolloutLocked(key string, req api.RolloutRequest) error {
+	e, err := c.entry(key)
+	if err != nil {
+		return err
+	}
+	switch req.Action {
+	case api.RolloutPause, api.RolloutResume, api.RolloutPromote:
+		return c.setRolloutState(e, req.Action)
+	case api.RolloutRestart:
+		ds := e.rec.DaemonSet
+		ds.Spec.Template.Metadata.Annotations = withAnnotation(ds.Spec.Template.Metadata.Annotations,
+			RestartedAtAnnotation, time.Now().UTC().Format(time.RFC3339))
+		return c.reapply(&ds, "rollout restart")
+	case api.RolloutUndo:
+		return c.undo(e, req.ToRevision)
+	}
+	return fmt.Errorf("%w: unknown rollout action %q: want pause, resume, restart, promote or undo", api.ErrInvalid, req.Action)
+}
+
+// entry returns a managed (not orphaned) daemonset.
+func (c *Controller) entry(key string) (*dsEntry, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.state.daemonsets[key]
+	if !ok || e.orphan() {
+		return nil, fmt.Errorf("daemonset %s: %w", key, api.ErrNotFound)
+	}
+	return e, nil
+}
+
+func (c *Controller) setRolloutState(e *dsEntry, action string) error {
+	c.mu.Lock()
+	st := e.rollout
+	if st.Target == "" {
+		st.Target = e.rec.CurrentRevision
+	}
+	c.mu.Unlock()
+	switch action {
+	case api.RolloutPause:
+		st.OperatorPaused = true
+	case api.RolloutResume:
+		st.OperatorPaused, st.Paused, st.PauseReason, st.Failed = false, false, "", nil
+	case api.RolloutPromote:
+		if e.strategy.CanaryNodes == nil {
+			return fmt.Errorf("%w: daemonset %s has no canary (spec.rollout.canary) to promote", api.ErrInvalid, e.rec.Key())
+		}
+		st.CanaryPromoted = true
+	}
+	if err := c.store.PutRollout(e.rec.Key(), st); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	e.rollout = st
+	c.mu.Unlock()
+	c.events.add(dsObject(e.rec.Key()), schema.EventNormal, "Rollout"+titleCase(action), "rollout "+action+" by the operator")
+	return nil
+}
+
+func titleCase(s string) string {
+	if s == "" {
+		return s
+	}
+	return string(s[0]-'a'+'A') + s[1:]
+}
+
+func withAnnotation(m map[string]string, k, v string) map[string]string {
+	out := make(map[string]string, len(m)+1)
+	for key, val := range m {
+		out[key] = val
+	}
+	out[k] = v
+	return out
+}
+
+// undo makes an earlier revision's template current again.
+func (c *Controller) undo(e *dsEntry, to int64) error {
+	key := e.rec.Key()
+	revs, err := c.store.ListRevisions(key)
+	if err != nil {
+		return err
+	}
+	target, err := undoTarget(revs, e.rec.CurrentRevision, to)
+	if err != nil {
+		return fmt.Errorf("%w: daemonset %s: %v", api.ErrInvalid, key, err)
+	}
+	ds := e.rec.DaemonSet
+	ds.Spec.Template = target.Template
+	return c.reapply(&ds, fmt.Sprintf("rollout undo to revision %d", target.Number))
+}
+
+// undoTarget picks revision to, or the newest revision older than the
+// current one.
+func undoTarget(revs []store.Revision, current string, to int64) (store.Revision, error) {
+	slices.SortFunc(revs, func(a, b store.Revision) int { return int(a.Number - b.Number) })
+	cur := slices.IndexFunc(revs, func(r store.Revision) bool { return r.Hash == current })
+	if to != 0 {
+		i := slices.IndexFunc(revs, func(r store.Revision) bool { return r.Number == to })
+		if i < 0 {
+			return store.Revision{}, fmt.Errorf("no revision %d (see `edgesetctl rollout history`)", to)
+		}
+		return revs[i], nil
+	}
+	if cur <= 0 {
+		return store.Revision{}, fmt.Errorf("no revision before the current one to roll back to")
+	}
+	return revs[cur-1], nil
+}
+
+// reapply stores a changed daemonset as an operator action.
+func (c *Controller) reapply(ds *schema.DaemonSet, cause string) error {
+	ds.Metadata.Annotations = withAnnotation(ds.Metadata.Annotations, ChangeCauseAnnotation, cause)
+	res, err := c.applyOne(ds, false)
+	if err != nil {
+		return err
+	}
+	c.events.add(dsObject(res.Key), schema.EventNormal, "RolloutChanged", fmt.Sprintf("%s: revision %d", cause, res.Revision))
+	return nil
+}
+
+// RolloutHistory lists a daemonset's revisions, oldest first, with how many
+// nodes are asked to run each.
+func (c *Controller) RolloutHistory(ctx context.Context, key string) ([]api.Revision, error) {
+	e, err := c.entry(key)
+	if err != nil {
+		return nil, err
+	}
+	revs, err := c.store.ListRevisions(key)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(revs, func(a, b store.Revision) int { return int(a.Number - b.Number) })
+	nodes := c.nodesPerRevision(key)
+	out := make([]api.Revision, 0, len(revs))
+	for _, r := range revs {
+		v := api.Revision{Number: r.Number, Hash: r.Hash, ChangeCause: r.ChangeCause, CreatedAt: r.CreatedAt,
+			Current: r.Hash == e.rec.CurrentRevision, Nodes: nodes[r.Hash], Images: []string{}}
+		for _, ctr := range r.Template.Spec.Containers {
+			v.Images = append(v.Images, ctr.Image)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func (c *Controller) nodesPerRevision(key string) map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := map[string]int{}
+	for _, d := range c.state.current {
+		for _, in := range d.Instances {
+			if in.DaemonSet == key {
+				n[in.Revision]++
+			}
+		}
+	}
+	return n
+}
+
+// DeleteInstance removes a daemonset's instance from one node, as deleting
+// its pod does in Kubernetes: under OnDelete the node then gets the current
+// revision; under RollingUpdate it is recreated at once. Durable before it
+// returns.
+func (c *Controller) DeleteInstance(ctx context.Context, key, node string) error {
+	c.passMu.Lock()
+	defer c.passMu.Unlock()
+	if _, err := c.entry(key); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	cur, ok := c.state.current[node]
+	c.mu.Unlock()
+	kept := slices.DeleteFunc(slices.Clone(cur.Instances), func(in schema.DesiredInstance) bool { return in.DaemonSet == key })
+	if !ok || len(kept) == len(cur.Instances) {
+		return fmt.Errorf("%w: daemonset %s has no instance on node %q", api.ErrNotFound, key, node)
+	}
+	rec, err := c.store.PutDesired(node, store.DesiredRecord{Node: node, Instances: kept, PublishedAt: time.Now()})
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.state.current[node] = reconcile.NodeDesired{Generation: rec.Generation, Instances: kept}
+	c.mu.Unlock()
+	c.events.add(dsObject(key), schema.EventNormal, "InstanceDeleted", "instance on node "+node+" deleted by the operator")
+	c.wake()
+	return nil
+}
