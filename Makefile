@@ -41,6 +41,10 @@ lint: ## gofmt check, go vet, staticcheck (pinned)
 bench: ## micro-benchmarks (placement, codecs) with memory figures
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
 
+.PHONY: bench-idle
+bench-idle: ## idle agent MQTT traffic through a counting proxy (3 min; EDGESET_BENCH_IDLE_WINDOW, _KEEPALIVE)
+	EDGESET_BENCH_IDLE=1 $(GO) test -count=1 -timeout 30m -run '^TestIdleTraffic$$' -v ./cmd/edgeset-agent/
+
 run: build ## start a controller with the embedded broker and store in DATA_DIR
 	$(BIN)/edgeset-controller --data-dir $(DATA_DIR)
 
@@ -52,3 +56,14 @@ cross: ## static agents for linux/amd64, linux/arm64, linux/arm/v7
 
 clean:
 	rm -rf $(BIN)
+
+.PHONY: bench-scale
+SCALE_RAMP   ?= 2000
+
+bench-scale: ## fleet scale benchmark: controller subprocess + simulated devices (EDGESET_SCALE_NODES, default "1000 10000")
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/edgeset-sim ./cmd/edgeset-sim
+	@for n in $${EDGESET_SCALE_NODES:-1000 10000}; do \
+	  echo "== $$n nodes"; \
+	  $(BIN)/edgeset-sim --bench --nodes $$n --ramp $(SCALE_RAMP) --report $(BIN)/bench-scale-$$n.json || exit 1; \
+	done

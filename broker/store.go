@@ -16,15 +16,28 @@ import (
 // retainedBucket holds retained messages keyed by topic.
 var retainedBucket = []byte("retained")
 
+// flushInterval bounds how long a retained message waits to be persisted.
+const flushInterval = 100 * time.Millisecond
+
 // retainedStore is a mochi hook persisting retained messages, and only them,
 // in bbolt. Unlike mochi's bolt hook it does not write clients, subscriptions
 // or inflight messages (a write per connect would be an fsync per device in
-// a reconnect storm), and it groups concurrent writes into one transaction
-// with bbolt's Batch.
+// a reconnect storm). It writes behind: OnRetainMessage only records the
+// latest message of each topic, and one goroutine writes everything pending
+// in one transaction every flushInterval and on Stop. A crash loses at most
+// flushInterval of retained updates, which the controller repairs: it
+// republishes every desired state whenever it (re)connects.
 type retainedStore struct {
 	mqtt.HookBase
-	db        *bbolt.DB
-	log       *slog.Logger
+	db   *bbolt.DB
+	log  *slog.Logger
+	kick chan struct{} // wakes the flusher; buffered 1
+	stop chan struct{} // closed by Stop
+	done chan struct{} // closed when the flusher has returned
+
+	mu      sync.Mutex
+	pending map[string][]byte // guarded by mu; topic -> encoded message, nil to delete
+
 	closeOnce sync.Once
 }
 
@@ -42,7 +55,71 @@ func openRetainedStore(path string, log *slog.Logger) (*retainedStore, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("init retained store %s: %w", path, err)
 	}
-	return &retainedStore{db: db, log: log}, nil
+	s := &retainedStore{db: db, log: log, kick: make(chan struct{}, 1), stop: make(chan struct{}),
+		done: make(chan struct{}), pending: map[string][]byte{}}
+	go s.flushLoop()
+	return s, nil
+}
+
+// flushLoop writes pending messages at most every flushInterval, and once
+// more when the store stops.
+func (s *retainedStore) flushLoop() {
+	defer close(s.done)
+	for {
+		select {
+		case <-s.stop:
+			s.flush()
+			return
+		case <-s.kick:
+		}
+		s.flush()
+		select {
+		case <-s.stop:
+			s.flush()
+			return
+		case <-time.After(flushInterval):
+		}
+	}
+}
+
+// flush writes every pending message in one transaction.
+func (s *retainedStore) flush() {
+	s.mu.Lock()
+	batch := s.pending
+	s.pending = make(map[string][]byte, len(batch))
+	s.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	err := s.db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket(retainedBucket)
+		for topic, v := range batch {
+			var err error
+			if v == nil {
+				err = b.Delete([]byte(topic))
+			} else {
+				err = b.Put([]byte(topic), v)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		s.log.Error("persist retained messages", "count", len(batch), "error", err)
+	}
+}
+
+// record queues topic's latest message (nil: delete) for the next flush.
+func (s *retainedStore) record(topic string, v []byte) {
+	s.mu.Lock()
+	s.pending[topic] = v
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
 }
 
 // ID names the hook.
@@ -100,11 +177,15 @@ func (s *retainedStore) StoredRetainedMessages() ([]storage.Message, error) {
 	return out, nil
 }
 
-// Stop closes the database; mochi calls it from Server.Close. Safe to call
-// more than once.
+// Stop writes what is pending and closes the database; mochi calls it
+// from Server.Close. Safe to call more than once.
 func (s *retainedStore) Stop() error {
 	var err error
-	s.closeOnce.Do(func() { err = s.db.Close() })
+	s.closeOnce.Do(func() {
+		close(s.stop)
+		<-s.done
+		err = s.db.Close()
+	})
 	return err
 }
 
@@ -133,14 +214,12 @@ func (s *retainedStore) put(pk packets.Packet) error {
 	if err != nil {
 		return fmt.Errorf("encode retained message: %w", err)
 	}
-	return s.db.Batch(func(tx *bbolt.Tx) error {
-		return tx.Bucket(retainedBucket).Put([]byte(pk.TopicName), v)
-	})
+	s.record(pk.TopicName, v)
+	return nil
 }
 
 // delete removes the retained message of topic.
 func (s *retainedStore) delete(topic string) error {
-	return s.db.Batch(func(tx *bbolt.Tx) error {
-		return tx.Bucket(retainedBucket).Delete([]byte(topic))
-	})
+	s.record(topic, nil)
+	return nil
 }

@@ -157,9 +157,8 @@ func (c *Config) Validate() error {
 func (c *Config) Embedded() bool { return c.BrokerURL == "" }
 
 // Paths of the files the controller keeps in DataDir.
-func (c *Config) storePath() string       { return filepath.Join(c.DataDir, "edgeset.db") }
-func (c *Config) tokenPath() string       { return filepath.Join(c.DataDir, "admin.token") }
-func (c *Config) brokerStorePath() string { return filepath.Join(c.DataDir, "broker.db") }
+func (c *Config) storePath() string { return filepath.Join(c.DataDir, "edgeset.db") }
+func (c *Config) tokenPath() string { return filepath.Join(c.DataDir, "admin.token") }
 
 // TokenPath is where the API token is written on first start.
 func (c *Config) TokenPath() string { return c.tokenPath() }

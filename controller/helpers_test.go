@@ -188,21 +188,6 @@ func (n *fakeNode) report(obs schema.ObservedState) {
 	})
 }
 
-// runDesired reports every desired instance running and ready.
-func (n *fakeNode) runDesired(since time.Time) {
-	d, ok := n.lastDesired()
-	if !ok {
-		n.t.Fatalf("node %s has no desired state to run", n.name)
-	}
-	obs := schema.ObservedState{ObservedGeneration: d.Generation}
-	for _, in := range d.Instances {
-		obs.Instances = append(obs.Instances, schema.InstanceStatus{
-			DaemonSet: in.DaemonSet, Revision: in.Revision, Phase: schema.PhaseRunning, Ready: true, ReadySince: &since,
-		})
-	}
-	n.report(obs)
-}
-
 func (n *fakeNode) handle(topic string, payload []byte) {
 	d, err := schema.DecodeDesiredState(payload)
 	if err != nil {
@@ -215,17 +200,6 @@ func (n *fakeNode) handle(topic string, payload []byte) {
 	n.mu.Unlock()
 	if behave != nil {
 		go n.report(behave(d))
-	}
-}
-
-// setBehaviour makes the node report behave(desired) for every desired
-// state from now on, starting with the last one received.
-func (n *fakeNode) setBehaviour(behave func(schema.DesiredState) schema.ObservedState) {
-	n.mu.Lock()
-	n.behave = behave
-	n.mu.Unlock()
-	if d, ok := n.lastDesired(); ok {
-		n.report(behave(d))
 	}
 }
 

@@ -119,17 +119,20 @@ func TestRevisionWithWrongHashRejected(t *testing.T) {
 	h.waitInstance(revA.DaemonSet, revA.Hash, runningReady)
 }
 
-func TestRevisionOfAnotherDaemonSetRejected(t *testing.T) {
+// TestRevisionSharedWithAnotherDaemonSetAccepted: revisions are
+// content-addressed; one published under another daemonset with an
+// identical template serves every daemonset that references its hash.
+func TestRevisionSharedWithAnotherDaemonSetAccepted(t *testing.T) {
 	h := newHarness(t)
 	h.start(h.config())
 	h.connect()
 	h.sendDesired(1, want(revA))
 	other := revA
-	other.DaemonSet = "edge/other"
+	other.DaemonSet, other.Number = "edge/other", 7
 	h.sendRevision(other)
-	h.waitPasses(3)
-	h.waitInstance(revA.DaemonSet, revA.Hash, phaseIs(schema.PhasePending))
-	assert.Empty(t, h.managed())
+	h.waitInstance(revA.DaemonSet, revA.Hash, runningReady)
+	require.Len(t, h.managed(), 1)
+	assert.Equal(t, revA.DaemonSet, h.managed()[0].Labels[edgeagent.LabelDaemonSet], "the container belongs to the desired instance's daemonset")
 }
 
 func TestOfflineStartFromPersistedState(t *testing.T) {

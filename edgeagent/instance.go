@@ -189,6 +189,10 @@ func (s *instanceSync) ensureCreated(ctx context.Context) bool {
 			spec.NetworkOf = s.found[0].ID
 		}
 		c, err := s.a.create(ctx, spec)
+		if errors.Is(err, errNameInFlux) {
+			s.block(schema.PhasePending, err.Error())
+			return false
+		}
 		if err != nil {
 			s.block(schema.PhaseFailed, err.Error())
 			return false
@@ -256,8 +260,17 @@ func (a *Agent) create(ctx context.Context, spec ContainerSpec) (ContainerState,
 	return c, nil
 }
 
+// errNameInFlux: a container name is taken by a container the engine does
+// not show yet, or any more. Docker reserves the name before a container can
+// be inspected, so a create still running on the engine after its agent was
+// killed holds the name for a while; the next pass adopts the container.
+var errNameInFlux = errors.New("name held by a container still being created or removed")
+
 func (a *Agent) adoptByName(ctx context.Context, spec ContainerSpec) (ContainerState, error) {
 	c, err := a.rt.Inspect(ctx, spec.Name)
+	if errors.Is(err, ErrNotFound) {
+		return ContainerState{}, fmt.Errorf("create container %s: %w", spec.Name, errNameInFlux)
+	}
 	if err != nil {
 		return ContainerState{}, fmt.Errorf("create container %s: name in use, and inspecting it failed: %w", spec.Name, err)
 	}

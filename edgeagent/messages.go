@@ -98,18 +98,21 @@ func (a *Agent) handleRevision(ctx context.Context, hash string, b []byte) bool 
 	return true
 }
 
-// checkRevision verifies that rev is the one published on hash's topic and
-// belongs to a daemonset whose desired instance references it.
+// checkRevision verifies that rev is the one published on hash's topic (its
+// template hashes to hash: schema.DecodeRevision checked that) and that a
+// desired instance references it. Revisions are content-addressed and shared
+// by daemonsets with identical templates, so rev.DaemonSet and rev.Number
+// are informational and not compared.
 func (a *Agent) checkRevision(hash string, rev schema.Revision) error {
 	if rev.Hash != hash {
 		return fmt.Errorf("revision on topic %s carries hash %s", schema.RevisionTopic(hash), rev.Hash)
 	}
 	for _, in := range a.desired.Instances {
-		if in.Revision == hash && in.DaemonSet == rev.DaemonSet {
+		if in.Revision == hash {
 			return nil
 		}
 	}
-	return fmt.Errorf("revision %s is of daemonset %s, which no desired instance expects with it", hash, rev.DaemonSet)
+	return fmt.Errorf("revision %s is not referenced by the desired state", hash)
 }
 
 // missingRevisions returns the hashes the desired state references that are

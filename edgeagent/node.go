@@ -135,21 +135,44 @@ func (n *Node) presence(online bool, session int64) *mqttclient.Message {
 func (n *Node) handle(topic string, payload []byte) { n.agent.HandleMessage(topic, payload) }
 
 // onConnect announces the node (online, then its status) and lets the agent
-// subscribe and report.
+// subscribe and report. A step that fails (a publish timing out on a busy
+// broker) is retried with backoff for as long as this connection lasts:
+// giving up would leave the node connected but announced offline by the
+// will of its previous connection, and deaf to its desired state.
 func (n *Node) onConnect(ctx context.Context) {
 	n.mu.Lock()
 	session := n.session
 	n.lastStatus = nil
 	n.mu.Unlock()
+	delay := 100 * time.Millisecond
+	for {
+		err := n.announce(ctx, session)
+		if err == nil {
+			return
+		}
+		n.log.Warn("announce after connect; retrying", "err", err, "in", delay)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+}
+
+// announce publishes presence and status and runs the agent's OnConnect.
+func (n *Node) announce(ctx context.Context, session int64) error {
 	p := n.presence(true, session)
 	if err := n.client.Publish(ctx, p.Topic, p.Payload, true); err != nil {
-		n.log.Warn("announce presence", "err", err)
-		return
+		return fmt.Errorf("publish presence: %w", err)
 	}
-	n.publishStatus(ctx, true)
+	if err := n.publishStatus(ctx, true); err != nil {
+		return fmt.Errorf("publish status: %w", err)
+	}
 	if err := n.agent.OnConnect(ctx); err != nil {
-		n.log.Warn("agent on connect", "err", err)
+		return fmt.Errorf("agent: %w", err)
 	}
+	return nil
 }
 
 func (n *Node) onConnectionLost(err error) {
@@ -167,7 +190,9 @@ func (n *Node) statusLoop(ctx context.Context) error {
 			return nil
 		case <-t.C:
 			if n.client.Connected() {
-				n.publishStatus(ctx, false)
+				if err := n.publishStatus(ctx, false); err != nil {
+					n.log.Debug("publish status", "err", err)
+				}
 			}
 		}
 	}
@@ -175,27 +200,26 @@ func (n *Node) statusLoop(ctx context.Context) error {
 
 // publishStatus publishes the measured status if it changed since the last
 // publish on this connection (or always, with force).
-func (n *Node) publishStatus(ctx context.Context, force bool) {
+func (n *Node) publishStatus(ctx context.Context, force bool) error {
 	st := n.opts.Status(ctx)
 	st.SchemaVersion, st.Node = schema.WireVersion, n.opts.Agent.NodeName
 	n.mu.Lock()
 	same := n.lastStatus != nil && reflect.DeepEqual(*n.lastStatus, st)
 	n.mu.Unlock()
 	if same && !force {
-		return
+		return nil
 	}
 	payload, err := schema.Encode(st)
 	if err != nil {
-		n.log.Error("encode status", "err", err)
-		return
+		return fmt.Errorf("encode status: %w", err)
 	}
 	if err := n.client.Publish(ctx, schema.NodeTopic(st.Node, schema.TopicStatus), payload, true); err != nil {
-		n.log.Debug("publish status", "err", err)
-		return
+		return err
 	}
 	n.mu.Lock()
 	n.lastStatus = &st
 	n.mu.Unlock()
+	return nil
 }
 
 // goodbye reports the node offline before a clean disconnect.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -231,12 +232,37 @@ func (c *Client) pahoOptions(lost chan<- error) *mqtt.ClientOptions {
 	if c.tls != nil {
 		po.SetTLSConfig(c.tls)
 	}
+	if c.opts.Dial != nil {
+		po.SetCustomOpenConnectionFn(c.openConn)
+	}
 	if c.opts.Will != nil {
 		if w := c.opts.Will(); w != nil {
 			po.SetBinaryWill(w.Topic, w.Payload, 1, w.Retained)
 		}
 	}
 	return po
+}
+
+// openConn opens one connection through Options.Dial, bounded by
+// ConnectTimeout, and runs the TLS handshake over it for TLS brokers.
+func (c *Client) openConn(uri *url.URL, _ mqtt.ClientOptions) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.ConnectTimeout)
+	defer cancel()
+	conn, err := c.opts.Dial(ctx, "tcp", uri.Host)
+	if err != nil || c.tls == nil {
+		return conn, err
+	}
+	cfg := c.tls
+	if cfg.ServerName == "" {
+		cfg = cfg.Clone()
+		cfg.ServerName = uri.Hostname()
+	}
+	tc := tls.Client(conn, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	return tc, nil
 }
 
 // receive is paho's message handler; it runs on paho's router goroutine and

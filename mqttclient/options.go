@@ -59,6 +59,14 @@ type Options struct {
 	// WriteTimeout bounds waiting for PUBACK, SUBACK or UNSUBACK when the
 	// caller's context has no earlier deadline. Default 10 s.
 	WriteTimeout time.Duration
+	// Dial, if set, opens the network connection of every attempt in place
+	// of a net.Dialer: network is "tcp" and addr the broker's host:port. It
+	// lets a caller pick the local source address (a simulator spreading
+	// thousands of clients over 127.0.0.x) or wrap the connection. The
+	// context ends after ConnectTimeout. For ssl/tls/mqtts brokers the TLS
+	// handshake runs over the returned connection; ws and wss brokers do not
+	// support Dial (New refuses the combination).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	// Will, if set, is called on Run's goroutine before every connection
 	// attempt and returns the will message for that connection, or nil for
@@ -158,21 +166,24 @@ func orDefault[T int | time.Duration](v, def T) T {
 func (o Options) validate() error {
 	var errs []error
 	if o.ClientID == "" {
-		errs = append(errs, errors.New("ClientID: required"))
+		errs = append(errs, errors.New("option ClientID: required"))
 	}
 	if len(o.Subscriptions) > 0 && o.Handler == nil {
-		errs = append(errs, errors.New("Handler: required when Subscriptions are set"))
+		errs = append(errs, errors.New("option Handler: required when Subscriptions are set"))
 	}
 	for i, s := range o.Subscriptions {
 		if err := s.validate(); err != nil {
-			errs = append(errs, fmt.Errorf("Subscriptions[%d]: %w", i, err))
+			errs = append(errs, fmt.Errorf("option Subscriptions[%d]: %w", i, err))
 		}
 	}
 	if o.KeepAlive > 0 && o.KeepAlive < time.Second {
 		errs = append(errs, fmt.Errorf("KeepAlive: %s is below the 1 s MQTT resolution", o.KeepAlive))
 	}
 	if (o.CertFile == "") != (o.KeyFile == "") {
-		errs = append(errs, errors.New("CertFile, KeyFile: set both or neither"))
+		errs = append(errs, errors.New("options CertFile and KeyFile: set both or neither"))
+	}
+	if o.Dial != nil && strings.HasPrefix(o.BrokerURL, "ws") {
+		errs = append(errs, errors.New("option Dial: not supported with ws:// or wss:// brokers"))
 	}
 	return errors.Join(errs...)
 }

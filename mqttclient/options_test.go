@@ -2,6 +2,7 @@ package mqttclient
 
 import (
 	"crypto/tls"
+	"net"
 	"strings"
 	"testing"
 )
@@ -29,6 +30,8 @@ func TestNewValidation(t *testing.T) {
 		{name: "tls config on tcp", opts: Options{BrokerURL: "tcp://b", ClientID: "n1", TLSConfig: &tls.Config{}}, wantErr: "not TLS"},
 		{name: "cert without key", opts: Options{BrokerURL: "ssl://b", ClientID: "n1", CertFile: "c.pem"}, wantErr: "set both or neither"},
 		{name: "missing CA file", opts: Options{BrokerURL: "ssl://b", ClientID: "n1", CAFile: "/nonexistent/ca.pem"}, wantErr: "CAFile"},
+		{name: "dial with websocket", opts: Options{BrokerURL: "ws://b/mqtt", ClientID: "n1", Dial: (&net.Dialer{}).DialContext}, wantErr: "Dial: not supported"},
+		{name: "dial with tcp", opts: Options{BrokerURL: "tcp://b", ClientID: "n1", Dial: (&net.Dialer{}).DialContext}, wantURL: "tcp://b:1883"},
 		{name: "sub-second keepalive", opts: Options{BrokerURL: "tcp://b", ClientID: "n1", KeepAlive: 1}, wantErr: "KeepAlive"},
 	}
 	for _, tc := range tests {

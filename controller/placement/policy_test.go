@@ -118,8 +118,6 @@ func TestCompileAcceptsKubernetesShapes(t *testing.T) {
 	}
 }
 
-func seconds(s int64) *int64 { return &s }
-
 func TestTolerationsMergeAsKubernetes(t *testing.T) {
 	always := slices.Clone(daemonTolerationsAlways)
 	notReady, unreachable := always[0], always[1]

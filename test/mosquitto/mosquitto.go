@@ -54,7 +54,9 @@ const stopTimeout = 10 * time.Second
 // Config describes the broker to start.
 type Config struct {
 	// Users maps user name to password. A node's user is named after the
-	// node; include the controller user too.
+	// node; include the controller user too. Beyond 50 users the password
+	// file is written in-process (HashPassword) instead of by
+	// mosquitto_passwd.
 	Users map[string]string
 	// ControllerUser gets readwrite on edgeset/#. Default "controller".
 	ControllerUser string
@@ -234,10 +236,19 @@ func (s *Server) conf(cfg Config) string {
 	return b.String()
 }
 
-// ACL returns edgeset's Mosquitto ACL (acl_file syntax): each node
-// authenticates with a user named after the node and may write only its
-// own status, online, observed and events topics, read only its own desired
-// topic, and read every revision; controllerUser may read and write
+// Per-node topics of the reserved on-demand log feature, granted as the
+// embedded broker grants them (broker/acl.go): the controller asks on
+// logs/request, the agent answers on logs/response.
+const (
+	topicLogsRequest  = "logs/request"
+	topicLogsResponse = "logs/response"
+)
+
+// ACL returns edgeset's Mosquitto ACL (acl_file syntax), equivalent to the
+// embedded broker's: each node authenticates with a user named after the
+// node and may write only its own status, online, observed, events and
+// logs/response topics, read only its own desired and logs/request topics,
+// and read every revision; controllerUser may read and write
 // everything under edgeset/ (every schema version). "pattern" lines apply to every user ("topic"
 // lines before the first "user" line would apply to anonymous clients only).
 func ACL(controllerUser string) string {
@@ -246,18 +257,27 @@ func ACL(controllerUser string) string {
 	for _, kind := range []string{schema.TopicStatus, schema.TopicOnline, schema.TopicObserved, schema.TopicEvents} {
 		fmt.Fprintf(&b, "pattern write %s\n", schema.NodeTopic("%u", kind))
 	}
+	fmt.Fprintf(&b, "pattern write %s\n", schema.NodeTopic("%u", topicLogsResponse))
 	fmt.Fprintf(&b, "pattern read %s\n", schema.NodeTopic("%u", schema.TopicDesired))
+	fmt.Fprintf(&b, "pattern read %s\n", schema.NodeTopic("%u", topicLogsRequest))
 	fmt.Fprintf(&b, "pattern read %s\n", schema.RevisionTopic("#"))
 	b.WriteString("\n# The controller reads every node's topics and writes desired states and revisions.\n")
 	fmt.Fprintf(&b, "user %s\ntopic readwrite edgeset/#\n", controllerUser)
 	return b.String()
 }
 
+// passwdToolMaxUsers is the most users written with mosquitto_passwd, which
+// rewrites the whole file for every user (a 3,000-node fleet would take
+// minutes); larger files are written with HashPassword, which produces the
+// same lines (TestHashPasswordMatchesMosquittoPasswd).
+const passwdToolMaxUsers = 50
+
 // writePasswords writes the password file with mosquitto_passwd -b when it
-// is installed, else with HashPassword.
+// is installed and there are at most passwdToolMaxUsers users, else with
+// HashPassword.
 func writePasswords(path string, users map[string]string) error {
 	names := slices.Sorted(maps.Keys(users))
-	if tool := lookPasswdTool(); tool != "" {
+	if tool := lookPasswdTool(); tool != "" && len(users) <= passwdToolMaxUsers {
 		return runPasswdTool(tool, path, names, users)
 	}
 	var b strings.Builder

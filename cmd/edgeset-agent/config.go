@@ -1,0 +1,305 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+
+	"github.com/edgeset/edgeset/edgeagent"
+	"github.com/edgeset/edgeset/mqttclient"
+	"github.com/edgeset/edgeset/schema"
+)
+
+// Defaults of the keys whose zero value is not the default.
+const (
+	defaultBrokerURL      = "tcp://127.0.0.1:1883"
+	defaultDataDir        = "./agent-data"
+	defaultRuntime        = "docker"
+	defaultKeepAlive      = mqttclient.DefaultKeepAlive
+	defaultStatusInterval = edgeagent.DefaultStatusInterval
+)
+
+// fileConfig is what a config file, the environment and the flags set; one
+// field per key, named as the flag.
+type fileConfig struct {
+	ConfigFile string `mapstructure:"config"`
+	NodeName   string `mapstructure:"node-name"`
+
+	BrokerURL string        `mapstructure:"broker-url"`
+	Token     string        `mapstructure:"token"`
+	TokenFile string        `mapstructure:"token-file"`
+	CAFile    string        `mapstructure:"ca-file"`
+	CertFile  string        `mapstructure:"cert-file"`
+	KeyFile   string        `mapstructure:"key-file"`
+	KeepAlive time.Duration `mapstructure:"keepalive"`
+
+	DataDir    string `mapstructure:"data-dir"`
+	Runtime    string `mapstructure:"runtime"`
+	DockerHost string `mapstructure:"docker-host"`
+
+	Labels         []string      `mapstructure:"labels"`
+	Taints         []string      `mapstructure:"taints"`
+	StatusInterval time.Duration `mapstructure:"status-interval"`
+
+	DiskMinFreePercent float64 `mapstructure:"disk-min-free-percent"`
+	DiskMinFree        string  `mapstructure:"disk-min-free"`
+	MemoryMinAvailable string  `mapstructure:"memory-min-available"`
+	PIDMaxPercent      float64 `mapstructure:"pid-max-percent"`
+
+	RefusePrivileged  bool     `mapstructure:"refuse-privileged"`
+	RefuseHostNetwork bool     `mapstructure:"refuse-host-network"`
+	RefuseHostPID     bool     `mapstructure:"refuse-host-pid"`
+	RestrictHostPaths bool     `mapstructure:"restrict-host-paths"`
+	AllowedHostPaths  []string `mapstructure:"allowed-host-paths"`
+
+	RegistryServer       string `mapstructure:"registry-server"`
+	RegistryUsername     string `mapstructure:"registry-username"`
+	RegistryPassword     string `mapstructure:"registry-password"`
+	RegistryPasswordFile string `mapstructure:"registry-password-file"`
+
+	LogLevel    string `mapstructure:"log-level"`
+	LogFormat   string `mapstructure:"log-format"`
+	MetricsAddr string `mapstructure:"metrics-addr"`
+}
+
+func addFlags(f *pflag.FlagSet) {
+	f.String("config", "", "config file (YAML); see configs/agent.yaml")
+	f.String("node-name", "", "this device's node name, a DNS-1123 subdomain (default: the hostname, lowercased)")
+	f.String("broker-url", defaultBrokerURL, "MQTT broker: tcp://, ssl://, tls://, mqtts://, ws:// or wss://")
+	f.String("token", "", "node token (MQTT password) from `edgesetctl token create NODE`")
+	f.String("token-file", "", "file holding the node token (instead of --token)")
+	f.String("ca-file", "", "CA bundle verifying the broker's TLS certificate (default: system roots)")
+	f.String("cert-file", "", "client certificate for mutual TLS (with --key-file)")
+	f.String("key-file", "", "key of --cert-file")
+	f.Duration("keepalive", defaultKeepAlive, "MQTT keepalive; the broker declares the node offline after 1.5 times this")
+	f.String("data-dir", defaultDataDir, "directory of the local state (agent.db); its filesystem is watched for DiskPressure")
+	f.String("runtime", defaultRuntime, "container runtime: docker, or fake (in memory, for trials)")
+	f.String("docker-host", "", "Docker engine address (default: DOCKER_HOST or the local socket)")
+	f.StringSlice("labels", nil, "node labels, key=value,...")
+	f.StringSlice("taints", nil, "node taints, key[=value]:Effect,... (NoSchedule, PreferNoSchedule, NoExecute)")
+	f.Duration("status-interval", defaultStatusInterval, "how often the node is re-measured (published only on change)")
+	f.Float64("disk-min-free-percent", edgeagent.DefaultDiskMinFreePercent, "DiskPressure below this free share of the data dir's filesystem (0: off)")
+	f.String("disk-min-free", "1Gi", "DiskPressure below this free space; the smaller threshold applies (\"0\": off)")
+	f.String("memory-min-available", "100Mi", "MemoryPressure below this MemAvailable (\"0\": off)")
+	f.Float64("pid-max-percent", edgeagent.DefaultPIDMaxPercent, "PIDPressure at this share of kernel.pid_max (0: off)")
+	f.Bool("refuse-privileged", false, "refuse privileged containers")
+	f.Bool("refuse-host-network", false, "refuse hostNetwork daemons")
+	f.Bool("refuse-host-pid", false, "refuse hostPID daemons")
+	f.Bool("restrict-host-paths", false, "refuse hostPath volumes outside --allowed-host-paths (implied by setting it)")
+	f.StringSlice("allowed-host-paths", nil, "host paths that hostPath volumes may mount (and beneath)")
+	f.String("registry-server", "", "registry the credentials are for (empty: Docker Hub)")
+	f.String("registry-username", "", "registry user for image pulls")
+	f.String("registry-password", "", "registry password")
+	f.String("registry-password-file", "", "file holding the registry password (instead of --registry-password)")
+	f.String("log-level", "info", "debug, info, warn or error")
+	f.String("log-format", "text", "text or json")
+	f.String("metrics-addr", "", "serve /healthz and /metrics here, e.g. 127.0.0.1:9101 (default: off)")
+}
+
+// loadConfig merges flags, environment and the config file (in that order
+// of precedence); unknown keys are an error naming them. It returns the
+// config file used, or "flags and environment".
+func loadConfig(v *viper.Viper) (fileConfig, string, error) {
+	source := "flags and environment"
+	if path := v.GetString("config"); path != "" {
+		v.SetConfigFile(path)
+		v.SetConfigType("yaml")
+		if err := v.ReadInConfig(); err != nil {
+			return fileConfig{}, "", fmt.Errorf("read config file %s: %w", path, err)
+		}
+		source = path
+	}
+	var fc fileConfig
+	if err := v.UnmarshalExact(&fc); err != nil {
+		return fileConfig{}, "", fmt.Errorf("config (%s): %w", source, err)
+	}
+	return fc, source, nil
+}
+
+// settings is the validated configuration the agent runs with.
+type settings struct {
+	node        edgeagent.NodeOptions
+	announce    edgeagent.AnnounceConfig
+	runtime     string
+	dockerHost  string
+	logLevel    string
+	logFormat   string
+	metricsAddr string
+}
+
+// resolve validates fc and turns it into settings, reporting every problem,
+// each naming its key. hostname supplies the default node name.
+func (fc fileConfig) resolve(hostname func() (string, error)) (settings, error) {
+	var errs []error
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	node, err := nodeName(fc.NodeName, hostname)
+	add(err)
+	labels, err := parseLabels(fc.Labels)
+	add(err)
+	taints, err := parseTaints(fc.Taints)
+	add(err)
+	token, err := fc.token()
+	add(err)
+	thr, err := fc.thresholds()
+	add(err)
+	auth, err := fc.registryAuth()
+	add(err)
+	add(fc.checkChoices())
+	announce := edgeagent.AnnounceConfig{NodeName: node, Labels: labels, Taints: taints, DataDir: fc.DataDir, Thresholds: thr}
+	if len(errs) == 0 {
+		add(announce.Validate())
+	}
+	if len(errs) > 0 {
+		return settings{}, errors.Join(errs...)
+	}
+	s := settings{
+		runtime: fc.Runtime, dockerHost: fc.DockerHost,
+		logLevel: fc.LogLevel, logFormat: fc.LogFormat, metricsAddr: fc.MetricsAddr,
+		announce: announce,
+	}
+	s.node = edgeagent.NodeOptions{
+		Agent: edgeagent.Config{NodeName: node, DataDir: fc.DataDir, Policy: fc.policy(), RegistryAuth: auth},
+		MQTT: mqttclient.Options{
+			BrokerURL: fc.BrokerURL, Password: token, KeepAlive: fc.KeepAlive,
+			CAFile: fc.CAFile, CertFile: fc.CertFile, KeyFile: fc.KeyFile,
+		},
+		StatusInterval: fc.StatusInterval,
+	}
+	return s, nil
+}
+
+// checkChoices validates the keys with a fixed set of values or a lower bound.
+func (fc fileConfig) checkChoices() error {
+	var errs []error
+	if fc.Runtime != "docker" && fc.Runtime != "fake" {
+		errs = append(errs, fmt.Errorf("runtime: %q is not docker or fake", fc.Runtime))
+	}
+	if fc.DockerHost != "" && fc.Runtime != "docker" {
+		errs = append(errs, fmt.Errorf("docker-host: set but runtime is %q", fc.Runtime))
+	}
+	if fc.DataDir == "" {
+		errs = append(errs, errors.New("data-dir: required"))
+	}
+	if fc.BrokerURL == "" {
+		errs = append(errs, errors.New("broker-url: required"))
+	}
+	if fc.KeepAlive < time.Second {
+		errs = append(errs, fmt.Errorf("keepalive: %s is below the 1s MQTT resolution", fc.KeepAlive))
+	}
+	if fc.StatusInterval < time.Second {
+		errs = append(errs, fmt.Errorf("status-interval: %s is below 1s", fc.StatusInterval))
+	}
+	if (fc.CertFile == "") != (fc.KeyFile == "") {
+		errs = append(errs, errors.New("cert-file, key-file: set both or neither"))
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(fc.LogLevel)); err != nil {
+		errs = append(errs, fmt.Errorf("log-level: %q is not debug, info, warn or error", fc.LogLevel))
+	}
+	if fc.LogFormat != "text" && fc.LogFormat != "json" {
+		errs = append(errs, fmt.Errorf("log-format: %q is not text or json", fc.LogFormat))
+	}
+	return errors.Join(errs...)
+}
+
+// token returns the node token from token or token-file. One of them is
+// required unless a client certificate identifies the node.
+func (fc fileConfig) token() (string, error) {
+	secret, err := secretValue("token", fc.Token, "token-file", fc.TokenFile)
+	if err == nil && secret == "" && fc.CertFile == "" {
+		err = errors.New("token: required (or token-file, or cert-file for mutual TLS); mint one with `edgesetctl token create NODE`")
+	}
+	return secret, err
+}
+
+// secretValue returns value, or the trimmed content of file; setting both
+// is an error naming the two keys.
+func secretValue(key, value, fileKey, file string) (string, error) {
+	switch {
+	case value != "" && file != "":
+		return "", fmt.Errorf("%s, %s: set one, not both", key, fileKey)
+	case file == "":
+		return value, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", fileKey, err)
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return "", fmt.Errorf("%s %s: empty", fileKey, file)
+	}
+	return s, nil
+}
+
+// thresholds converts the pressure keys. A key of 0 (or a negative
+// percentage, or an empty quantity) disables its criterion.
+func (fc fileConfig) thresholds() (edgeagent.Thresholds, error) {
+	disk, err1 := bytesKey("disk-min-free", fc.DiskMinFree)
+	mem, err2 := bytesKey("memory-min-available", fc.MemoryMinAvailable)
+	if err := errors.Join(err1, err2); err != nil {
+		return edgeagent.Thresholds{}, err
+	}
+	return edgeagent.Thresholds{
+		DiskMinFreePercent: orOff(fc.DiskMinFreePercent), DiskMinFreeBytes: orOff(disk),
+		MemoryMinAvailable: orOff(mem), PIDMaxPercent: orOff(fc.PIDMaxPercent),
+	}, nil
+}
+
+// orOff maps a configured zero (off) to the Thresholds' "disabled" (-1).
+func orOff[T int64 | float64](v T) T {
+	if v == 0 {
+		return -1
+	}
+	return v
+}
+
+// bytesKey parses a byte quantity ("1Gi", "500M", "0") of key.
+func bytesKey(key, value string) (int64, error) {
+	if value == "" {
+		return 0, nil
+	}
+	n, err := schema.Quantity(value).Value()
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", key, err)
+	}
+	if n < 0 {
+		return 0, fmt.Errorf("%s: %q must not be negative", key, value)
+	}
+	return n, nil
+}
+
+func (fc fileConfig) policy() edgeagent.LocalPolicy {
+	return edgeagent.LocalPolicy{
+		RefusePrivileged:  fc.RefusePrivileged,
+		RefuseHostNetwork: fc.RefuseHostNetwork,
+		RefuseHostPID:     fc.RefuseHostPID,
+		RestrictHostPaths: fc.RestrictHostPaths || len(fc.AllowedHostPaths) > 0,
+		AllowedHostPaths:  fc.AllowedHostPaths,
+	}
+}
+
+// registryAuth returns the pull credentials, or nil when no username is set.
+func (fc fileConfig) registryAuth() (*edgeagent.RegistryAuth, error) {
+	password, err := secretValue("registry-password", fc.RegistryPassword, "registry-password-file", fc.RegistryPasswordFile)
+	if err != nil {
+		return nil, err
+	}
+	if fc.RegistryUsername == "" {
+		if password != "" || fc.RegistryServer != "" {
+			return nil, errors.New("registry-username: required with registry-password or registry-server")
+		}
+		return nil, nil
+	}
+	return &edgeagent.RegistryAuth{Server: fc.RegistryServer, Username: fc.RegistryUsername, Password: password}, nil
+}

@@ -1,0 +1,160 @@
+package controller
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/edgeset/edgeset/schema"
+)
+
+// benchFleet registers n nodes with a controller by handing it their
+// retained status and presence in-process, as the embedded broker does, so
+// the figures are the controller's own work (MQTT fan-out to real clients
+// is measured by `make bench-scale`).
+type benchFleet struct {
+	tc        *testController
+	n         int
+	published atomic.Int64 // desired-state messages seen on the broker
+	bytes     atomic.Int64 // their payload bytes
+}
+
+func newBenchFleet(b *testing.B, n int) *benchFleet {
+	f := &benchFleet{tc: startController(b, Config{RepublishRate: 1 << 20}), n: n}
+	err := f.tc.broker.Subscribe(schema.NodeWildcard(schema.TopicDesired), 99, func(_ string, payload []byte) {
+		f.published.Add(1)
+		f.bytes.Add(int64(len(payload)))
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return f
+}
+
+func (f *benchFleet) register(b *testing.B) {
+	for i := range f.n {
+		name := fmt.Sprintf("node-%05d", i)
+		st := gateway(name, map[string]string{"site": fmt.Sprint("site-", i%50)})
+		st.SchemaVersion = schema.WireVersion
+		status, _ := schema.Encode(st)
+		online, _ := schema.Encode(schema.Presence{SchemaVersion: schema.WireVersion, Node: name, Online: true, Session: 1})
+		f.tc.handleMessage(schema.NodeTopic(name, schema.TopicStatus), status)
+		f.tc.handleMessage(schema.NodeTopic(name, schema.TopicOnline), online)
+	}
+	f.waitPublished(b, int64(f.n)) // every new node gets its (empty) desired state
+}
+
+// waitPublished waits until at least total desired states were published.
+func (f *benchFleet) waitPublished(b *testing.B, total int64) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for f.published.Load() < total {
+		if time.Now().After(deadline) {
+			b.Fatalf("published %d desired states, want %d", f.published.Load(), total)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func heapAlloc() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+func dsManifest(name, image, maxUnavailable string) string {
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: %s, namespace: fleet}
+spec:
+  selector: {matchLabels: {app: %s}}
+  updateStrategy: {type: RollingUpdate, rollingUpdate: {maxUnavailable: "%s"}}
+  template:
+    metadata: {labels: {app: %s}}
+    spec:
+      nodeSelector: {role: gateway}
+      tolerations: [{key: maintenance, operator: Exists, effect: NoSchedule}]
+      containers:
+      - name: %s
+        image: registry.example.com/edge/%s:%s
+        args: ["--listen=:9100", "--collector.textfile.directory=/var/lib/edge"]
+        env: [{name: SITE, value: from-node}]
+        resources: {limits: {cpu: 100m, memory: 64Mi}}
+        volumeMounts: [{name: data, mountPath: /var/lib/edge, readOnly: true}]
+      volumes: [{name: data, hostPath: {path: /var/lib/edge}}]
+`, name, name, maxUnavailable, name, name, name, image)
+}
+
+// BenchmarkFleetApply10k: 10,000 registered nodes, one daemonset applied:
+// time until every node's desired state is published, controller heap per
+// node, and bytes published per node.
+func BenchmarkFleetApply10k(b *testing.B) {
+	n := benchNodes(10000)
+	for range b.N {
+		base := heapAlloc()
+		f := newBenchFleet(b, n)
+		f.register(b)
+		heap := heapAlloc() - base
+		before, bytesBefore := f.published.Load(), f.bytes.Load()
+		start := time.Now()
+		f.tc.applyYAML(b, dsManifest("exporter", "1.0", "10%"))
+		f.waitPublished(b, before+int64(n))
+		elapsed := time.Since(start)
+		b.ReportMetric(float64(elapsed.Milliseconds()), "ms-to-publish-all")
+		b.ReportMetric(float64(heap)/float64(n), "heap-B/node")
+		b.ReportMetric(float64(f.bytes.Load()-bytesBefore)/float64(n), "desired-B/node")
+		b.ReportMetric(float64(len(revisionPayload(b, f)))/float64(n), "revision-B/node")
+		f.tc.stop()
+	}
+}
+
+func revisionPayload(b *testing.B, f *benchFleet) []byte {
+	f.tc.mu.Lock()
+	defer f.tc.mu.Unlock()
+	for _, rev := range f.tc.state.revisions {
+		return revisionMessage(rev).Payload
+	}
+	b.Fatal("no revision")
+	return nil
+}
+
+// BenchmarkChangeOneOfTen: 1,000 nodes each running ten daemonsets; one
+// daemonset's image changes (maxUnavailable 100%, so one batch). Reports
+// the bytes published per node for that change, against the size of the
+// changed daemonset's template alone.
+func BenchmarkChangeOneOfTen(b *testing.B) {
+	const n = 1000
+	for range b.N {
+		f := newBenchFleet(b, n)
+		f.register(b)
+		for i := range 10 {
+			f.tc.applyYAML(b, dsManifest(fmt.Sprintf("daemon-%d", i), "1.0", "100%"))
+		}
+		f.waitPublished(b, int64(n)*11)
+		time.Sleep(200 * time.Millisecond) // let the last passes settle
+		before, bytesBefore := f.published.Load(), f.bytes.Load()
+		outBefore := counterValue(f.tc.metrics.bytesOut)
+		f.tc.applyYAML(b, dsManifest("daemon-3", "2.0", "100%"))
+		f.waitPublished(b, before+n)
+		time.Sleep(200 * time.Millisecond)
+		desired := float64(f.bytes.Load()-bytesBefore) / n
+		total := (counterValue(f.tc.metrics.bytesOut) - outBefore) / n
+		tmpl, _ := schema.Encode(f.tc.state.daemonsets["fleet/daemon-3"].rec.DaemonSet.Spec.Template)
+		b.ReportMetric(desired, "desired-B/node")
+		b.ReportMetric(total, "all-B/node")
+		b.ReportMetric(float64(len(tmpl)), "template-B")
+		f.tc.stop()
+	}
+}
+
+// benchNodes is def, or EDGESET_BENCH_NODES.
+func benchNodes(def int) int {
+	if v, err := strconv.Atoi(os.Getenv("EDGESET_BENCH_NODES")); err == nil && v > 0 {
+		return v
+	}
+	return def
+}

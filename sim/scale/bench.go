@@ -1,0 +1,435 @@
+// Package scale is the fleet scale benchmark: a controller host in a
+// subprocess (so its memory is its own), N simulated devices in this
+// process, and timings taken through the controller's API and metrics.
+package scale
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/edgeset/edgeset/broker"
+	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/sim"
+)
+
+// Options configure one benchmark run.
+type Options struct {
+	// Nodes is the fleet size; required.
+	Nodes int
+	// Ramp is devices started per second; zero means 2000.
+	Ramp float64
+	// HostCommand starts the controller host: a command that runs Host
+	// with the data directory appended as its last argument. Required.
+	HostCommand []string
+	// DataDir is the controller's data directory; empty makes a temporary
+	// one, removed afterwards.
+	DataDir string
+	// CPUProfile, when set, is where the controller host writes a CPU
+	// profile covering registration, apply and rollout.
+	CPUProfile string
+	// Timeout bounds each phase; zero means 10 minutes.
+	Timeout time.Duration
+	// Progress receives one line per phase; nil discards.
+	Progress io.Writer
+}
+
+// Result are the measured figures of one run.
+type Result struct {
+	Nodes int `json:"nodes"`
+	// RampSeconds is how long launching every device took.
+	RampSeconds float64 `json:"rampSeconds"`
+	// RegisterSeconds runs from the end of the ramp until the controller
+	// counts every node online.
+	RegisterSeconds float64 `json:"registerSeconds"`
+	// ApplySeconds runs from the apply of a daemonset until numberReady
+	// equals Nodes.
+	ApplySeconds float64 `json:"applySeconds"`
+	// RolloutSeconds runs from the apply of a new image (maxUnavailable
+	// 10%) until every node runs it and is available.
+	RolloutSeconds float64 `json:"rolloutSeconds"`
+	// RolloutBytesPerNode is the controller's MQTT payload bytes published
+	// during the rollout, per node.
+	RolloutBytesPerNode float64 `json:"rolloutBytesPerNode"`
+	// Heap figures of the controller host after a GC: empty, and with the
+	// fleet registered and rolled out.
+	HeapBefore HeapInfo `json:"heapBefore"`
+	HeapAfter  HeapInfo `json:"heapAfter"`
+	// RSS of the controller host, bytes.
+	RSSBefore uint64 `json:"rssBefore"`
+	RSSAfter  uint64 `json:"rssAfter"`
+	// Fleet is the simulator's report.
+	Fleet sim.Report `json:"fleet"`
+}
+
+// HeapPerNode is the controller's live heap growth per node.
+func (r Result) HeapPerNode() float64 {
+	return (float64(r.HeapAfter.LiveBytes) - float64(r.HeapBefore.LiveBytes)) / float64(r.Nodes)
+}
+
+// RSSPerNode is the controller's RSS growth per node.
+func (r Result) RSSPerNode() float64 {
+	return (float64(r.RSSAfter) - float64(r.RSSBefore)) / float64(r.Nodes)
+}
+
+// bench is one run in progress.
+type bench struct {
+	opts Options
+	host HostInfo
+	api  *api.Client
+	http *http.Client
+	res  Result
+}
+
+// Run runs the benchmark: start the host, connect the fleet, wait for
+// registration, apply a daemonset, roll out a new image, measure.
+func Run(ctx context.Context, opts Options) (Result, error) {
+	if err := opts.setDefaults(); err != nil {
+		return Result{}, err
+	}
+	if err := RaiseFDLimit(); err != nil {
+		return Result{}, err
+	}
+	if opts.DataDir == "" {
+		dir, err := os.MkdirTemp("", "edgeset-bench-")
+		if err != nil {
+			return Result{}, err
+		}
+		defer os.RemoveAll(dir)
+		opts.DataDir = dir
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	host, wait, err := startHost(ctx, opts)
+	if err != nil {
+		return Result{}, err
+	}
+	defer wait()
+	b := &bench{opts: opts, host: host, http: &http.Client{Timeout: time.Minute}, res: Result{Nodes: opts.Nodes}}
+	b.api = api.NewClient("http://"+host.API, host.Token, b.http)
+	return b.run(ctx)
+}
+
+func (o *Options) setDefaults() error {
+	if o.Nodes <= 0 {
+		return fmt.Errorf("bench: nodes must be positive, got %d", o.Nodes)
+	}
+	if len(o.HostCommand) == 0 {
+		return errors.New("bench: no host command")
+	}
+	if o.Ramp == 0 {
+		o.Ramp = 2000
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 10 * time.Minute
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	return nil
+}
+
+// startHost starts the controller host and reads its HostInfo. wait closes
+// its stdin (the host exits on EOF) and waits for it.
+func startHost(ctx context.Context, opts Options) (HostInfo, func(), error) {
+	args := append(append([]string(nil), opts.HostCommand[1:]...), opts.DataDir)
+	cmd := exec.CommandContext(ctx, opts.HostCommand[0], args...)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return HostInfo{}, nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return HostInfo{}, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return HostInfo{}, nil, fmt.Errorf("start controller host: %w", err)
+	}
+	wait := func() { _ = stdin.Close(); _ = cmd.Wait() }
+	var info HostInfo
+	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	if err == nil {
+		err = json.Unmarshal(line, &info)
+	}
+	if err != nil {
+		wait()
+		return HostInfo{}, nil, fmt.Errorf("controller host did not report its addresses: %w", err)
+	}
+	return info, wait, nil
+}
+
+func (b *bench) progress(format string, args ...any) {
+	fmt.Fprintf(b.opts.Progress, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+func (b *bench) run(ctx context.Context) (Result, error) {
+	var err error
+	if b.res.HeapBefore, b.res.RSSBefore, err = b.memory(ctx); err != nil {
+		return b.res, err
+	}
+	if b.opts.CPUProfile != "" {
+		abs, _ := filepath.Abs(b.opts.CPUProfile)
+		if err := b.post(ctx, "/cpuprofile/start?file="+abs); err != nil {
+			return b.res, err
+		}
+		defer func() { _ = b.post(context.Background(), "/cpuprofile/stop") }()
+	}
+	fleet, stop, err := b.startFleet(ctx)
+	if err != nil {
+		return b.res, err
+	}
+	defer stop()
+	for _, phase := range []func(context.Context, *sim.Fleet) error{b.register, b.apply, b.rollout} {
+		if err := phase(ctx, fleet); err != nil {
+			b.res.Fleet = fleet.Report()
+			return b.res, err
+		}
+	}
+	if b.opts.CPUProfile != "" {
+		_ = b.post(ctx, "/cpuprofile/stop")
+	}
+	b.res.HeapAfter, b.res.RSSAfter, err = b.memory(ctx)
+	b.res.Fleet = fleet.Report()
+	return b.res, err
+}
+
+// startFleet runs the simulated devices against the host's broker until
+// the returned stop is called.
+func (b *bench) startFleet(ctx context.Context) (*sim.Fleet, func(), error) {
+	secret, err := sim.ReadFleetSecret(filepath.Join(b.opts.DataDir, broker.SecretFile))
+	if err != nil {
+		return nil, nil, err
+	}
+	src, _ := sim.ParseSourceRange("127.0.0.2-127.0.0.254")
+	fleet, err := sim.New(sim.Options{
+		BrokerURL: "tcp://" + b.host.MQTT, Nodes: b.opts.Nodes, Tokens: sim.SecretTokens(secret),
+		Ramp: b.opts.Ramp, SourceAddrs: src,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- fleet.Run(fctx) }()
+	b.progress("ramping %d devices at %g/s", b.opts.Nodes, b.opts.Ramp)
+	return fleet, func() { cancel(); <-done }, nil
+}
+
+// register waits for the ramp, then times until the controller counts
+// every node online, and checks ListNodes.
+func (b *bench) register(ctx context.Context, fleet *sim.Fleet) error {
+	select {
+	case <-fleet.RampDone():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	rampEnd := time.Now()
+	b.res.RampSeconds = fleet.Report().RampSeconds
+	b.progress("ramp done in %.2fs; waiting for registration", b.res.RampSeconds)
+	err := b.poll(ctx, 50*time.Millisecond, func() (bool, string, error) {
+		online, err := b.metric(ctx, `edgeset_nodes{state="online"}`)
+		return int(online) == b.opts.Nodes, fmt.Sprintf("%v online", online), err
+	})
+	if err != nil {
+		return fmt.Errorf("registration: %w", err)
+	}
+	b.res.RegisterSeconds = time.Since(rampEnd).Seconds()
+	nodes, err := b.api.ListNodes(ctx)
+	if err != nil || len(nodes) != b.opts.Nodes {
+		return fmt.Errorf("registration: ListNodes returned %d nodes (%v), want %d", len(nodes), err, b.opts.Nodes)
+	}
+	b.progress("registered %d nodes %.2fs after the ramp", len(nodes), b.res.RegisterSeconds)
+	return nil
+}
+
+// apply times a new daemonset until it is ready on every node.
+func (b *bench) apply(ctx context.Context, _ *sim.Fleet) error {
+	start := time.Now()
+	if _, err := b.api.Apply(ctx, "bench", []byte(daemonSet("1.0")), false); err != nil {
+		return fmt.Errorf("apply: %w", err)
+	}
+	err := b.poll(ctx, 50*time.Millisecond, func() (bool, string, error) {
+		st, err := b.status(ctx)
+		return st.NumberReady == b.opts.Nodes, fmt.Sprintf("%d ready", st.NumberReady), err
+	})
+	if err != nil {
+		return fmt.Errorf("apply: %w", err)
+	}
+	b.res.ApplySeconds = time.Since(start).Seconds()
+	b.progress("apply: %d ready in %.2fs", b.opts.Nodes, b.res.ApplySeconds)
+	return nil
+}
+
+// rollout times an image change with maxUnavailable 10% until complete,
+// and the controller's bytes published meanwhile.
+func (b *bench) rollout(ctx context.Context, _ *sim.Fleet) error {
+	before, err := b.metric(ctx, "edgeset_mqtt_bytes_out_total")
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if _, err := b.api.Apply(ctx, "bench", []byte(daemonSet("1.1")), false); err != nil {
+		return fmt.Errorf("rollout apply: %w", err)
+	}
+	err = b.poll(ctx, 50*time.Millisecond, func() (bool, string, error) {
+		ds, err := b.daemonSet(ctx)
+		st := ds.Status
+		// status.observedGeneration is the spec's generation even before a
+		// pass computed the status for it, so the rollout's target tells
+		// whether the figures belong to the new revision.
+		done := st.Rollout != nil && st.Rollout.Target == ds.CurrentHash && st.Rollout.Complete &&
+			st.UpdatedNumberScheduled == b.opts.Nodes && st.NumberAvailable == b.opts.Nodes
+		return done, fmt.Sprintf("%d updated, %d available", st.UpdatedNumberScheduled, st.NumberAvailable), err
+	})
+	if err != nil {
+		return fmt.Errorf("rollout: %w", err)
+	}
+	b.res.RolloutSeconds = time.Since(start).Seconds()
+	after, err := b.metric(ctx, "edgeset_mqtt_bytes_out_total")
+	b.res.RolloutBytesPerNode = (after - before) / float64(b.opts.Nodes)
+	b.progress("rollout complete in %.2fs", b.res.RolloutSeconds)
+	return err
+}
+
+// poll calls check every interval until it reports done, failing after
+// the phase timeout with check's last state.
+func (b *bench) poll(ctx context.Context, interval time.Duration, check func() (bool, string, error)) error {
+	deadline := time.Now().Add(b.opts.Timeout)
+	for {
+		done, state, err := check()
+		if err == nil && done {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not done within %s: %s (last error %v)", b.opts.Timeout, state, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(interval):
+		}
+	}
+}
+
+func (b *bench) status(ctx context.Context) (api.DaemonSetStatus, error) {
+	ds, err := b.daemonSet(ctx)
+	return ds.Status, err
+}
+
+// daemonSet lists the benchmark's one daemonset.
+func (b *bench) daemonSet(ctx context.Context) (api.DaemonSet, error) {
+	dss, err := b.api.ListDaemonSets(ctx)
+	if err != nil || len(dss) != 1 {
+		return api.DaemonSet{}, fmt.Errorf("list daemonsets: %d (%v)", len(dss), err)
+	}
+	return dss[0], nil
+}
+
+// metric reads one sample of the controller's /metrics by its exact
+// series text, such as edgeset_nodes{state="online"}.
+func (b *bench) metric(ctx context.Context, series string) (float64, error) {
+	body, err := b.get(ctx, "http://"+b.host.API+"/metrics")
+	if err != nil {
+		return 0, err
+	}
+	return findSample(string(body), series)
+}
+
+// findSample returns the value of series in Prometheus text exposition.
+func findSample(text, series string) (float64, error) {
+	for line := range strings.SplitSeq(text, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			return strconv.ParseFloat(strings.Fields(v)[0], 64)
+		}
+	}
+	return 0, fmt.Errorf("metric %s not found", series)
+}
+
+// memory reads the host's heap after a GC and its RSS.
+func (b *bench) memory(ctx context.Context) (HeapInfo, uint64, error) {
+	var h HeapInfo
+	body, err := b.get(ctx, "http://"+b.host.Debug+"/heap")
+	if err == nil {
+		err = json.Unmarshal(body, &h)
+	}
+	if err != nil {
+		return h, 0, fmt.Errorf("host heap: %w", err)
+	}
+	rss, err := ProcessRSS(b.host.PID)
+	return h, rss, err
+}
+
+// ProcessRSS returns VmRSS of pid from /proc, in bytes.
+func ProcessRSS(pid int) (uint64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseUint(strings.Fields(v)[0], 10, 64)
+			return kb * 1024, err
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+}
+
+func (b *bench) get(ctx context.Context, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := b.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
+}
+
+func (b *bench) post(ctx context.Context, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+b.host.Debug+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := b.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("host %s: %s: %s", path, resp.Status, msg)
+	}
+	return nil
+}
+
+// daemonSet is the benchmark's daemonset, everywhere, rolling with
+// maxUnavailable 10%.
+func daemonSet(version string) string {
+	return `apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: bench, namespace: default}
+spec:
+  selector: {matchLabels: {app: bench}}
+  updateStrategy:
+    type: RollingUpdate
+    rollingUpdate: {maxUnavailable: 10%}
+  template:
+    metadata: {labels: {app: bench}}
+    spec:
+      containers:
+      - name: bench
+        image: registry.local/bench:` + version + "\n"
+}

@@ -1,0 +1,149 @@
+package scale
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"runtime"
+	"runtime/metrics"
+	rpprof "runtime/pprof"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/edgeset/edgeset/controller"
+)
+
+// HostInfo is the line a controller host writes to its stdout once it
+// serves: where to reach it.
+type HostInfo struct {
+	PID   int    `json:"pid"`
+	API   string `json:"api"`
+	MQTT  string `json:"mqtt"`
+	Token string `json:"token"`
+	Debug string `json:"debug"`
+}
+
+// HeapInfo is the host's heap right after a forced garbage collection.
+type HeapInfo struct {
+	// LiveBytes is runtime/metrics /gc/heap/live:bytes: the heap the last
+	// GC marked live.
+	LiveBytes uint64 `json:"liveBytes"`
+	// HeapAlloc is runtime.MemStats.HeapAlloc after the GC (the
+	// go_memstats_heap_alloc_bytes figure).
+	HeapAlloc uint64 `json:"heapAlloc"`
+	// Goroutines at that moment.
+	Goroutines int `json:"goroutines"`
+}
+
+// Host runs a controller with its embedded broker on loopback in dataDir
+// for the benchmark, plus a debug listener (/heap, /cpuprofile/start,
+// /cpuprofile/stop, /debug/pprof/). It writes one HostInfo JSON line to out
+// once serving and runs until ctx ends.
+func Host(ctx context.Context, dataDir string, out io.Writer) error {
+	if err := RaiseFDLimit(); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, err := controller.New(controller.Config{DataDir: dataDir, MQTTAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0"}, log)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("debug listener: %w", err)
+	}
+	srv := &http.Server{Handler: debugMux(), ReadHeaderTimeout: 10 * time.Second}
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return c.Run(ctx) })
+	g.Go(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-ctx.Done()
+		return srv.Close()
+	})
+	select {
+	case <-c.Synced():
+		info := HostInfo{PID: os.Getpid(), API: c.APIAddr().String(), MQTT: c.MQTTAddr().String(), Token: c.Token(), Debug: ln.Addr().String()}
+		if err := json.NewEncoder(out).Encode(info); err != nil {
+			return err
+		}
+	case <-ctx.Done():
+	}
+	return g.Wait()
+}
+
+// debugMux serves the heap figure, a start/stop CPU profile and pprof.
+func debugMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /heap", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(gcHeap())
+	})
+	var mu sync.Mutex // guards prof
+	var prof *os.File
+	mux.HandleFunc("POST /cpuprofile/start", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		f, err := os.Create(r.URL.Query().Get("file"))
+		if err == nil {
+			if err = rpprof.StartCPUProfile(f); err != nil {
+				_ = f.Close()
+			}
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		prof = f
+	})
+	mux.HandleFunc("POST /cpuprofile/stop", func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if prof != nil {
+			rpprof.StopCPUProfile()
+			_ = prof.Close()
+			prof = nil
+		}
+	})
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	return mux
+}
+
+func gcHeap() HeapInfo {
+	runtime.GC()
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return HeapInfo{LiveBytes: s[0].Value.Uint64(), HeapAlloc: ms.HeapAlloc, Goroutines: runtime.NumGoroutine()}
+}
+
+// RaiseFDLimit raises the open-file soft limit to the hard limit.
+func RaiseFDLimit() error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("read open-file limit: %w", err)
+	}
+	if lim.Cur == lim.Max {
+		return nil
+	}
+	lim.Cur = lim.Max
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("raise open-file limit to %d: %w", lim.Max, err)
+	}
+	return nil
+}
