@@ -59,6 +59,26 @@ func (f *benchFleet) waitPublished(b *testing.B, total int64) {
 	}
 }
 
+// waitInstances waits until every node is asked to run k instances.
+func (f *benchFleet) waitInstances(b *testing.B, k int) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		f.tc.mu.Lock()
+		done := len(f.tc.state.current) == f.n
+		for _, d := range f.tc.state.current {
+			done = done && len(d.Instances) == k
+		}
+		f.tc.mu.Unlock()
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("nodes not all running %d instances", k)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func heapAlloc() uint64 {
 	runtime.GC()
 	var m runtime.MemStats
@@ -134,8 +154,8 @@ func BenchmarkChangeOneOfTen(b *testing.B) {
 		for i := range 10 {
 			f.tc.applyYAML(b, dsManifest(fmt.Sprintf("daemon-%d", i), "1.0", "100%"))
 		}
-		f.waitPublished(b, int64(n)*11)
-		time.Sleep(200 * time.Millisecond) // let the last passes settle
+		f.waitInstances(b, 10)
+		time.Sleep(200 * time.Millisecond) // let the last pass finish publishing
 		before, bytesBefore := f.published.Load(), f.bytes.Load()
 		outBefore := counterValue(f.tc.metrics.bytesOut)
 		f.tc.applyYAML(b, dsManifest("daemon-3", "2.0", "100%"))
