@@ -25,11 +25,23 @@ test-unit:
 	$(GO) test -race -count=1 -timeout 9m ./...
 
 fuzz: ## run each fuzz target for FUZZTIME (default 3s)
+	@# A crash saves its input under testdata/fuzz and fails at once. A run
+	@# that fails without saving one (the fuzzing engine itself, e.g. a
+	@# worker stalled on a loaded machine) is shown and retried once.
 	@set -e; for pkg in $$($(GO) list ./...); do \
 	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
 	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/func //'); do \
 	    echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
-	    $(GO) test -run='^$$' -fuzz="^$$f\$$" -fuzztime=$(FUZZTIME) $$pkg >/dev/null || { $(GO) test -run='^$$' -fuzz="^$$f\$$" -fuzztime=$(FUZZTIME) $$pkg; exit 1; }; \
+	    log=$$(mktemp); \
+	    if ! $(GO) test -run='^$$' -fuzz="^$$f\$$" -fuzztime=$(FUZZTIME) $$pkg >$$log 2>&1; then \
+	      cat $$log; \
+	      if [ -d $$dir/testdata/fuzz/$$f ] && [ -n "$$(git -C $$dir status --porcelain -- testdata/fuzz/$$f)" ]; then \
+	        echo "fuzz $$f found a crash: the input is in $$dir/testdata/fuzz/$$f"; exit 1; \
+	      fi; \
+	      echo "fuzz $$f failed without a crashing input; retrying once"; \
+	      $(GO) test -run='^$$' -fuzz="^$$f\$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
+	    fi; \
+	    rm -f $$log; \
 	  done; \
 	done
 
@@ -67,3 +79,7 @@ bench-scale: ## fleet scale benchmark: controller subprocess + simulated devices
 	  echo "== $$n nodes"; \
 	  $(BIN)/edgeset-sim --bench --nodes $$n --ramp $(SCALE_RAMP) --report $(BIN)/bench-scale-$$n.json || exit 1; \
 	done
+
+.PHONY: bench-footprint
+bench-footprint: ## agent RSS and idle CPU with 5 daemons on the local Docker engine (~3 min; EDGESET_FOOTPRINT_WINDOW)
+	test/footprint.sh

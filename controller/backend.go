@@ -11,6 +11,7 @@ import (
 
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/controller/placement"
+	"github.com/edgeset/edgeset/controller/reconcile"
 	"github.com/edgeset/edgeset/controller/rollout"
 	"github.com/edgeset/edgeset/controller/store"
 	"github.com/edgeset/edgeset/schema"
@@ -140,6 +141,9 @@ func (c *Controller) applyOne(ds *schema.DaemonSet, dryRun bool) (api.ApplyResul
 	}
 	res.Action = applyAction(existed && old.DeletedAt == nil, changed)
 	res.Generation, res.Revision = rec.Generation, rev.Number
+	if err := c.pruneRevisions(rec); err != nil {
+		return res, err
+	}
 	if res.Action != api.ActionUnchanged {
 		c.events.add(dsObject(key), schema.EventNormal, "Applied", fmt.Sprintf("%s: generation %d, revision %d", res.Action, rec.Generation, rev.Number))
 	}
@@ -174,6 +178,35 @@ func sameSpec(a, b schema.DaemonSet) bool {
 	ja, _ := schema.Encode(a.Spec)
 	jb, _ := schema.Encode(b.Spec)
 	return string(ja) == string(jb) && fmt.Sprint(a.Metadata.Labels) == fmt.Sprint(b.Metadata.Labels)
+}
+
+// pruneRevisions keeps revisionHistoryLimit old revisions of a daemonset,
+// never pruning the current one, one a node is still asked to run, or the
+// rollout's stable revision (what a rollback returns to).
+func (c *Controller) pruneRevisions(rec store.DaemonSetRecord) error {
+	limit := schema.DefaultRevisionHistoryLimit
+	if l := rec.DaemonSet.Spec.RevisionHistoryLimit; l != nil {
+		limit = int(*l)
+	}
+	key := rec.Key()
+	inUse := map[string]bool{rec.CurrentRevision: true}
+	c.mu.Lock()
+	for _, d := range c.state.current {
+		for _, in := range d.Instances {
+			if in.DaemonSet == key {
+				inUse[in.Revision] = true
+			}
+		}
+	}
+	if e, ok := c.state.daemonsets[key]; ok {
+		inUse[e.rollout.Stable], inUse[e.rollout.Target] = true, true
+	}
+	c.mu.Unlock()
+	pruned, err := c.store.PruneRevisions(key, limit, inUse)
+	if err == nil && len(pruned) > 0 {
+		c.log.Debug("pruned revisions", "daemonset", key, "revisions", pruned)
+	}
+	return err
 }
 
 // remember puts a stored daemonset into the working state.
@@ -388,12 +421,24 @@ func (c *Controller) DeleteNode(ctx context.Context, name string) error {
 	if err := c.store.DeleteOverrides(name); err != nil {
 		return err
 	}
-	for _, kind := range []string{schema.TopicStatus, schema.TopicOnline, schema.TopicObserved} {
-		_ = c.publish(ctx, schema.NodeTopic(name, kind), nil, true)
+	// The empty desired state is durable before the API answers, so a
+	// controller that crashes now still clears the node on its next start.
+	rec, err := c.store.PutDesired(name, store.DesiredRecord{Node: name, Instances: []schema.DesiredInstance{}, PublishedAt: time.Now()})
+	if err != nil {
+		return err
 	}
 	c.mu.Lock()
 	delete(c.state.dirtyNodes, name)
+	c.state.deletedNodes[name] = true
+	c.state.current[name] = reconcile.NodeDesired{Generation: rec.Generation, Instances: rec.Instances}
 	c.mu.Unlock()
+	m := desiredMessage(name, rec.Generation, rec.Instances)
+	if err := c.publish(ctx, m.Topic, m.Payload, true); err != nil {
+		c.log.Warn("publish empty desired state of deleted node; republished on reconnection", "node", name, "err", err)
+	}
+	for _, kind := range []string{schema.TopicStatus, schema.TopicOnline, schema.TopicObserved} {
+		_ = c.publish(ctx, schema.NodeTopic(name, kind), nil, true)
+	}
 	c.events.add(nodeObject(name), schema.EventNormal, "Deleted", "node deleted; its daemons are being removed")
 	c.wake()
 	return nil

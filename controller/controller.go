@@ -80,6 +80,7 @@ func New(cfg Config, log *slog.Logger) (*Controller, error) {
 		c.closeResources()
 		return nil, err
 	}
+	c.metrics.addQueueGauges(c)
 	return c, nil
 }
 

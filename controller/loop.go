@@ -85,7 +85,6 @@ func (c *Controller) pass(ctx context.Context) (time.Time, error) {
 	start := time.Now()
 	c.mu.Lock()
 	snap := c.snapshotLocked(start)
-	snap.Current = maps.Clone(c.state.current)
 	snap.Observed = maps.Clone(c.state.observed)
 	c.mu.Unlock()
 
@@ -273,6 +272,7 @@ func (c *Controller) forget(nodes []string) error {
 		c.mu.Lock()
 		delete(c.state.current, node)
 		delete(c.state.observed, node)
+		delete(c.state.deletedNodes, node)
 		c.mu.Unlock()
 	}
 	return nil

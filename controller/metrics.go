@@ -56,6 +56,23 @@ func newMetrics() *metrics {
 	return m
 }
 
+// addQueueGauges exposes the controller's queues: a pending reconcile pass
+// (wake-ups coalesce into at most one) and, with an external broker, the
+// messages waiting in the client's coalescing inbox.
+func (m *metrics) addQueueGauges(c *Controller) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "edgeset_reconcile_pending", Help: "1 while a reconcile pass is requested and not yet started.",
+	}, func() float64 { return float64(len(c.kick)) }))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "edgeset_mqtt_inbox_pending", Help: "Messages from an external broker waiting to be handled (0 with the embedded broker).",
+	}, func() float64 {
+		if c.client == nil {
+			return 0
+		}
+		return float64(c.client.Stats().Pending)
+	}))
+}
+
 // handler serves the metrics in the Prometheus text format.
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})

@@ -226,3 +226,23 @@ func TestRolloutActionErrors(t *testing.T) {
 	require.Len(t, hist, 2, "restart makes a new revision of the same template")
 	assert.Equal(t, "rollout restart", hist[1].ChangeCause)
 }
+
+func TestRevisionHistoryLimitPrunes(t *testing.T) {
+	tc := startController(t, Config{})
+	fleet(t, tc, 2, healthy())
+	withLimit := func(image string) string {
+		return strings.Replace(exporterManifest("apps/v1", image, rollingOne, ""), "spec:\n", "spec:\n  revisionHistoryLimit: 1\n", 1)
+	}
+	for i := 1; i <= 4; i++ {
+		tc.applyYAML(t, withLimit(fmt.Sprintf("exporter:%d", i)))
+		waitRollout(t, tc, complete(""))
+	}
+	hist, err := tc.api.RolloutHistory(context.Background(), exporter)
+	require.NoError(t, err)
+	var numbers []int64
+	for _, r := range hist {
+		numbers = append(numbers, r.Number)
+	}
+	assert.Equal(t, []int64{2, 3, 4}, numbers,
+		"revision 1 is pruned; 3 (the stable one a rollback returns to) and one more old revision are kept")
+}

@@ -27,6 +27,11 @@ type fleetState struct {
 	status map[string]dsStatus
 	// dirtyNodes are nodes whose record must be written to the store.
 	dirtyNodes map[string]bool
+	// deletedNodes were deleted by the operator: their empty desired state
+	// is published once, then they are forgotten. A node with a desired
+	// state that is merely unknown to the registry (a restarted controller
+	// that has not heard from it yet) keeps its desired state untouched.
+	deletedNodes map[string]bool
 }
 
 // dsEntry is a daemonset with what the controller derived from it.
@@ -56,7 +61,8 @@ func loadFleetState(st *store.Store, reg *registry.Registry, grace time.Duration
 		observed:   map[string]schema.ObservedState{},
 		revisions:  map[string]schema.Revision{},
 		status:     map[string]dsStatus{},
-		dirtyNodes: map[string]bool{},
+		dirtyNodes:   map[string]bool{},
+		deletedNodes: map[string]bool{},
 	}
 	steps := []func(*store.Store, *registry.Registry, time.Duration) error{
 		fs.loadDaemonSets, fs.loadDesired, fs.loadNodes,
@@ -150,12 +156,29 @@ func overridesFromStore(o store.NodeOverrides) registry.Overrides {
 	return registry.Overrides{Labels: o.Labels, Taints: o.Taints, RemovedTaints: o.RemovedTaints, Unschedulable: o.Unschedulable}
 }
 
+// plannableLocked is the part of the current desired states a pass may
+// change: that of registered nodes and of nodes the operator deleted.
+func (c *Controller) plannableLocked(nodes []schema.Node) map[string]reconcile.NodeDesired {
+	out := make(map[string]reconcile.NodeDesired, len(nodes)+len(c.state.deletedNodes))
+	for _, n := range nodes {
+		if d, ok := c.state.current[n.Name]; ok {
+			out[n.Name] = d
+		}
+	}
+	for node := range c.state.deletedNodes {
+		if d, ok := c.state.current[node]; ok {
+			out[node] = d
+		}
+	}
+	return out
+}
+
 // snapshotLocked captures what a reconcile pass decides on.
 func (c *Controller) snapshotLocked(now time.Time) snapshot {
 	nodes, changeAt := c.registry.Snapshot(now, c.cfg.NodeOfflineGrace)
 	s := snapshot{
 		Now: now, Nodes: nodes, NodesChangeAt: changeAt,
-		Current:      c.state.current,
+		Current:      c.plannableLocked(nodes),
 		Observed:     c.state.observed,
 		Online:       make(map[string]bool, len(nodes)),
 		OfflineSince: make(map[string]time.Time),

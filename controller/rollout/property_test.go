@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -31,6 +32,7 @@ type sim struct {
 	readyIn   time.Duration
 	bad       string // a revision that never becomes ready
 	flapProb  float64
+	lateProb  float64 // an agent's report reaches the controller a step late
 	lastEvent []Event
 }
 
@@ -74,6 +76,9 @@ func (sm *sim) tick() {
 			continue
 		}
 		sm.apply(n)
+		if sm.rng.Float64() < sm.lateProb {
+			continue // this report arrives late: the controller sees the previous one again
+		}
 		n.reported = sm.observe(n)
 	}
 }
@@ -116,7 +121,7 @@ func (sm *sim) step(t *testing.T) Decision {
 	}
 	d := Step(sm.now, sm.s, sm.st, in)
 	sm.checkInvariants(t, in, d)
-	sm.st = d.State
+	sm.st = restartFromStore(t, d.State)
 	sm.lastEvent = append(sm.lastEvent, d.Events...)
 	for _, n := range sm.nodes {
 		n.assigned = d.Assign[n.name]
@@ -197,6 +202,20 @@ func (sm *sim) healLinks() {
 	}
 }
 
+// restartFromStore is what a controller restarted from its store reads
+// back: the state as persisted (JSON).
+func restartFromStore(t *testing.T, st State) State {
+	b, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back State
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	return back
+}
+
 func randomStrategy(rng *rand.Rand) Strategy {
 	s := Strategy{OfflineGrace: 5 * time.Second, MinReady: time.Duration(rng.IntN(3)) * time.Second}
 	switch rng.IntN(4) {
@@ -212,8 +231,10 @@ func randomStrategy(rng *rand.Rand) Strategy {
 	return s
 }
 
-// TestPropertyRolloutConverges: over random fleets, strategies and flapping
-// links, the budget and surge invariants hold at every step, and once the
+// TestPropertyRolloutConverges: over random fleets, strategies, flapping
+// links, reports arriving late (the controller sees an agent's previous
+// report again) and a controller that restarts from its store at every
+// step, the budget and surge invariants hold at every step, and once the
 // links heal every reachable node ends on the target.
 func TestPropertyRolloutConverges(t *testing.T) {
 	for seed := uint64(1); seed <= 60; seed++ {
@@ -221,6 +242,7 @@ func TestPropertyRolloutConverges(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
 			sm := newSim(seed, 5+rng.IntN(40), randomStrategy(rng))
 			sm.flapProb = 0.02 * float64(rng.IntN(4))
+			sm.lateProb = 0.2 * float64(rng.IntN(2))
 			if rng.IntN(3) == 0 {
 				sm.nodes[rng.IntN(len(sm.nodes))].permaAway = true
 			}
@@ -254,6 +276,7 @@ func TestPropertyBadRevisionRollsBack(t *testing.T) {
 			s.FailureThreshold = ptr(schema.FromInt(int32(1 + rng.IntN(2))))
 			s.AutoRollback = true
 			sm := newSim(seed, 5+rng.IntN(30), s)
+			sm.lateProb = 0.2
 			sm.bad = "v2"
 			sm.st = sm.st.Retarget("v2")
 			for range 600 {
