@@ -56,11 +56,11 @@ type dsStatus struct {
 // the last known nodes and overrides.
 func loadFleetState(st *store.Store, reg *registry.Registry, grace time.Duration) (*fleetState, error) {
 	fs := &fleetState{
-		daemonsets: map[string]*dsEntry{},
-		current:    map[string]reconcile.NodeDesired{},
-		observed:   map[string]schema.ObservedState{},
-		revisions:  map[string]schema.Revision{},
-		status:     map[string]dsStatus{},
+		daemonsets:   map[string]*dsEntry{},
+		current:      map[string]reconcile.NodeDesired{},
+		observed:     map[string]schema.ObservedState{},
+		revisions:    map[string]schema.Revision{},
+		status:       map[string]dsStatus{},
 		dirtyNodes:   map[string]bool{},
 		deletedNodes: map[string]bool{},
 	}
