@@ -178,3 +178,64 @@ func benchNodes(def int) int {
 	}
 	return def
 }
+
+// BenchmarkRolloutOverhead10k: 10,000 nodes run a daemonset; its image
+// changes with maxUnavailable 10% (10 batches). In-process agents report
+// the new instance ready the moment they receive their desired state, so
+// the agents' own update time is zero and the whole rollout time is the
+// controller's overhead: decide, store, publish, and handle the reports.
+func BenchmarkRolloutOverhead10k(b *testing.B) {
+	n := benchNodes(10000)
+	for range b.N {
+		f := newBenchFleet(b, n)
+		instant := func(topic string, payload []byte) {
+			d, err := schema.DecodeDesiredState(payload)
+			if err != nil {
+				return
+			}
+			since := time.Now().Add(-time.Hour)
+			obs := schema.ObservedState{SchemaVersion: schema.WireVersion, Node: d.Node, ObservedGeneration: d.Generation}
+			for _, in := range d.Instances {
+				obs.Instances = append(obs.Instances, schema.InstanceStatus{DaemonSet: in.DaemonSet, Revision: in.Revision,
+					Phase: schema.PhaseRunning, Ready: true, ReadySince: &since})
+			}
+			p, _ := schema.Encode(obs)
+			go f.tc.handleMessage(schema.NodeTopic(d.Node, schema.TopicObserved), p)
+		}
+		if err := f.tc.broker.Subscribe(schema.NodeWildcard(schema.TopicDesired), 98, instant); err != nil {
+			b.Fatal(err)
+		}
+		f.register(b)
+		f.tc.applyYAML(b, dsManifest("exporter", "1.0", "10%"))
+		waitComplete(b, f.tc)
+		passes := histogramCount(f.tc.metrics.passDuration)
+		start := time.Now()
+		f.tc.applyYAML(b, dsManifest("exporter", "2.0", "10%"))
+		waitComplete(b, f.tc)
+		elapsed := time.Since(start)
+		b.ReportMetric(float64(elapsed.Milliseconds()), "ms-rollout")
+		b.ReportMetric(float64(elapsed.Milliseconds())/10, "ms/batch")
+		b.ReportMetric(histogramCount(f.tc.metrics.passDuration)-passes, "passes")
+		f.tc.stop()
+	}
+}
+
+// waitComplete waits until the daemonset's rollout of its current revision
+// is complete.
+func waitComplete(b *testing.B, tc *testController) {
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		tc.mu.Lock()
+		e := tc.state.daemonsets["fleet/exporter"]
+		st := tc.state.status["fleet/exporter"]
+		done := e != nil && st.Rollout.Complete && st.Rollout.Target == e.rec.CurrentRevision
+		tc.mu.Unlock()
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("rollout not complete: %+v", st.Rollout)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}

@@ -297,6 +297,14 @@ func removeBrokerState(dataDir string) error {
 	return os.Remove(dataDir + "/" + broker.StoreFile)
 }
 
+func histogramCount(h interface{ Write(*dto.Metric) error }) float64 {
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		return -1
+	}
+	return float64(m.GetHistogram().GetSampleCount())
+}
+
 func counterValue(c interface{ Write(*dto.Metric) error }) float64 {
 	var m dto.Metric
 	if err := c.Write(&m); err != nil {

@@ -150,3 +150,26 @@ func TestSelector(t *testing.T) {
 	_, err = parseSelector("a,,b")
 	require.Error(t, err)
 }
+
+// TestExplainCommand runs explain on the Kubernetes documentation's fluentd
+// DaemonSet against a mixed node export, in both output formats.
+func TestExplainCommand(t *testing.T) {
+	for _, tc := range []struct{ name, format string }{{"explain-fluentd", ""}, {"explain-fluentd-json", "json"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"explain", "-f", "../../schema/testdata/manifests/fluentd-elasticsearch.yaml",
+				"--node-file", "testdata/in/nodes-mixed.yaml"}
+			if tc.format != "" {
+				args = append(args, "-o", tc.format)
+			}
+			var out, errb bytes.Buffer
+			code := run(args, bytes.NewReader(nil), &out, &errb)
+			require.Equal(t, 0, code, errb.String())
+			checkGolden(t, filepath.Join("testdata", "golden", tc.name+".golden"), out.Bytes())
+		})
+	}
+	var out, errb bytes.Buffer
+	code := run([]string{"explain", "-f", "../../schema/testdata/manifests/fluentd-elasticsearch.yaml",
+		"--node-file", "testdata/in/nodes-mixed.yaml", "--node", "nope"}, bytes.NewReader(nil), &out, &errb)
+	require.Equal(t, 1, code)
+	require.Contains(t, errb.String(), `node "nope" is not in testdata/in/nodes-mixed.yaml`)
+}
