@@ -308,6 +308,9 @@ func (a *Agent) consumeEvents(ctx context.Context) (delivered bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events, errs := a.rt.Events(ctx)
+	// Whatever happened while no stream was open (a container that died
+	// during an engine outage) is seen by a pass now, not at the next resync.
+	a.poke()
 	for {
 		select {
 		case <-ctx.Done():
