@@ -136,6 +136,15 @@ func ManifestFiles(path string) ([]string, error) {
 		if err != nil {
 			return err
 		}
+		if p != path && strings.HasPrefix(d.Name(), ".") {
+			// Hidden entries: editor files, .git, and the ..<timestamp>
+			// directories of a Kubernetes ConfigMap mount, whose files the
+			// visible symlinks already name.
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
 		switch strings.ToLower(filepath.Ext(p)) {
 		case ".yaml", ".yml", ".json":
 			if !d.IsDir() {

@@ -445,3 +445,20 @@ func TestDecodeVolumeSources(t *testing.T) {
 		assert.Equal(t, []string{"16: spec.template.spec.volumes[0].emptyDir"}, warningLines(warns))
 	})
 }
+
+// TestManifestFilesSkipsHidden: a ConfigMap mounted by Kubernetes shows each
+// file twice, once through a visible symlink and once in a hidden
+// ..<timestamp> directory; editor and VCS files are hidden too.
+func TestManifestFilesSkipsHidden(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "..2026_11_29_12_00_00.123")
+	require.NoError(t, os.MkdirAll(data, 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, ".git"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(data, "ds.yaml"), []byte("x"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".git", "x.yaml"), []byte("x"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".ds.yaml.swp.yaml"), []byte("x"), 0o644))
+	require.NoError(t, os.Symlink(filepath.Join(data, "ds.yaml"), filepath.Join(dir, "ds.yaml")))
+	files, err := ManifestFiles(dir)
+	require.NoError(t, err)
+	assert.Equal(t, []string{filepath.Join(dir, "ds.yaml")}, files)
+}
