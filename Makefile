@@ -57,8 +57,8 @@ bench: ## micro-benchmarks (placement, codecs) with memory figures
 bench-idle: ## idle agent MQTT traffic through a counting proxy (3 min; EDGESET_BENCH_IDLE_WINDOW, _KEEPALIVE)
 	EDGESET_BENCH_IDLE=1 $(GO) test -count=1 -timeout 30m -run '^TestIdleTraffic$$' -v ./cmd/edgeset-agent/
 
-run: build ## start a controller with the embedded broker and store in DATA_DIR
-	$(BIN)/edgeset-controller --data-dir $(DATA_DIR)
+run: build ## controller (store in DATA_DIR), simulated fleet, local Docker agent, example daemonsets; Ctrl-C stops all
+	BIN=$(BIN) DATA_DIR=$(DATA_DIR) configs/run-demo.sh
 
 cross: ## static agents for linux/amd64, linux/arm64, linux/arm/v7
 	@mkdir -p $(BIN)
@@ -83,3 +83,9 @@ bench-scale: ## fleet scale benchmark: controller subprocess + simulated devices
 .PHONY: bench-footprint
 bench-footprint: ## agent RSS and idle CPU with 5 daemons on the local Docker engine (~3 min; EDGESET_FOOTPRINT_WINDOW)
 	test/footprint.sh
+
+.PHONY: test-fault
+FAULT_NODES  ?= 200
+
+test-fault: ## fault-injection scenarios (test/fault) at FAULT_NODES agents (default 200)
+	EDGESET_FAULT_NODES=$(FAULT_NODES) $(GO) test -count=1 -timeout 30m -v ./test/fault/

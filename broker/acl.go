@@ -6,28 +6,21 @@ import (
 	"github.com/edgeset/edgeset/schema"
 )
 
-// Per-node topic kinds beyond those in schema, for the on-demand log feature:
-// the controller asks on logs/request, the agent answers on logs/response.
-const (
-	topicLogsRequest  = "logs/request"
-	topicLogsResponse = "logs/response"
-)
-
 // nodeWrites are the kinds a node may publish under its own
 // edgeset/v1/nodes/{node}/.
 var nodeWrites = map[string]bool{
-	schema.TopicStatus:   true,
-	schema.TopicOnline:   true,
-	schema.TopicObserved: true,
-	schema.TopicEvents:   true,
-	topicLogsResponse:    true,
+	schema.TopicStatus:       true,
+	schema.TopicOnline:       true,
+	schema.TopicObserved:     true,
+	schema.TopicEvents:       true,
+	schema.TopicLogsResponse: true,
 }
 
 // nodeReads are the kinds a node may subscribe to under its own
 // edgeset/v1/nodes/{node}/.
 var nodeReads = map[string]bool{
-	schema.TopicDesired: true,
-	topicLogsRequest:    true,
+	schema.TopicDesired:     true,
+	schema.TopicLogsRequest: true,
 }
 
 // revisionPrefix starts every revision topic.

@@ -33,6 +33,8 @@ func TestAllowed(t *testing.T) {
 		{"subscribe own logs request", "node-a", own("logs/request"), read, true},
 		{"subscribe own status", "node-a", own(schema.TopicStatus), read, false},
 		{"subscribe other desired", "node-a", other(schema.TopicDesired), read, false},
+		{"subscribe other logs request", "node-a", other(schema.TopicLogsRequest), read, false},
+		{"publish other logs response", "node-a", other(schema.TopicLogsResponse), write, false},
 		{"subscribe revision", "node-a", schema.RevisionTopic("0123456789abcdef0123"), read, true},
 		{"subscribe revision wildcard", "node-a", "edgeset/v1/revisions/+", read, false},
 		{"subscribe revision multi-level", "node-a", "edgeset/v1/revisions/#", read, false},

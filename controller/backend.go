@@ -28,8 +28,9 @@ func (c *Controller) apiHandler() http.Handler {
 
 // ApplyManifests decodes, validates and applies every daemonset of data.
 // Nothing is applied unless every object is valid. An unchanged manifest is
-// a no-op. Every accepted change is durable before it returns.
-func (c *Controller) ApplyManifests(ctx context.Context, source string, data []byte, dryRun bool) ([]api.ApplyResult, error) {
+// a no-op. Every accepted change is durable before it returns, and every
+// daemonset applied records opts.Source as who applied it last.
+func (c *Controller) ApplyManifests(ctx context.Context, source string, data []byte, opts api.ApplyOptions) ([]api.ApplyResult, error) {
 	objs, warnings, err := schema.Decode(source, data)
 	if err != nil {
 		return nil, err
@@ -41,14 +42,19 @@ func (c *Controller) ApplyManifests(ctx context.Context, source string, data []b
 	defer c.passMu.Unlock()
 	results := make([]api.ApplyResult, 0, len(objs))
 	for _, obj := range objs {
-		r, err := c.applyOne(obj.DaemonSet, dryRun)
+		r, err := c.applyOne(obj.DaemonSet, opts.DryRun)
 		if err != nil {
 			return results, err
+		}
+		if !opts.DryRun {
+			if err := c.setSource(r.Key, opts.Source); err != nil {
+				return results, err
+			}
 		}
 		r.Warnings = warningsFor(warnings, obj.Source)
 		results = append(results, r)
 	}
-	if !dryRun {
+	if !opts.DryRun {
 		c.wake()
 	}
 	return results, nil
@@ -160,24 +166,62 @@ func applyAction(existed, changed bool) api.ApplyAction {
 	return api.ActionUnchanged
 }
 
-// dryRun says what applying ds would do, without storing anything.
+// setSource records who applied the daemonset key last, in the store and
+// the working state.
+func (c *Controller) setSource(key, source string) error {
+	rec, err := c.store.SetDaemonSetSource(key, source)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.state.daemonsets[key]; ok {
+		e.rec.Source = rec.Source
+	}
+	return nil
+}
+
+// dryRun says what applying ds would do, without storing anything, and on
+// how many of the current nodes placement puts it before and after.
 func (c *Controller) dryRun(res api.ApplyResult, old store.DaemonSetRecord, existed bool, ds *schema.DaemonSet) api.ApplyResult {
 	res.Action = api.ActionCreated
+	now := time.Now()
+	nodes, _ := c.registry.Snapshot(now, c.cfg.NodeOfflineGrace)
+	res.NodesAfter = placedNodes(ds, nodes, now)
 	if existed && old.DeletedAt == nil {
+		res.NodesBefore = placedNodes(&old.DaemonSet, nodes, now)
 		res.Action = api.ActionUnchanged
 		res.Generation = old.Generation
 		if schema.TemplateHash(old.DaemonSet.Spec.Template) != schema.TemplateHash(ds.Spec.Template) ||
-			!sameSpec(old.DaemonSet, *ds) {
+			!sameDaemonSet(old.DaemonSet, *ds) {
 			res.Action = api.ActionConfigured
 		}
 	}
 	return res
 }
 
-func sameSpec(a, b schema.DaemonSet) bool {
-	ja, _ := schema.Encode(a.Spec)
-	jb, _ := schema.Encode(b.Spec)
-	return string(ja) == string(jb) && fmt.Sprint(a.Metadata.Labels) == fmt.Sprint(b.Metadata.Labels)
+// placedNodes counts the nodes placement starts ds on at now; zero when ds
+// does not compile (ApplyManifests rejected it already).
+func placedNodes(ds *schema.DaemonSet, nodes []schema.Node, now time.Time) int {
+	p, err := placement.Compile(ds)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for i := range nodes {
+		if p.Decide(&nodes[i], now).ShouldRun {
+			n++
+		}
+	}
+	return n
+}
+
+// sameDaemonSet compares whole manifests, as the store does: a change of
+// metadata only (labels, annotations) is a change too.
+func sameDaemonSet(a, b schema.DaemonSet) bool {
+	ja, _ := schema.Encode(a)
+	jb, _ := schema.Encode(b)
+	return string(ja) == string(jb)
 }
 
 // pruneRevisions keeps revisionHistoryLimit old revisions of a daemonset,
@@ -246,7 +290,7 @@ func (c *Controller) daemonSetViewLocked(e *dsEntry) api.DaemonSet {
 	return api.DaemonSet{
 		Namespace: ds.Metadata.Namespace, Name: ds.Metadata.Name,
 		Generation: e.rec.Generation, CurrentRevision: e.revision, CurrentHash: e.rec.CurrentRevision,
-		CreatedAt: e.rec.CreatedAt, UpdatedAt: e.rec.UpdatedAt, Manifest: ds,
+		CreatedAt: e.rec.CreatedAt, UpdatedAt: e.rec.UpdatedAt, Manifest: ds, Source: e.rec.Source,
 		Status: api.DaemonSetStatus{
 			ObservedGeneration:     e.rec.Generation,
 			DesiredNumberScheduled: st.DesiredNumberScheduled,

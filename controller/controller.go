@@ -38,6 +38,7 @@ type Controller struct {
 	token    string
 	metrics  *metrics
 	events   *eventSink
+	logs     logHub // log streams waiting for chunks
 
 	// kick wakes the reconcile loop; republish asks for a full republish.
 	kick      chan struct{}
@@ -53,6 +54,9 @@ type Controller struct {
 	passMu sync.Mutex
 	mu     sync.Mutex // guards state
 	state  *fleetState
+
+	// sources is the manifests directory's bookkeeping (manifests.go).
+	sources sourceTable
 
 	closeOnce sync.Once
 }
@@ -155,6 +159,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	g.Go(func() error { return c.republishLoop(ctx) })
 	g.Go(func() error { return c.events.Run(ctx) })
 	g.Go(func() error { return c.flushNodesLoop(ctx) })
+	if c.cfg.ManifestsDir != "" {
+		g.Go(func() error { return c.watchManifests(ctx) })
+	}
 	err := g.Wait()
 	if errors.Is(err, context.Canceled) {
 		err = nil

@@ -33,6 +33,8 @@ func (c *Controller) handleMessage(topic string, payload []byte) {
 		err = c.onObserved(node, payload)
 	case schema.TopicEvents:
 		err = c.onNodeEvent(node, payload)
+	case schema.TopicLogsResponse:
+		err = c.onLogChunk(node, payload)
 	default:
 		return // topics of later features, not the controller's
 	}

@@ -20,6 +20,7 @@ var subscriptions = []string{
 	schema.NodeWildcard(schema.TopicOnline),
 	schema.NodeWildcard(schema.TopicObserved),
 	schema.NodeWildcard(schema.TopicEvents),
+	schema.NodeWildcard(schema.TopicLogsResponse),
 }
 
 // subscribeInline subscribes in-process to the embedded broker, which
@@ -51,7 +52,7 @@ func (c *Controller) newBrokerClient() (*mqttclient.Client, error) {
 		Password:   password,
 		CAFile:     c.cfg.BrokerCAFile,
 		Handler:    c.handleMessage,
-		NoCoalesce: func(topic string) bool { return strings.HasSuffix(topic, "/"+schema.TopicEvents) },
+		NoCoalesce: eventTopic,
 		OnConnect: func(context.Context) {
 			c.log.Info("connected to broker", "url", c.cfg.BrokerURL)
 			c.requestRepublish()
@@ -64,6 +65,12 @@ func (c *Controller) newBrokerClient() (*mqttclient.Client, error) {
 		opts.Subscriptions = append(opts.Subscriptions, mqttclient.Subscription{Filter: f, QoS: 1})
 	}
 	return mqttclient.New(opts)
+}
+
+// eventTopic reports topics whose messages are events, each of which counts,
+// rather than state, of which only the newest does.
+func eventTopic(topic string) bool {
+	return strings.HasSuffix(topic, "/"+schema.TopicEvents) || strings.HasSuffix(topic, "/"+schema.TopicLogsResponse)
 }
 
 // brokerPassword reads broker-password-file, or derives the controller

@@ -43,6 +43,7 @@ type Node struct {
 	agent  *Agent
 	client *mqttclient.Client
 	log    *slog.Logger
+	logs   *LogServer
 
 	mu         sync.Mutex         // guards the fields below
 	session    int64              // of the connection being made or held
@@ -68,7 +69,8 @@ func NewNode(opts NodeOptions, rt Runtime) (*Node, error) {
 	m.Handler = n.handle
 	m.OnConnect = n.onConnect
 	m.OnConnectionLost = n.onConnectionLost
-	m.NoCoalesce = nil
+	requests := schema.NodeTopic(name, schema.TopicLogsRequest)
+	m.NoCoalesce = func(topic string) bool { return topic == requests }
 	if m.Logger == nil {
 		m.Logger = n.log
 	}
@@ -79,6 +81,7 @@ func NewNode(opts NodeOptions, rt Runtime) (*Node, error) {
 	if n.agent, err = New(opts.Agent, rt, clientConn{n.client}); err != nil {
 		return nil, err
 	}
+	n.logs = NewLogServer(LogServerOptions{NodeName: name, Runtime: rt, Conn: clientConn{n.client}, Logger: n.log})
 	return n, nil
 }
 
@@ -106,6 +109,7 @@ func (n *Node) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return n.agent.Run(gctx) })
 	g.Go(func() error { return n.statusLoop(gctx) })
+	g.Go(func() error { return n.logs.Run(gctx) })
 	clientDone := make(chan error, 1)
 	go func() { clientDone <- n.client.Run(connCtx) }()
 	err := g.Wait()
@@ -132,7 +136,13 @@ func (n *Node) presence(online bool, session int64) *mqttclient.Message {
 	return &mqttclient.Message{Topic: schema.NodeTopic(n.opts.Agent.NodeName, schema.TopicOnline), Payload: payload, Retained: true}
 }
 
-func (n *Node) handle(topic string, payload []byte) { n.agent.HandleMessage(topic, payload) }
+func (n *Node) handle(topic string, payload []byte) {
+	if topic == n.logs.Topic() {
+		n.logs.Handle(payload)
+		return
+	}
+	n.agent.HandleMessage(topic, payload)
+}
 
 // onConnect announces the node (online, then its status) and lets the agent
 // subscribe and report. A step that fails (a publish timing out on a busy
@@ -171,6 +181,9 @@ func (n *Node) announce(ctx context.Context, session int64) error {
 	}
 	if err := n.agent.OnConnect(ctx); err != nil {
 		return fmt.Errorf("agent: %w", err)
+	}
+	if err := n.client.Subscribe(ctx, mqttclient.Subscription{Filter: n.logs.Topic(), QoS: 1}); err != nil {
+		return fmt.Errorf("subscribe %s: %w", n.logs.Topic(), err)
 	}
 	return nil
 }

@@ -12,6 +12,9 @@ const (
 	TopicDesired  = "desired"  // controller to agent, retained: DesiredState
 	TopicObserved = "observed" // agent to controller, retained: ObservedState
 	TopicEvents   = "events"   // agent to controller, not retained: NodeEvent
+
+	TopicLogsRequest  = "logs/request"  // controller to agent, not retained: LogRequest
+	TopicLogsResponse = "logs/response" // agent to controller, not retained: LogChunk
 )
 
 // NodeTopic returns the topic of the given kind for node.
@@ -30,14 +33,15 @@ func RevisionTopic(hash string) string {
 }
 
 // ParseNodeTopic splits edgeset/v1/nodes/{node}/{kind}. ok is false for any
-// other topic.
+// other topic. A kind is one topic level, except the two logs kinds.
 func ParseNodeTopic(topic string) (node, kind string, ok bool) {
 	rest, found := strings.CutPrefix(topic, TopicPrefix+"nodes/")
 	if !found {
 		return "", "", false
 	}
 	node, kind, found = strings.Cut(rest, "/")
-	if !found || node == "" || kind == "" || strings.Contains(kind, "/") {
+	if !found || node == "" || kind == "" ||
+		(strings.Contains(kind, "/") && kind != TopicLogsRequest && kind != TopicLogsResponse) {
 		return "", "", false
 	}
 	return node, kind, true

@@ -11,7 +11,7 @@
 //	                                             announced labels/taints,
 //	                                             link schedule (flaps)
 //	Fleet.Run: ramp --> edgeagent.Node.Run per device --> broker
-//	           link.dial (source address 127.0.0.x, cut on flap)
+//	           Link.Dial (source address 127.0.0.x, cut on flap)
 //	Fleet.Snapshot --> live summary line and the JSON Report
 //
 // cmd/edgeset-sim is the command; sim/scale drives the scale benchmark.

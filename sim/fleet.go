@@ -75,7 +75,7 @@ type device struct {
 	name      string
 	profile   Profile
 	rt        *fake.Runtime
-	link      *link
+	link      *Link
 	node      *edgeagent.Node
 	launched  atomic.Int64  // Unix nanoseconds the ramp started it; 0 before
 	announced atomic.Int64  // Unix nanoseconds of its first status; 0 before
@@ -152,7 +152,7 @@ func (f *Fleet) newDevice(i int) (*device, error) {
 	}
 	d := &device{name: name, profile: f.opts.Shape.Profile(i), up: make(chan struct{})}
 	d.rt = newRuntime(d.profile, f.opts.Shape.Behaviour.PreloadedImages)
-	d.link = &link{bytes: &f.bytes}
+	d.link = &Link{bytes: &f.bytes}
 	if n := len(f.opts.SourceAddrs); n > 0 {
 		d.link.src = net.TCPAddrFromAddrPort(netip.AddrPortFrom(f.opts.SourceAddrs[i%n], 0))
 	}
@@ -160,7 +160,7 @@ func (f *Fleet) newDevice(i int) (*device, error) {
 		Agent: edgeagent.Config{NodeName: name, Ephemeral: true, Logger: f.opts.Logger},
 		MQTT: mqttclient.Options{
 			BrokerURL: f.opts.BrokerURL, Password: token, KeepAlive: f.opts.KeepAlive,
-			Backoff: f.opts.Backoff, FirstConnectJitter: -1, Dial: d.link.dial,
+			Backoff: f.opts.Backoff, FirstConnectJitter: -1, Dial: d.link.Dial,
 			Logger: f.opts.Logger,
 		},
 		Status: d.status,
@@ -277,7 +277,7 @@ func (d *device) goOffline(ctx context.Context) {
 	case <-d.up:
 	}
 	if sleep(ctx, d.profile.OfflineAfter) {
-		d.link.setDown(true)
+		d.link.SetDown(true)
 	}
 }
 
@@ -292,10 +292,10 @@ func (f *Fleet) flap(ctx context.Context, d *device) {
 	fl := f.opts.Shape.Behaviour.Flapping
 	rng := deviceRand(f.opts.Shape.Seed, d.profile.Index, 1)
 	for sleep(ctx, fl.Every.Sample(rng)) {
-		d.link.setDown(true)
+		d.link.SetDown(true)
 		f.flaps.Add(1)
 		ok := sleep(ctx, fl.Down.Sample(rng))
-		d.link.setDown(false)
+		d.link.SetDown(false)
 		if !ok {
 			return
 		}

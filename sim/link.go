@@ -16,12 +16,13 @@ import (
 // which paho would take for its own clean close).
 var errLinkDown = errors.New("simulated link down")
 
-// link is one device's network: it dials the broker from the device's
-// source address, counts bytes, and can be cut (the connection fails and
-// dials are refused) and restored.
-type link struct {
-	src   *net.TCPAddr // nil lets the kernel choose
-	bytes *byteCounters
+// Link is one device's network: it dials the broker from the device's
+// source address, counts bytes, and can be cut (the connection fails
+// abruptly, so the broker publishes the will, and dials are refused) and
+// restored. The fault-injection tests use it too.
+type Link struct {
+	src   *net.TCPAddr  // nil lets the kernel choose
+	bytes *byteCounters // nil counts nothing
 
 	mu   sync.Mutex // guards down and conn
 	down bool
@@ -31,9 +32,12 @@ type link struct {
 // byteCounters are fleet-wide traffic totals.
 type byteCounters struct{ in, out atomic.Uint64 }
 
-// dial is the device's mqttclient.Options.Dial.
-func (l *link) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	if l.isDown() {
+// NewLink returns a link dialing from src (nil: any address).
+func NewLink(src *net.TCPAddr) *Link { return &Link{src: src} }
+
+// Dial is the device's mqttclient.Options.Dial.
+func (l *Link) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if l.Down() {
 		return nil, errLinkDown
 	}
 	d := net.Dialer{}
@@ -55,15 +59,16 @@ func (l *link) dial(ctx context.Context, network, addr string) (net.Conn, error)
 	return lc, nil
 }
 
-func (l *link) isDown() bool {
+// Down reports whether the link is cut.
+func (l *Link) Down() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.down
 }
 
-// setDown cuts the link (failing its connection abruptly, so the broker
+// SetDown cuts the link (failing its connection abruptly, so the broker
 // publishes the will) or restores it.
-func (l *link) setDown(down bool) {
+func (l *Link) SetDown(down bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.down = down
@@ -88,7 +93,9 @@ func (c *linkConn) cut() {
 
 func (c *linkConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
-	c.bytes.in.Add(uint64(n))
+	if c.bytes != nil {
+		c.bytes.in.Add(uint64(n))
+	}
 	if err != nil && c.isCut.Load() {
 		err = errLinkDown
 	}
@@ -97,7 +104,9 @@ func (c *linkConn) Read(b []byte) (int, error) {
 
 func (c *linkConn) Write(b []byte) (int, error) {
 	n, err := c.Conn.Write(b)
-	c.bytes.out.Add(uint64(n))
+	if c.bytes != nil {
+		c.bytes.out.Add(uint64(n))
+	}
 	if err != nil && c.isCut.Load() {
 		err = errLinkDown
 	}

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -14,16 +18,25 @@ import (
 
 func newApplyCmd(s *streams) *cobra.Command {
 	var paths []string
-	var dryRun bool
+	var dryRun, prune bool
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|DIR|- [-f ...]",
 		Short: "Create or update daemonsets from manifests",
 		Long: `Apply sends DaemonSet manifests (apps/v1 or edgeset.io/v1; YAML, multi-document
 YAML, JSON or kind: List) to the controller. A directory is read recursively.
 Unchanged manifests are a no-op. The manifests are validated locally first;
-nothing of a file is applied when any object in it is invalid.`,
+nothing of a file is applied when any object in it is invalid.
+
+Every daemonset applied from -f PATH records the source "cli:PATH" (PATH made
+absolute; see edgesetctl get ds -o yaml). With --prune, after applying, the
+daemonsets whose source is "cli:PATH" or lies below it ("cli:PATH/...") and
+that this apply did not name are deleted: remove a file from the directory,
+apply the directory again with --prune, and its daemonsets go. Daemonsets
+applied another way (by hand, from another path, or from the controller's
+manifests-dir) are never pruned. --prune does not take stdin.`,
 		Example: `  edgesetctl apply -f configs/examples/
-  edgesetctl apply -f node-exporter.yaml --dry-run`,
+  edgesetctl apply -f node-exporter.yaml --dry-run
+  edgesetctl apply -f deploy/ --prune`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(paths) == 0 {
@@ -33,11 +46,15 @@ nothing of a file is applied when any object in it is invalid.`,
 			if err != nil {
 				return err
 			}
-			return cfg.explain(apply(cmd, s, c, paths, dryRun))
+			if prune && slices.Contains(paths, "-") {
+				return usageError{errors.New("apply: --prune needs -f FILE|DIR, not - (stdin)")}
+			}
+			return cfg.explain(apply(cmd, s, c, paths, applyFlags{dryRun: dryRun, prune: prune}))
 		},
 	}
 	cmd.Flags().StringArrayVarP(&paths, "filename", "f", nil, "manifest file, directory, or - for stdin (repeatable)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say what would change without changing anything")
+	cmd.Flags().BoolVar(&prune, "prune", false, "delete daemonsets applied earlier from the same -f path that this apply does not name")
 	return cmd
 }
 
@@ -45,6 +62,21 @@ nothing of a file is applied when any object in it is invalid.`,
 type manifestSource struct {
 	name string
 	data []byte
+	// owner is the source recorded on the daemonsets applied: "cli:" and
+	// the absolute -f argument; empty for stdin.
+	owner string
+}
+
+// cliOwner is the source recorded on daemonsets applied from -f path.
+func cliOwner(path string) (string, error) {
+	if path == "-" {
+		return "", nil
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("resolve %s: %w", path, err)
+	}
+	return "cli:" + abs, nil
 }
 
 // readManifests expands paths (files, directories, -) into file contents,
@@ -58,11 +90,16 @@ func readManifests(s *streams, paths []string) ([]manifestSource, error) {
 		if err != nil {
 			return nil, err
 		}
+		owner, err := cliOwner(p)
+		if err != nil {
+			return nil, err
+		}
 		for _, f := range files {
 			src, err := readSource(s.in, f)
 			if err != nil {
 				return nil, err
 			}
+			src.owner = owner
 			if _, warnings, err := schema.Decode(src.name, src.data); err != nil {
 				problems += printProblems(s.err, err)
 				continue
@@ -113,23 +150,74 @@ func printProblems(w io.Writer, err error) int {
 	return 1
 }
 
-func apply(cmd *cobra.Command, s *streams, c *api.Client, paths []string, dryRun bool) error {
+// applyFlags are apply's options.
+type applyFlags struct {
+	dryRun, prune bool
+}
+
+func apply(cmd *cobra.Command, s *streams, c *api.Client, paths []string, f applyFlags) error {
 	srcs, err := readManifests(s, paths)
 	if err != nil {
 		return err
 	}
 	suffix := ""
-	if dryRun {
+	if f.dryRun {
 		suffix = " (dry run)"
 	}
+	applied := map[string]bool{}
 	for _, src := range srcs {
-		results, err := c.Apply(cmd.Context(), src.name, src.data, dryRun)
+		results, err := c.ApplyWith(cmd.Context(), src.name, src.data, api.ApplyOptions{DryRun: f.dryRun, Source: src.owner})
 		if err != nil {
 			return fmt.Errorf("apply %s: %w", src.name, err)
 		}
 		for _, r := range results {
+			applied[r.Key] = true
 			fmt.Fprintf(s.out, "daemonset/%s %s%s\n", r.Key, r.Action, suffix)
 		}
 	}
+	if !f.prune {
+		return nil
+	}
+	return pruneApplied(cmd.Context(), s, c, paths, applied, f.dryRun)
+}
+
+// pruneApplied deletes the daemonsets applied earlier from one of paths
+// (their source is "cli:PATH" or below it) that applied does not name.
+func pruneApplied(ctx context.Context, s *streams, c *api.Client, paths []string, applied map[string]bool, dryRun bool) error {
+	var owners []string
+	for _, p := range paths {
+		o, err := cliOwner(p)
+		if err != nil {
+			return err
+		}
+		owners = append(owners, o)
+	}
+	dss, err := c.ListDaemonSets(ctx)
+	if err != nil {
+		return fmt.Errorf("list daemonsets to prune: %w", err)
+	}
+	for _, d := range dss {
+		if applied[d.Key()] || !ownedByAny(d.Source, owners) {
+			continue
+		}
+		if dryRun {
+			fmt.Fprintf(s.out, "daemonset/%s pruned (dry run)\n", d.Key())
+			continue
+		}
+		if err := c.DeleteDaemonSet(ctx, d.Key(), false); err != nil && !errors.Is(err, api.ErrNotFound) {
+			return fmt.Errorf("prune daemonset %s: %w", d.Key(), err)
+		}
+		fmt.Fprintf(s.out, "daemonset/%s pruned\n", d.Key())
+	}
 	return nil
+}
+
+// ownedByAny reports whether source is one of owners or lies below one.
+func ownedByAny(source string, owners []string) bool {
+	for _, o := range owners {
+		if source == o || strings.HasPrefix(source, strings.TrimSuffix(o, string(filepath.Separator))+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
 }

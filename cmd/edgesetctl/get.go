@@ -25,6 +25,7 @@ var resourceNames = map[string]string{
 	"node": kindNode, "nodes": kindNode, "no": kindNode,
 	"daemonset": kindDaemonSet, "daemonsets": kindDaemonSet, "ds": kindDaemonSet,
 	"instance": kindInstance, "instances": kindInstance, "inst": kindInstance,
+	"source": kindSource, "sources": kindSource,
 }
 
 // resourceKind resolves a resource name, allowing kind/name.
@@ -32,7 +33,7 @@ func resourceKind(arg string) (kind, name string, err error) {
 	res, name, _ := strings.Cut(arg, "/")
 	kind, ok := resourceNames[strings.ToLower(res)]
 	if !ok {
-		return "", "", usageError{fmt.Errorf("unknown resource type %q: want nodes (no), daemonsets (ds) or instances", res)}
+		return "", "", usageError{fmt.Errorf("unknown resource type %q: want nodes (no), daemonsets (ds), instances or sources", res)}
 	}
 	return kind, name, nil
 }
@@ -43,6 +44,7 @@ type listOptions struct {
 	namespace string
 	all       bool
 	selector  string
+	watch     bool
 }
 
 func (o *listOptions) addFlags(cmd *cobra.Command) {
@@ -50,17 +52,19 @@ func (o *listOptions) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", schema.DefaultNamespace, "namespace of daemonsets")
 	cmd.Flags().BoolVarP(&o.all, "all-namespaces", "A", false, "daemonsets of every namespace")
 	cmd.Flags().StringVarP(&o.selector, "selector", "l", "", "label selector: k=v, k!=v, k, !k (comma-separated, all must match)")
+	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "poll every second and print again on every change (until interrupted)")
 }
 
 func newGetCmd(s *streams) *cobra.Command {
 	var o listOptions
 	cmd := &cobra.Command{
-		Use:   "get (nodes|daemonsets|instances) [NAME]",
-		Short: "List nodes, daemonsets or instances",
+		Use:   "get (nodes|daemonsets|instances|sources) [NAME]",
+		Short: "List nodes, daemonsets, instances or watched manifest files (sources)",
 		Example: `  edgesetctl get nodes -l site=berlin
   edgesetctl get ds -A -o wide
   edgesetctl get daemonset node-exporter -o yaml
-  edgesetctl get instances`,
+  edgesetctl get instances
+  edgesetctl get ds -A --watch`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(o.output); err != nil {
@@ -81,41 +85,68 @@ func newGetCmd(s *streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return cfg.explain(get(cmd.Context(), c, s.out, kind, name, o, sel))
+			fetch := func(ctx context.Context) (any, error) { return fetchObjects(ctx, c, kind, name, o, sel) }
+			show := func(w io.Writer, v any) error { return printObjects(w, kind, o, v) }
+			if o.watch {
+				return cfg.explain(watchObjects(cmd.Context(), s, o.output, fetch, show))
+			}
+			v, err := fetch(cmd.Context())
+			if err != nil {
+				return cfg.explain(err)
+			}
+			return show(s.out, v)
 		},
 	}
 	o.addFlags(cmd)
 	return cmd
 }
 
-func get(ctx context.Context, c *api.Client, w io.Writer, kind, name string, o listOptions, sel selector) error {
+// fetchObjects lists the objects of kind that name, o and sel select: a
+// []api.Node, []api.DaemonSet, []api.Instance or []api.Source.
+func fetchObjects(ctx context.Context, c *api.Client, kind, name string, o listOptions, sel selector) (any, error) {
 	switch kind {
 	case kindNode:
 		nodes, err := c.ListNodes(ctx)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		nodes = filterNodes(nodes, name, sel)
 		if name != "" && len(nodes) == 0 {
-			return fmt.Errorf("node %q not found", name)
+			return nil, fmt.Errorf("node %q not found", name)
 		}
-		return printNodes(w, o.output, nodes)
+		return nodes, nil
 	case kindDaemonSet:
 		dss, err := c.ListDaemonSets(ctx)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		dss = filterDaemonSets(dss, name, o, sel)
 		if name != "" && len(dss) == 0 {
-			return fmt.Errorf("daemonset %s/%s not found", o.namespace, name)
+			return nil, fmt.Errorf("daemonset %s/%s not found", o.namespace, name)
 		}
-		return printDaemonSets(w, o.output, dss, o.all)
+		return dss, nil
+	case kindSource:
+		return fetchSources(ctx, c, name)
 	default:
 		ins, err := c.ListInstances(ctx)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		return printInstances(w, o.output, filterInstances(ins, name, o))
+		return filterInstances(ins, name, o), nil
+	}
+}
+
+// printObjects prints what fetchObjects returned for kind.
+func printObjects(w io.Writer, kind string, o listOptions, v any) error {
+	switch kind {
+	case kindNode:
+		return printNodes(w, o.output, v.([]api.Node))
+	case kindDaemonSet:
+		return printDaemonSets(w, o.output, v.([]api.DaemonSet), o.all)
+	case kindSource:
+		return printSources(w, o.output, v.([]api.Source))
+	default:
+		return printInstances(w, o.output, v.([]api.Instance))
 	}
 }
 

@@ -57,26 +57,34 @@ func daemonSetArg(args []string, namespace string) (string, error) {
 	return namespace + "/" + name, nil
 }
 
+// onDaemonSet runs fn with the daemonset named by args and a client of the
+// controller, explaining a failure to reach it.
+func onDaemonSet(namespace *string, fn func(cmd *cobra.Command, c *api.Client, key string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		key, err := daemonSetArg(args, *namespace)
+		if err != nil {
+			return err
+		}
+		c, cfg, err := newAPIClient(cmd)
+		if err != nil {
+			return err
+		}
+		return cfg.explain(fn(cmd, c, key))
+	}
+}
+
 func newRolloutActionCmd(s *streams, namespace *string, action, short, done string) *cobra.Command {
 	return &cobra.Command{
 		Use:   action + " daemonset NAME",
 		Short: short,
 		Args:  cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			key, err := daemonSetArg(args, *namespace)
-			if err != nil {
-				return err
-			}
-			c, cfg, err := newAPIClient(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: onDaemonSet(namespace, func(cmd *cobra.Command, c *api.Client, key string) error {
 			if _, err := c.Rollout(cmd.Context(), key, api.RolloutRequest{Action: action}); err != nil {
-				return cfg.explain(err)
+				return err
 			}
 			fmt.Fprintf(s.out, "daemonset/%s %s\n", key, done)
 			return nil
-		},
+		}),
 	}
 }
 
@@ -86,22 +94,14 @@ func newRolloutUndoCmd(s *streams, namespace *string) *cobra.Command {
 		Use:   "undo daemonset NAME [--to-revision N]",
 		Short: "Make an earlier revision's template current again (default: the previous one)",
 		Args:  cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			key, err := daemonSetArg(args, *namespace)
-			if err != nil {
-				return err
-			}
-			c, cfg, err := newAPIClient(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: onDaemonSet(namespace, func(cmd *cobra.Command, c *api.Client, key string) error {
 			ds, err := c.Rollout(cmd.Context(), key, api.RolloutRequest{Action: api.RolloutUndo, ToRevision: to})
 			if err != nil {
-				return cfg.explain(err)
+				return err
 			}
 			fmt.Fprintf(s.out, "daemonset/%s rolled back (revision %d)\n", key, ds.CurrentRevision)
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().Int64Var(&to, "to-revision", 0, "revision number to roll back to (see rollout history)")
 	return cmd
@@ -112,21 +112,13 @@ func newRolloutHistoryCmd(s *streams, namespace *string) *cobra.Command {
 		Use:   "history daemonset NAME",
 		Short: "List a daemonset's revisions with their change cause",
 		Args:  cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			key, err := daemonSetArg(args, *namespace)
-			if err != nil {
-				return err
-			}
-			c, cfg, err := newAPIClient(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: onDaemonSet(namespace, func(cmd *cobra.Command, c *api.Client, key string) error {
 			revs, err := c.RolloutHistory(cmd.Context(), key)
 			if err != nil {
-				return cfg.explain(err)
+				return err
 			}
 			return printHistory(s.out, revs)
-		},
+		}),
 	}
 }
 
@@ -155,19 +147,11 @@ current revision, available. On a terminal it draws a progress bar, otherwise
 it prints a line whenever the progress changes. Nodes that are offline do not
 hold the rollout up: they update when they return.`,
 		Args: cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			key, err := daemonSetArg(args, *namespace)
-			if err != nil {
-				return err
-			}
-			c, cfg, err := newAPIClient(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: onDaemonSet(namespace, func(cmd *cobra.Command, c *api.Client, key string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			return cfg.explain(followRollout(ctx, c, s, key, interval))
-		},
+			return followRollout(ctx, c, s, key, interval)
+		}),
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Minute, "give up after this long (exit 1)")
 	cmd.Flags().DurationVar(&interval, "interval", time.Second, "how often to poll the controller")

@@ -29,10 +29,13 @@ type streams struct {
 var commands = []func(*streams) *cobra.Command{
 	newValidateCmd,
 	newExplainCmd,
+	newEventsCmd,
 	newApplyCmd,
+	newDiffCmd,
 	newGetCmd,
 	newDescribeCmd,
 	newDeleteCmd,
+	newLogsCmd,
 	newRolloutCmd,
 	newLabelCmd,
 	newTaintCmd,

@@ -57,6 +57,8 @@ func (e *StatusError) Is(target error) bool {
 		return e.Code == http.StatusBadRequest || e.Code == http.StatusUnprocessableEntity
 	case ErrUnavailable:
 		return e.Code == http.StatusServiceUnavailable
+	case ErrTimeout:
+		return e.Code == http.StatusGatewayTimeout
 	}
 	return false
 }
@@ -67,9 +69,18 @@ var ErrUnauthorized = errors.New("the controller refused the API token")
 // Apply sends manifests (YAML or JSON, one or more documents) read from
 // source.
 func (c *Client) Apply(ctx context.Context, source string, data []byte, dryRun bool) ([]ApplyResult, error) {
+	return c.ApplyWith(ctx, source, data, ApplyOptions{DryRun: dryRun})
+}
+
+// ApplyWith is Apply with options: opts.Source is recorded on every
+// daemonset applied.
+func (c *Client) ApplyWith(ctx context.Context, source string, data []byte, opts ApplyOptions) ([]ApplyResult, error) {
 	q := url.Values{"source": {source}}
-	if dryRun {
+	if opts.DryRun {
 		q.Set("dryRun", "true")
+	}
+	if opts.Source != "" {
+		q.Set("owner", opts.Source)
 	}
 	var out []ApplyResult
 	err := c.do(ctx, http.MethodPost, "/apply?"+q.Encode(), data, &out)
@@ -162,6 +173,12 @@ func (c *Client) Events(ctx context.Context, f EventFilter) ([]Event, error) {
 	}
 	var out []Event
 	return out, c.do(ctx, http.MethodGet, "/events?"+q.Encode(), nil, &out)
+}
+
+// Sources lists the files of the controller's watched manifests directory.
+func (c *Client) Sources(ctx context.Context) ([]Source, error) {
+	var out []Source
+	return out, c.do(ctx, http.MethodGet, "/sources", nil, &out)
 }
 
 // Version returns the controller's version.

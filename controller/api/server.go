@@ -23,6 +23,8 @@ var (
 	ErrInvalid = errors.New("invalid request")
 	// ErrUnavailable: the controller cannot serve the request now (503).
 	ErrUnavailable = errors.New("unavailable")
+	// ErrTimeout: a node did not answer in time (504).
+	ErrTimeout = errors.New("timed out")
 )
 
 // MaxRequestBytes bounds a request body (an apply of many manifests).
@@ -32,7 +34,7 @@ const MaxRequestBytes = 8 << 20
 // A *schema.ValidationError from ApplyManifests is answered 422 with every
 // field problem.
 type Backend interface {
-	ApplyManifests(ctx context.Context, source string, data []byte, dryRun bool) ([]ApplyResult, error)
+	ApplyManifests(ctx context.Context, source string, data []byte, opts ApplyOptions) ([]ApplyResult, error)
 	ListDaemonSets(ctx context.Context) ([]DaemonSet, error)
 	GetDaemonSet(ctx context.Context, key string) (DaemonSet, error)
 	DeleteDaemonSet(ctx context.Context, key string, orphan bool) error
@@ -48,8 +50,18 @@ type Backend interface {
 	RolloutHistory(ctx context.Context, key string) ([]Revision, error)
 	Events(ctx context.Context, f EventFilter) ([]Event, error)
 	Version(ctx context.Context) VersionInfo
+	// Logs streams one container's log from a node (see LogsRequest).
+	Logs(ctx context.Context, req LogsRequest) (io.ReadCloser, error)
 	// Ready returns nil when the controller serves fully, else why not.
 	Ready(ctx context.Context) error
+	// Sources lists the files of the watched manifests directory.
+	Sources(ctx context.Context) ([]Source, error)
+}
+
+// ReadyNoter is implemented by a Backend whose /readyz answer carries
+// notes that do not make it unready (an invalid manifest file).
+type ReadyNoter interface {
+	ReadyNotes(ctx context.Context) []string
 }
 
 // Server serves the API over HTTP.
@@ -91,12 +103,14 @@ func (s *Server) routes() {
 	s.handle("POST "+p+"/daemonsets/{namespace}/{name}/rollout", s.rollout)
 	s.handle("GET "+p+"/daemonsets/{namespace}/{name}/revisions", s.revisions)
 	s.handle("DELETE "+p+"/daemonsets/{namespace}/{name}/instances/{node}", s.deleteInstance)
+	s.mux.HandleFunc("GET "+p+"/daemonsets/{namespace}/{name}/logs", s.logs)
 	s.handle("GET "+p+"/nodes", s.listNodes)
 	s.handle("GET "+p+"/nodes/{name}", s.getNode)
 	s.handle("PATCH "+p+"/nodes/{name}", s.patchNode)
 	s.handle("DELETE "+p+"/nodes/{name}", s.deleteNode)
 	s.handle("GET "+p+"/instances", s.listInstances)
 	s.handle("GET "+p+"/events", s.events)
+	s.handle("GET "+p+"/sources", s.sources)
 }
 
 // handle registers an authenticated endpoint.
@@ -127,6 +141,11 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	io.WriteString(w, "ok\n")
+	if n, ok := s.backend.(ReadyNoter); ok {
+		for _, note := range n.ReadyNotes(r.Context()) {
+			io.WriteString(w, note+"\n")
+		}
+	}
 }
 
 func (s *Server) version(_ http.ResponseWriter, r *http.Request) (any, error) {
@@ -146,7 +165,14 @@ func (s *Server) apply(_ http.ResponseWriter, r *http.Request) (any, error) {
 		source = "request"
 	}
 	dryRun, _ := strconv.ParseBool(r.URL.Query().Get("dryRun"))
-	return s.backend.ApplyManifests(r.Context(), source, data, dryRun)
+	// source names the file in error messages; owner is recorded on the
+	// daemonsets applied (ApplyOptions.Source).
+	opts := ApplyOptions{DryRun: dryRun, Source: r.URL.Query().Get("owner")}
+	return s.backend.ApplyManifests(r.Context(), source, data, opts)
+}
+
+func (s *Server) sources(_ http.ResponseWriter, r *http.Request) (any, error) {
+	return s.backend.Sources(r.Context())
 }
 
 func (s *Server) listDaemonSets(_ http.ResponseWriter, r *http.Request) (any, error) {
@@ -246,6 +272,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		writeJSON(w, http.StatusBadRequest, Error{Message: err.Error()})
 	case errors.Is(err, ErrUnavailable):
 		writeJSON(w, http.StatusServiceUnavailable, Error{Message: err.Error()})
+	case errors.Is(err, ErrTimeout):
+		writeJSON(w, http.StatusGatewayTimeout, Error{Message: err.Error()})
 	default:
 		s.log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		writeJSON(w, http.StatusInternalServerError, Error{Message: err.Error()})

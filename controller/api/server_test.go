@@ -30,8 +30,8 @@ func (f *fakeBackend) GetNode(_ context.Context, name string) (Node, error) { re
 func (f *fakeBackend) UpdateNode(_ context.Context, name string, p NodePatch) (Node, error) {
 	return f.updateNode(name, p)
 }
-func (f *fakeBackend) ApplyManifests(_ context.Context, source string, data []byte, dryRun bool) ([]ApplyResult, error) {
-	return f.apply(source, data, dryRun)
+func (f *fakeBackend) ApplyManifests(_ context.Context, source string, data []byte, opts ApplyOptions) ([]ApplyResult, error) {
+	return f.apply(source, data, opts.DryRun)
 }
 func (f *fakeBackend) Ready(context.Context) error { return f.ready }
 

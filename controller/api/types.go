@@ -30,6 +30,42 @@ type ApplyResult struct {
 	Generation int64       `json:"generation"`
 	Revision   int64       `json:"revision"`
 	Warnings   []string    `json:"warnings,omitempty"`
+	// NodesBefore and NodesAfter, set by a dry run only, count the nodes
+	// that placement puts the daemonset on now and would after the apply,
+	// over the controller's current nodes.
+	NodesBefore int `json:"nodesBefore,omitempty"`
+	NodesAfter  int `json:"nodesAfter,omitempty"`
+}
+
+// ApplyOptions qualify an apply.
+type ApplyOptions struct {
+	// DryRun says what would change without changing anything.
+	DryRun bool
+	// Source records who manages the applied daemonsets (see
+	// DaemonSet.Source): "cli:PATH" from edgesetctl apply -f PATH; empty
+	// for a hand apply. The manifests directory watcher uses "file:PATH".
+	Source string
+}
+
+// Source states of a watched manifest file.
+const (
+	SourceApplied = "applied"
+	SourceInvalid = "invalid"
+	SourceRemoved = "removed"
+)
+
+// Source is one file of the controller's watched manifests directory.
+type Source struct {
+	Path string `json:"path"`
+	// Status is applied, invalid (nothing of the file's current content
+	// was applied) or removed (the file is gone; its daemonsets are kept
+	// unless the controller prunes).
+	Status string `json:"status"`
+	// DaemonSets lists the daemonsets the file manages now.
+	DaemonSets  []string   `json:"daemonSets,omitempty"`
+	LastApplied *time.Time `json:"lastApplied,omitempty"`
+	// Errors lists every problem of an invalid file.
+	Errors []string `json:"errors,omitempty"`
 }
 
 // DaemonSet is a daemonset with its status, as the API returns it.
@@ -43,6 +79,9 @@ type DaemonSet struct {
 	UpdatedAt       time.Time        `json:"updatedAt"`
 	Manifest        schema.DaemonSet `json:"manifest"`
 	Status          DaemonSetStatus  `json:"status"`
+	// Source says who applied the daemonset last: "file:PATH" (the
+	// manifests directory), "cli:PATH" (edgesetctl apply -f PATH), or empty.
+	Source string `json:"source,omitempty"`
 	// Instances is filled by Get, one row per node that runs or should run
 	// the daemonset.
 	Instances []Instance `json:"instances,omitempty"`

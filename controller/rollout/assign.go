@@ -195,6 +195,9 @@ func (p *pass) finish() {
 	st.RolledBack = p.st.RolledBackFrom != ""
 	st.Complete = st.Updated == st.Total-st.Offline && st.Failed == 0
 	if st.Complete && !p.st.Complete {
+		if p.st.Stable != p.st.Target {
+			p.st.Previous = p.st.Stable
+		}
 		p.st.Stable = p.st.Target
 		p.events = append(p.events, Event{Reason: ReasonComplete, Message: p.completeMessage()})
 	}

@@ -111,6 +111,10 @@ type State struct {
 	// Stable is the last revision that reached every reachable node; it is
 	// what a rollback rolls out.
 	Stable string `json:"stable,omitempty"`
+	// Previous is the stable revision before Stable: what a rollback rolls
+	// out when the failing target itself completed first (an instance that
+	// flickers ready between crashes can complete a rollout).
+	Previous string `json:"previous,omitempty"`
 	// AssignedAt records when each node was assigned Target.
 	AssignedAt map[string]time.Time `json:"assignedAt,omitempty"`
 	// Failed holds the nodes whose Target instance failed, with why.
@@ -139,7 +143,7 @@ func (st State) Retarget(target string) State {
 	if st.Target == target {
 		return st
 	}
-	return State{Target: target, Stable: st.Stable, OperatorPaused: st.OperatorPaused}
+	return State{Target: target, Stable: st.Stable, Previous: st.Previous, OperatorPaused: st.OperatorPaused}
 }
 
 // Phase summarises where each node stands.

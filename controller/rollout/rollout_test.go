@@ -247,3 +247,23 @@ func TestRetarget(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestStepRollsBackACompletedRevisionThatFailsLater: an instance that
+// flickers ready between crashes can complete a rollout, which makes its
+// revision stable; when its failures then cross the threshold, the rollback
+// returns to the stable revision before it.
+func TestStepRollsBackACompletedRevisionThatFailsLater(t *testing.T) {
+	s := Strategy{MaxUnavailable: schema.FromInt(1), ProgressDeadline: time.Minute, FailureThreshold: ptr(schema.FromInt(1)), AutoRollback: true}
+	now := t0.Add(time.Hour)
+	nodes := []Node{on("a", []string{"bad"}, ready("bad")), on("b", []string{"bad"}, ready("bad"))}
+	d := Step(now, s, State{Target: "bad", Stable: "good", AssignedAt: map[string]time.Time{"a": t0, "b": t0}}, nodes)
+	require.True(t, d.State.Complete)
+	assert.Equal(t, "bad", d.State.Stable)
+	assert.Equal(t, "good", d.State.Previous)
+
+	nodes[0].Observed = []Instance{notReady("bad", schema.PhaseCrashLoopBackOff)}
+	d = Step(now.Add(time.Minute), s, d.State, nodes)
+	assert.Equal(t, "good", d.State.Target, "rolled back to the revision before the failing one")
+	assert.Equal(t, "bad", d.State.RolledBackFrom)
+	assert.Equal(t, []string{"good"}, d.Assign["a"], "the failed node goes back first")
+}

@@ -197,11 +197,15 @@ func (p *pass) budgetSlots() int {
 
 // rollback retargets the stable revision when autoRollback allows it.
 func (p *pass) rollback() (Decision, bool) {
-	if !p.s.AutoRollback || p.st.Stable == "" || p.st.Stable == p.st.Target {
+	to := p.st.Stable
+	if to == p.st.Target {
+		to = p.st.Previous // the failing target had completed, and became stable
+	}
+	if !p.s.AutoRollback || to == "" || to == p.st.Target {
 		return Decision{}, false
 	}
 	from := p.st.Target
-	next := State{Target: p.st.Stable, Stable: p.st.Stable, RolledBackFrom: from, OperatorPaused: p.st.OperatorPaused}
+	next := State{Target: to, Stable: to, RolledBackFrom: from, OperatorPaused: p.st.OperatorPaused}
 	msg := fmt.Sprintf("rolling back from %s to %s: %s", from, next.Target, p.st.PauseReason)
 	d := Step(p.now, p.s, next, p.nodes)
 	d.Events = append(append(p.events, Event{Reason: ReasonRollback, Message: msg, Warning: true}), d.Events...)

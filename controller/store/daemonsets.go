@@ -26,6 +26,11 @@ type DaemonSetRecord struct {
 	DeletedAt *time.Time `json:"deletedAt,omitempty"`
 	CreatedAt time.Time  `json:"createdAt"`
 	UpdatedAt time.Time  `json:"updatedAt"`
+	// Source says who applied the daemonset last: "file:PATH" for the
+	// watched manifests directory, "cli:PATH" for edgesetctl apply -f PATH,
+	// empty for any other API client. PutDaemonSet keeps it; the caller
+	// sets it with SetDaemonSetSource.
+	Source string `json:"source,omitempty"`
 }
 
 // Key returns the record's "namespace/name".
@@ -148,6 +153,24 @@ func (s *Store) SetCurrentRevision(key, hash string, now time.Time) (DaemonSetRe
 		return putJSON(tx, bucketDaemonSets, key, rec)
 	})
 	return rec, s.wrap(err, "set current revision of daemonset %s to %s", key, hash)
+}
+
+// SetDaemonSetSource records who applied the daemonset last. Setting the
+// current value again writes nothing; UpdatedAt is kept, as the source is
+// bookkeeping, not part of the daemonset.
+func (s *Store) SetDaemonSetSource(key, source string) (DaemonSetRecord, error) {
+	var rec DaemonSetRecord
+	err := s.update(func(tx *bbolt.Tx) error {
+		if err := mustGetJSON(tx, bucketDaemonSets, key, &rec); err != nil {
+			return err
+		}
+		if rec.Source == source {
+			return errNoWrite
+		}
+		rec.Source = source
+		return putJSON(tx, bucketDaemonSets, key, rec)
+	})
+	return rec, s.wrap(err, "set source of daemonset %s", key)
 }
 
 // MarkDaemonSetDeleted records that the daemonset is being deleted; the

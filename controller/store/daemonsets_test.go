@@ -161,3 +161,29 @@ func TestDaemonSetLifecycle(t *testing.T) {
 	_, err = s.MarkDaemonSetDeleted("default/a", t0)
 	require.ErrorIs(t, err, ErrNotFound)
 }
+
+func TestSetDaemonSetSource(t *testing.T) {
+	s, _ := openTemp(t, Options{})
+	_, err := s.SetDaemonSetSource("default/a", "file:x.yaml")
+	require.ErrorIs(t, err, ErrNotFound)
+
+	first, _, err := s.PutDaemonSet(testDaemonSet("a", "img:1"), t0)
+	require.NoError(t, err)
+	assert.Empty(t, first.Source)
+	rec, err := s.SetDaemonSetSource("default/a", "file:x.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, "file:x.yaml", rec.Source)
+	assert.True(t, rec.UpdatedAt.Equal(first.UpdatedAt), "the source is bookkeeping")
+
+	before := lastTxID(t, s)
+	_, err = s.SetDaemonSetSource("default/a", "file:x.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, before, lastTxID(t, s), "setting the same source committed a transaction")
+
+	rec, _, err = s.PutDaemonSet(testDaemonSet("a", "img:2"), t0.Add(time.Minute))
+	require.NoError(t, err)
+	assert.Equal(t, "file:x.yaml", rec.Source, "PutDaemonSet keeps the source")
+	got, err := s.GetDaemonSet("default/a")
+	require.NoError(t, err)
+	assert.Equal(t, "file:x.yaml", got.Source)
+}

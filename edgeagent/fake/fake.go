@@ -46,6 +46,9 @@ type Runtime struct {
 	CrashAfter func(spec edgeagent.ContainerSpec) (exitCode int, after time.Duration, crash bool)
 	// ExecResult answers Exec in a running container; nil answers 0.
 	ExecResult func(c edgeagent.ContainerState, cmd []string) (exitCode int, output []byte, err error)
+	// LogOutput answers Logs for an existing container; nil answers an
+	// empty log.
+	LogOutput func(c edgeagent.ContainerState, tail int, follow bool) (io.ReadCloser, error)
 	// Now stamps Created, StartedAt and FinishedAt; nil is time.Now.
 	Now func() time.Time
 	// EventBuffer is each subscriber's channel capacity; 0 means 256.
@@ -361,10 +364,14 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd []string) (int, []byt
 	return r.ExecResult(st, cmd)
 }
 
-// Logs implements edgeagent.Runtime; the fake has no output.
-func (r *Runtime) Logs(ctx context.Context, id string, _ int, _ bool) (io.ReadCloser, error) {
-	if _, err := r.Inspect(ctx, id); err != nil {
+// Logs implements edgeagent.Runtime through LogOutput.
+func (r *Runtime) Logs(ctx context.Context, id string, tail int, follow bool) (io.ReadCloser, error) {
+	st, err := r.Inspect(ctx, id)
+	if err != nil {
 		return nil, err
+	}
+	if r.LogOutput != nil {
+		return r.LogOutput(st, tail, follow)
 	}
 	return io.NopCloser(strings.NewReader("")), nil
 }

@@ -1,0 +1,158 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// LogsRequest asks for one container's log of a daemonset's instance on a
+// node.
+type LogsRequest struct {
+	// DaemonSet is "namespace/name".
+	DaemonSet string
+	Node      string
+	// Container names a container of the template; empty is the first.
+	Container string
+	// Tail is how many of the last lines to return; 0 returns all.
+	Tail int
+	// Follow keeps streaming new lines until the caller goes away or the
+	// node's limit on a follow session passes.
+	Follow bool
+}
+
+// LogErrorTrailer is the HTTP trailer that carries why a log stream ended
+// early, once the status line and some of the log have been sent.
+const LogErrorTrailer = "X-Edgeset-Log-Error"
+
+// logs serves GET .../daemonsets/{namespace}/{name}/logs as plain text,
+// flushed per chunk. Errors before the first chunk get a status code;
+// later ones the LogErrorTrailer.
+func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="edgeset"`)
+		writeJSON(w, http.StatusUnauthorized, Error{Message: "missing or wrong bearer token"})
+		return
+	}
+	req, err := logsRequest(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	rc, err := s.backend.Logs(r.Context(), req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer rc.Close()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Trailer", LogErrorTrailer)
+	w.WriteHeader(http.StatusOK)
+	if err := copyFlushing(w, rc); err != nil && r.Context().Err() == nil {
+		w.Header().Set(LogErrorTrailer, err.Error())
+	}
+}
+
+func logsRequest(r *http.Request) (LogsRequest, error) {
+	q := r.URL.Query()
+	req := LogsRequest{DaemonSet: dsKey(r), Node: q.Get("node"), Container: q.Get("container")}
+	if req.Node == "" {
+		return req, fmt.Errorf("%w: query parameter node is required", ErrInvalid)
+	}
+	if v := q.Get("tail"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return req, fmt.Errorf("%w: query parameter tail: %q is not a non-negative integer", ErrInvalid, v)
+		}
+		req.Tail = n
+	}
+	if v := q.Get("follow"); v != "" {
+		f, err := strconv.ParseBool(v)
+		if err != nil {
+			return req, fmt.Errorf("%w: query parameter follow: %q is not a boolean", ErrInvalid, v)
+		}
+		req.Follow = f
+	}
+	return req, nil
+}
+
+// copyFlushing copies src to w, flushing after every read. A write error
+// (the client went away) ends the copy without being reported.
+func copyFlushing(w http.ResponseWriter, src io.Reader) error {
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return nil
+			}
+			if rc.Flush() != nil {
+				return nil
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// Logs streams a container's log. The stream ends with io.EOF when the
+// log does, or with the error the controller reported; closing it early
+// cancels the stream on the node. Unlike the other calls it is not bounded
+// by the client's timeout: ctx bounds it.
+func (c *Client) Logs(ctx context.Context, req LogsRequest) (io.ReadCloser, error) {
+	q := url.Values{"node": {req.Node}}
+	if req.Container != "" {
+		q.Set("container", req.Container)
+	}
+	if req.Tail > 0 {
+		q.Set("tail", strconv.Itoa(req.Tail))
+	}
+	if req.Follow {
+		q.Set("follow", "true")
+	}
+	path := "/daemonsets/" + escapeKey(req.DaemonSet) + "/logs?" + q.Encode()
+	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/api/"+Version+path, nil)
+	if err != nil {
+		return nil, fmt.Errorf("build request GET %s: %w", path, err)
+	}
+	hr.Header.Set("Authorization", "Bearer "+c.token)
+	hc := *c.http
+	hc.Timeout = 0
+	resp, err := hc.Do(hr)
+	if err != nil {
+		return nil, fmt.Errorf("controller at %s is unreachable: %w", c.base, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		if err := decodeResponse(resp, nil); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("GET %s: unexpected HTTP %d", path, resp.StatusCode)
+	}
+	return &logBody{resp: resp}, nil
+}
+
+// logBody turns the error trailer into the stream's final error.
+type logBody struct{ resp *http.Response }
+
+func (b *logBody) Read(p []byte) (int, error) {
+	n, err := b.resp.Body.Read(p)
+	if errors.Is(err, io.EOF) {
+		if msg := b.resp.Trailer.Get(LogErrorTrailer); msg != "" {
+			return n, errors.New(msg)
+		}
+	}
+	return n, err
+}
+
+func (b *logBody) Close() error { return b.resp.Body.Close() }

@@ -1,0 +1,276 @@
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/schema"
+)
+
+// Timing of log streams; variables so that tests can shorten them.
+var (
+	// logAnswerTimeout bounds the wait for a node's first chunk, and, when
+	// not following, for each next one.
+	logAnswerTimeout = 15 * time.Second
+	// logFollowLimit bounds a follow stream; agents end theirs after 10
+	// minutes, so this only catches a node that vanished mid-stream.
+	logFollowLimit = 11 * time.Minute
+)
+
+// logChunkBuffer is how many chunks of one stream wait for the HTTP client;
+// beyond it chunks are dropped and the gap is reported in the text.
+const logChunkBuffer = 256
+
+// logHub routes logs/response chunks to the streams waiting for them. The
+// zero value is ready to use.
+type logHub struct {
+	mu      sync.Mutex            // guards streams
+	streams map[string]*logStream // by request ID
+}
+
+// logStream is one pending request's inbox.
+type logStream struct {
+	node   string
+	chunks chan schema.LogChunk
+}
+
+func (h *logHub) add(id, node string) *logStream {
+	s := &logStream{node: node, chunks: make(chan schema.LogChunk, logChunkBuffer)}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.streams == nil {
+		h.streams = map[string]*logStream{}
+	}
+	h.streams[id] = s
+	return s
+}
+
+func (h *logHub) remove(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.streams, id)
+}
+
+// deliver hands c to its stream without blocking. A chunk of no pending
+// stream (late, or after a cancel) is ignored; one from a node the stream
+// did not ask is an error.
+func (h *logHub) deliver(node string, c schema.LogChunk) error {
+	h.mu.Lock()
+	s, ok := h.streams[c.ID]
+	h.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if s.node != node {
+		return fmt.Errorf("log chunk of stream %s from node %s, asked %s", c.ID, node, s.node)
+	}
+	select {
+	case s.chunks <- c:
+	default: // the reader is behind; it sees the gap in Seq
+	}
+	return nil
+}
+
+// onLogChunk handles a logs/response message.
+func (c *Controller) onLogChunk(node string, payload []byte) error {
+	chunk, err := schema.DecodeLogChunk(payload)
+	if err != nil {
+		return err
+	}
+	if err := checkNode(node, chunk.Node); err != nil {
+		return err
+	}
+	return c.logs.deliver(node, chunk)
+}
+
+// Logs implements api.Backend: it asks the node for the log and returns it
+// once the node answered with the first chunk. An unknown daemonset or node
+// is api.ErrNotFound with suggestions, a silent node api.ErrTimeout.
+// Closing the stream before its end cancels it on the node.
+func (c *Controller) Logs(ctx context.Context, req api.LogsRequest) (io.ReadCloser, error) {
+	if err := c.checkLogsRequest(req); err != nil {
+		return nil, err
+	}
+	id, err := newLogID()
+	if err != nil {
+		return nil, err
+	}
+	s := c.logs.add(id, req.Node)
+	r := &logReader{c: c, ctx: ctx, id: id, node: req.Node, stream: s, follow: req.Follow, deadline: time.Now().Add(logFollowLimit)}
+	lr := schema.LogRequest{
+		SchemaVersion: schema.WireVersion, Node: req.Node, ID: id, DaemonSet: req.DaemonSet,
+		Container: req.Container, Tail: req.Tail, Follow: req.Follow,
+	}
+	if err := c.publishLogRequest(ctx, lr); err != nil {
+		c.logs.remove(id)
+		return nil, fmt.Errorf("%w: ask node %s for logs: %v", api.ErrUnavailable, req.Node, err)
+	}
+	first, err := r.next()
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	if first.Error != "" {
+		r.Close()
+		return nil, chunkError(req.Node, first.Error)
+	}
+	r.pending = first.Data
+	r.done = first.EOF
+	return r, nil
+}
+
+// chunkError classifies the error a node answered before any log.
+func chunkError(node, msg string) error {
+	if strings.HasPrefix(msg, "no instance of daemonset") || strings.Contains(msg, "has no container") {
+		return fmt.Errorf("%w: node %s: %s", api.ErrNotFound, node, msg)
+	}
+	return fmt.Errorf("%w: node %s: %s", api.ErrUnavailable, node, msg)
+}
+
+// checkLogsRequest validates req and that its daemonset and node exist.
+func (c *Controller) checkLogsRequest(req api.LogsRequest) error {
+	if req.Container != "" && !schema.IsDNS1123Label(req.Container) {
+		return fmt.Errorf("%w: invalid container name %q", api.ErrInvalid, req.Container)
+	}
+	if req.Tail < 0 {
+		return fmt.Errorf("%w: tail must be >= 0, not %d", api.ErrInvalid, req.Tail)
+	}
+	c.mu.Lock()
+	e, ok := c.state.daemonsets[req.DaemonSet]
+	known := ok && !e.orphan()
+	var keys []string
+	if !known {
+		for k, e := range c.state.daemonsets {
+			if !e.orphan() {
+				keys = append(keys, k)
+			}
+		}
+	}
+	c.mu.Unlock()
+	if !known {
+		slices.Sort(keys)
+		msg := fmt.Sprintf("daemonset %q", req.DaemonSet)
+		if close := api.Suggest(req.DaemonSet, keys, 3); len(close) > 0 {
+			msg += "; did you mean " + strings.Join(close, ", ") + "?"
+		}
+		return fmt.Errorf("%w: %s", api.ErrNotFound, msg)
+	}
+	nodes, _ := c.registry.Snapshot(time.Now(), c.cfg.NodeOfflineGrace)
+	if !slices.ContainsFunc(nodes, func(n schema.Node) bool { return n.Name == req.Node }) {
+		return c.unknownNode(req.Node, nodes)
+	}
+	return nil
+}
+
+func (c *Controller) publishLogRequest(ctx context.Context, req schema.LogRequest) error {
+	payload, err := schema.Encode(req)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return c.publish(ctx, schema.NodeTopic(req.Node, schema.TopicLogsRequest), payload, false)
+}
+
+func newLogID() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("log stream id: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// logReader is the text of one log stream. ctx is the caller's (the HTTP
+// request's): Read fails once it ends. Read and Close are not safe for
+// concurrent use.
+type logReader struct {
+	c        *Controller
+	ctx      context.Context
+	id, node string
+	stream   *logStream
+	follow   bool
+	deadline time.Time // of a follow stream
+
+	seq     int    // next expected chunk
+	pending string // text received, not yet read
+	done    bool   // the EOF chunk arrived
+	closed  bool
+}
+
+// Read returns the stream's text, io.EOF after the last chunk, or the
+// error a node reported mid-stream.
+func (r *logReader) Read(p []byte) (int, error) {
+	for r.pending == "" {
+		if r.done {
+			return 0, io.EOF
+		}
+		ch, err := r.next()
+		if err != nil {
+			return 0, err
+		}
+		if ch.Error != "" {
+			r.done = true
+			return 0, fmt.Errorf("node %s: %s", r.node, ch.Error)
+		}
+		r.pending, r.done = ch.Data, ch.EOF
+	}
+	n := copy(p, r.pending)
+	r.pending = r.pending[n:]
+	return n, nil
+}
+
+// next waits for the next chunk in order. Duplicates (QoS 1 redelivery)
+// are skipped; a gap becomes a note in the text.
+func (r *logReader) next() (schema.LogChunk, error) {
+	timeout := logAnswerTimeout
+	if r.follow && r.seq > 0 {
+		timeout = time.Until(r.deadline)
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return schema.LogChunk{}, r.ctx.Err()
+		case <-t.C:
+			return schema.LogChunk{}, fmt.Errorf("%w: node %s did not answer; is it online?", api.ErrTimeout, r.node)
+		case ch := <-r.stream.chunks:
+			if ch.Seq < r.seq {
+				continue
+			}
+			if lost := ch.Seq - r.seq; lost > 0 {
+				ch.Data = fmt.Sprintf("\n[edgeset: %d log chunk(s) lost]\n", lost) + ch.Data
+			}
+			r.seq = ch.Seq + 1
+			return ch, nil
+		}
+	}
+}
+
+// Close ends the stream, cancelling it on the node unless it ended.
+func (r *logReader) Close() error {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	r.c.logs.remove(r.id)
+	if r.done {
+		return nil
+	}
+	err := r.c.publishLogRequest(context.WithoutCancel(r.ctx), schema.LogRequest{
+		SchemaVersion: schema.WireVersion, Node: r.node, ID: r.id, Cancel: true,
+	})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		r.c.log.Debug("cancel log stream", "node", r.node, "id", r.id, "err", err)
+	}
+	return nil
+}

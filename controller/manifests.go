@@ -1,0 +1,418 @@
+package controller
+
+// The manifests directory (Config.ManifestsDir) makes deployments config-file
+// driven. Every *.yaml, *.yml and *.json file below it, recursively, is one
+// source, applied on its own at start and whenever it changes:
+//
+//	fsnotify event ──300 ms debounce──┐
+//	60 s rescan ──────────────────────┼─> syncManifests: read every file,
+//	start ────────────────────────────┘   apply the changed ones, handle the
+//	                                      removed ones
+//
+// A daemonset applied from a file records Source "file:PATH"; that is how a
+// file's daemonsets are found again after a restart. An invalid file changes
+// nothing (an event on "source/PATH", a log line with every problem, a note
+// on /readyz) while the files around it still apply. A daemonset that left
+// its file, or whose file was removed, is deleted only with Config.Prune;
+// otherwise it is kept and logged. A daemonset applied through the API by
+// anyone else records another Source and is never pruned here; the file
+// takes it back the next time the file changes or the controller starts
+// (a rescan re-applies only files whose content changed, so a hand change
+// is not fought every minute).
+//
+// /readyz stays 200 with an invalid file: the controller serves, applies the
+// valid files and keeps the invalid file's last good daemonsets, so taking
+// it out of service (or having it restarted) would only make things worse.
+// The body lists each invalid file after "ok".
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/controller/store"
+	"github.com/edgeset/edgeset/schema"
+)
+
+// Timing of the manifests directory watcher.
+const (
+	manifestsDebounce = 300 * time.Millisecond
+	manifestsRescan   = 60 * time.Second
+)
+
+// fileSourcePrefix starts the Source of a daemonset applied from a file of
+// the manifests directory.
+const fileSourcePrefix = "file:"
+
+// sourceTable is what the watcher knows of each file; the zero value is
+// ready to use.
+type sourceTable struct {
+	mu    sync.Mutex // guards files
+	files map[string]*sourceState
+}
+
+// sourceState is one file's view and the content it was last acted on.
+type sourceState struct {
+	view api.Source
+	// hash is the content last applied or found invalid; zero makes the
+	// next sync apply the file again.
+	hash [sha256.Size]byte
+}
+
+// watchManifests is the Run part of the manifests directory: it applies
+// every file at start, then on every change and every rescan, until ctx
+// ends.
+func (c *Controller) watchManifests(ctx context.Context) error {
+	dir := c.cfg.ManifestsDir
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watch manifests directory %s (manifests-dir): %w", dir, err)
+	}
+	defer w.Close()
+	if err := addWatches(w, dir); err != nil {
+		return fmt.Errorf("watch manifests directory %s (manifests-dir): %w", dir, err)
+	}
+	c.syncManifests(ctx)
+	debounce := time.NewTimer(manifestsDebounce)
+	debounce.Stop()
+	defer debounce.Stop()
+	rescan := time.NewTicker(manifestsRescan)
+	defer rescan.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			if ev.Op == fsnotify.Chmod {
+				continue
+			}
+			if ev.Has(fsnotify.Create) {
+				if info, err := os.Stat(ev.Name); err == nil && info.IsDir() {
+					c.addWatchesLogged(w, ev.Name)
+				}
+			}
+			debounce.Reset(manifestsDebounce)
+		case err, ok := <-w.Errors:
+			if !ok {
+				return nil
+			}
+			c.log.Warn("watch manifests directory; rescanning", "dir", dir, "err", err)
+			debounce.Reset(manifestsDebounce)
+		case <-debounce.C:
+			c.syncManifests(ctx)
+		case <-rescan.C:
+			c.addWatchesLogged(w, dir)
+			c.syncManifests(ctx)
+		}
+	}
+}
+
+// addWatches watches root and every directory below it, or the directory
+// of root when it is a file. Watching a directory twice is harmless.
+func addWatches(w *fsnotify.Watcher, root string) error {
+	info, err := os.Stat(root)
+	if err != nil {
+		return err
+	}
+	if !info.IsDir() {
+		return w.Add(filepath.Dir(root))
+	}
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		if err := w.Add(p); err != nil {
+			return fmt.Errorf("watch %s: %w", p, err)
+		}
+		return nil
+	})
+}
+
+func (c *Controller) addWatchesLogged(w *fsnotify.Watcher, root string) {
+	if err := addWatches(w, root); err != nil {
+		c.log.Warn("watch manifests directory", "dir", root, "err", err)
+	}
+}
+
+// syncManifests applies every file whose content changed since it was last
+// acted on, then deals with the files that are gone. A directory that
+// cannot be read changes nothing.
+func (c *Controller) syncManifests(ctx context.Context) {
+	files, err := schema.ManifestFiles(c.cfg.ManifestsDir)
+	if err != nil {
+		c.log.Error("read manifests directory; nothing changed", "dir", c.cfg.ManifestsDir, "err", err)
+		return
+	}
+	present := make(map[string]bool, len(files))
+	for _, path := range files {
+		if ctx.Err() != nil {
+			return
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			c.log.Warn("read manifest file; retried on the next change", "source", path, "err", err)
+			present[path] = true // a transient error is not a removal
+			continue
+		}
+		present[path] = true
+		sum := sha256.Sum256(data)
+		if c.sources.unchanged(path, sum) {
+			continue
+		}
+		c.applySource(ctx, path, data, sum)
+	}
+	c.removeMissing(ctx, present)
+}
+
+// unchanged reports whether path's content is what was last acted on.
+func (t *sourceTable) unchanged(path string, sum [sha256.Size]byte) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st, ok := t.files[path]
+	return ok && st.view.Status != api.SourceRemoved && st.hash == sum
+}
+
+// set records path's state.
+func (t *sourceTable) set(path string, st sourceState) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.files == nil {
+		t.files = make(map[string]*sourceState)
+	}
+	t.files[path] = &st
+}
+
+// status returns path's status, empty when unknown.
+func (t *sourceTable) status(path string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if st, ok := t.files[path]; ok {
+		return st.view.Status
+	}
+	return ""
+}
+
+// lastApplied is when path was last applied successfully, nil if never.
+func (t *sourceTable) lastApplied(path string) *time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if st, ok := t.files[path]; ok {
+		return st.view.LastApplied
+	}
+	return nil
+}
+
+// list returns every source, sorted by path.
+func (t *sourceTable) list() []api.Source {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]api.Source, 0, len(t.files))
+	for _, st := range t.files {
+		v := st.view
+		v.DaemonSets = slices.Clone(v.DaemonSets)
+		v.Errors = slices.Clone(v.Errors)
+		out = append(out, v)
+	}
+	slices.SortFunc(out, func(a, b api.Source) int { return strings.Compare(a.Path, b.Path) })
+	return out
+}
+
+// applySource applies one file on its own. An invalid file is reported
+// and changes nothing; a valid one then prunes (or keeps) the daemonsets
+// it no longer declares.
+func (c *Controller) applySource(ctx context.Context, path string, data []byte, sum [sha256.Size]byte) {
+	owner := fileSourcePrefix + path
+	results, err := c.ApplyManifests(ctx, path, data, api.ApplyOptions{Source: owner})
+	if err != nil {
+		c.reportInvalid(path, err, sum)
+		return
+	}
+	now := time.Now()
+	keep := make(map[string]bool, len(results)+1)
+	var changes []string
+	for _, r := range results {
+		keep[r.Key] = true
+		if r.Action != api.ActionUnchanged {
+			changes = append(changes, fmt.Sprintf("daemonset/%s %s", r.Key, r.Action))
+		}
+	}
+	if len(changes) > 0 {
+		c.log.Info("applied manifest file", "source", path, "changes", strings.Join(changes, ", "))
+		c.events.add(sourceObject(path), schema.EventNormal, "Applied", strings.Join(changes, ", "))
+	}
+	owned := c.pruneSource(ctx, path, keep)
+	c.sources.set(path, sourceState{hash: sum, view: api.Source{
+		Path: path, Status: api.SourceApplied, DaemonSets: owned, LastApplied: &now,
+	}})
+}
+
+// reportInvalid records that path could not be applied, with every
+// problem. Only a validation problem is remembered by content: any other
+// error (the store failed) is retried on the next sync.
+func (c *Controller) reportInvalid(path string, err error, sum [sha256.Size]byte) {
+	problems := problemLines(err)
+	var verr *schema.ValidationError
+	if !errors.As(err, &verr) {
+		sum = [sha256.Size]byte{}
+	}
+	c.log.Warn("invalid manifest file; nothing of it applied", "source", path, "problems", strings.Join(problems, "; "))
+	c.events.add(sourceObject(path), schema.EventWarning, "InvalidManifest",
+		fmt.Sprintf("nothing applied, %d problem(s): %s", len(problems), strings.Join(problems, "; ")))
+	owned, lastApplied := c.ownedBy(path), c.sources.lastApplied(path)
+	c.sources.set(path, sourceState{hash: sum, view: api.Source{
+		Path: path, Status: api.SourceInvalid, DaemonSets: owned, LastApplied: lastApplied, Errors: problems,
+	}})
+}
+
+// problemLines lists every problem of an apply error, one per line.
+func problemLines(err error) []string {
+	var verr *schema.ValidationError
+	if errors.As(err, &verr) && len(verr.Errors) > 0 {
+		out := make([]string, len(verr.Errors))
+		for i, fe := range verr.Errors {
+			out[i] = fe.Error()
+		}
+		return out
+	}
+	return []string{err.Error()}
+}
+
+// removeMissing handles the files that are gone: every file the table
+// knows and every file a stored daemonset names (a file removed while the
+// controller was down).
+func (c *Controller) removeMissing(ctx context.Context, present map[string]bool) {
+	gone := map[string]bool{}
+	for _, s := range c.sources.list() {
+		if !present[s.Path] {
+			gone[s.Path] = true
+		}
+	}
+	recs, err := c.store.ListDaemonSets()
+	if err != nil {
+		c.log.Error("list daemonsets for removed manifest files", "err", err)
+		return
+	}
+	for path := range fileSources(recs) {
+		if !present[path] {
+			gone[path] = true
+		}
+	}
+	for _, path := range slices.Sorted(maps.Keys(gone)) {
+		c.removeSource(ctx, path)
+	}
+}
+
+// removeSource deals with one removed file: its daemonsets are pruned with
+// Config.Prune, else kept. It logs once, when the file goes.
+func (c *Controller) removeSource(ctx context.Context, path string) {
+	first := c.sources.status(path) != api.SourceRemoved
+	owned := c.pruneSource(ctx, path, nil)
+	if first {
+		msg := "file removed"
+		if len(owned) > 0 {
+			msg += "; kept " + strings.Join(owned, ", ") + " (prune is off)"
+		}
+		c.log.Info("manifest file removed", "source", path, "kept", owned, "prune", c.cfg.Prune)
+		c.events.add(sourceObject(path), schema.EventNormal, "Removed", msg)
+	}
+	c.sources.set(path, sourceState{view: api.Source{
+		Path: path, Status: api.SourceRemoved, DaemonSets: owned, LastApplied: c.sources.lastApplied(path),
+	}})
+}
+
+// pruneSource deletes the daemonsets path manages that keep does not name,
+// when Config.Prune is set; otherwise it keeps them, logging each when keep
+// is not nil (a changed file; removeSource logs a removed one). It returns the
+// daemonsets path manages afterwards, sorted.
+func (c *Controller) pruneSource(ctx context.Context, path string, keep map[string]bool) []string {
+	owned := c.ownedBy(path)
+	var left []string
+	for _, key := range owned {
+		switch {
+		case keep[key]:
+			left = append(left, key)
+		case !c.cfg.Prune:
+			if keep != nil {
+				c.log.Info("daemonset no longer in its manifest file; kept (prune is off)", "source", path, "daemonset", key)
+			}
+			left = append(left, key)
+		default:
+			if err := c.DeleteDaemonSet(ctx, key, false); err != nil && !errors.Is(err, api.ErrNotFound) {
+				c.log.Error("prune daemonset", "source", path, "daemonset", key, "err", err)
+				left = append(left, key)
+				continue
+			}
+			c.log.Info("pruned daemonset no longer in its manifest file", "source", path, "daemonset", key)
+			c.events.add(sourceObject(path), schema.EventNormal, "Pruned", "daemonset/"+key+" pruned")
+		}
+	}
+	return left
+}
+
+// ownedBy lists, sorted, the live daemonsets whose Source is the file path.
+func (c *Controller) ownedBy(path string) []string {
+	recs, err := c.store.ListDaemonSets()
+	if err != nil {
+		c.log.Error("list daemonsets of a manifest file", "source", path, "err", err)
+		return nil
+	}
+	return fileSources(recs)[path]
+}
+
+// fileSources groups the live daemonsets applied from files by file path;
+// each list is sorted.
+func fileSources(recs []store.DaemonSetRecord) map[string][]string {
+	out := map[string][]string{}
+	for _, r := range recs {
+		path, ok := strings.CutPrefix(r.Source, fileSourcePrefix)
+		if !ok || r.DeletedAt != nil {
+			continue
+		}
+		out[path] = append(out[path], r.Key())
+	}
+	for _, keys := range out {
+		slices.Sort(keys)
+	}
+	return out
+}
+
+func sourceObject(path string) string { return "source/" + path }
+
+// Sources lists the files of the manifests directory, sorted by path;
+// empty when the controller watches none.
+func (c *Controller) Sources(ctx context.Context) ([]api.Source, error) {
+	return c.sources.list(), nil
+}
+
+// ReadyNotes names every invalid manifest file for /readyz, which stays
+// ready (see the top of this file).
+func (c *Controller) ReadyNotes(ctx context.Context) []string {
+	var notes []string
+	for _, s := range c.sources.list() {
+		if s.Status == api.SourceInvalid {
+			notes = append(notes, fmt.Sprintf("warning: manifest file %s is invalid, nothing of it applied (%d problem(s); see edgesetctl get sources)",
+				s.Path, len(s.Errors)))
+		}
+	}
+	return notes
+}
+
+var _ api.ReadyNoter = (*Controller)(nil)

@@ -1,0 +1,201 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/controller/store"
+)
+
+// dsYAML is a daemonset manifest in namespace files.
+func dsYAML(name, image string) string {
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: %s, namespace: files}
+spec:
+  selector: {matchLabels: {app: %s}}
+  template:
+    metadata: {labels: {app: %s}}
+    spec:
+      containers:
+      - {name: main, image: "%s"}
+`, name, name, name, image)
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+}
+
+// expectImage waits until daemonset key exists with image.
+func (tc *testController) expectImage(t *testing.T, key, image string) api.DaemonSet {
+	t.Helper()
+	var ds api.DaemonSet
+	checkFor(t, wait, 20*time.Millisecond, func() error {
+		var err error
+		if ds, err = tc.api.GetDaemonSet(context.Background(), key); err != nil {
+			return err
+		}
+		if got := ds.Manifest.Spec.Template.Spec.Containers[0].Image; got != image {
+			return fmt.Errorf("daemonset %s has image %s, want %s", key, got, image)
+		}
+		return nil
+	})
+	return ds
+}
+
+// expectSource waits until the source at path has status.
+func (tc *testController) expectSource(t *testing.T, path, status string) api.Source {
+	t.Helper()
+	var found api.Source
+	checkFor(t, wait, 20*time.Millisecond, func() error {
+		srcs, err := tc.api.Sources(context.Background())
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(srcs, func(s api.Source) bool { return s.Path == path })
+		if i < 0 {
+			return fmt.Errorf("no source %s in %+v", path, srcs)
+		}
+		if found = srcs[i]; found.Status != status {
+			return fmt.Errorf("source %s is %s, want %s", path, found.Status, status)
+		}
+		return nil
+	})
+	return found
+}
+
+func (tc *testController) expectGone(t *testing.T, key string) {
+	t.Helper()
+	checkFor(t, wait, 20*time.Millisecond, func() error {
+		if _, err := tc.api.GetDaemonSet(context.Background(), key); err == nil {
+			return fmt.Errorf("daemonset %s still exists", key)
+		}
+		return nil
+	})
+}
+
+func readyz(t *testing.T, tc *testController) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + tc.APIAddr().String() + "/readyz")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(body)
+}
+
+func TestManifestsDirApplies(t *testing.T) {
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a.yaml")
+	writeFile(t, a, exporterYAML)
+	tc := startController(t, Config{ManifestsDir: dir})
+
+	ds := tc.expectImage(t, "monitoring/exporter", "registry.local/exporter:1.0")
+	assert.Equal(t, "file:"+a, ds.Source)
+	src := tc.expectSource(t, a, api.SourceApplied)
+	assert.Equal(t, []string{"monitoring/exporter"}, src.DaemonSets)
+	assert.NotNil(t, src.LastApplied)
+
+	writeFile(t, a, strings.Replace(exporterYAML, "exporter:1.0", "exporter:2.0", 1))
+	ds = tc.expectImage(t, "monitoring/exporter", "registry.local/exporter:2.0")
+	assert.Equal(t, int64(2), ds.Generation, "the edit configured the daemonset")
+
+	// A subdirectory created after the start is watched too: an invalid
+	// file in it changes nothing while a valid one beside it applies.
+	bad := filepath.Join(dir, "sub", "bad.yaml")
+	writeFile(t, bad, "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: broken, namespace: files}\nspec: {}\n")
+	writeFile(t, filepath.Join(dir, "sub", "good.yaml"), dsYAML("good", "good:1"))
+	tc.expectImage(t, "files/good", "good:1")
+	src = tc.expectSource(t, bad, api.SourceInvalid)
+	require.NotEmpty(t, src.Errors)
+	assert.Contains(t, strings.Join(src.Errors, "\n"), "spec.template.spec.containers")
+	_, err := tc.api.GetDaemonSet(context.Background(), "files/broken")
+	require.ErrorIs(t, err, api.ErrNotFound)
+
+	code, body := readyz(t, tc)
+	assert.Equal(t, http.StatusOK, code, "an invalid file does not make the controller unready")
+	assert.Contains(t, body, bad)
+	evs, err := tc.api.Events(context.Background(), api.EventFilter{Object: "source/" + bad})
+	require.NoError(t, err)
+	require.NotEmpty(t, evs)
+	assert.Equal(t, "InvalidManifest", evs[len(evs)-1].Reason)
+
+	// Breaking a file that applied keeps what it applied.
+	writeFile(t, a, strings.Replace(exporterYAML, "image: registry.local/exporter:1.0", "image: \"\"", 1))
+	src = tc.expectSource(t, a, api.SourceInvalid)
+	assert.Equal(t, []string{"monitoring/exporter"}, src.DaemonSets)
+	tc.expectImage(t, "monitoring/exporter", "registry.local/exporter:2.0")
+
+	// Without prune, a removed file's daemonsets stay.
+	require.NoError(t, os.Remove(a))
+	src = tc.expectSource(t, a, api.SourceRemoved)
+	assert.Equal(t, []string{"monitoring/exporter"}, src.DaemonSets)
+	tc.expectImage(t, "monitoring/exporter", "registry.local/exporter:2.0")
+}
+
+func TestManifestsDirPrunes(t *testing.T) {
+	dir := t.TempDir()
+	multi := filepath.Join(dir, "multi.yaml")
+	single := filepath.Join(dir, "single.json")
+	writeFile(t, multi, dsYAML("one", "one:1")+"---\n"+dsYAML("two", "two:1"))
+	writeFile(t, single, `{"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "three", "namespace": "files"},
+"spec": {"selector": {"matchLabels": {"app": "three"}}, "template": {"metadata": {"labels": {"app": "three"}},
+"spec": {"containers": [{"name": "main", "image": "three:1"}]}}}}`)
+	tc := startController(t, Config{ManifestsDir: dir, Prune: true})
+	tc.expectImage(t, "files/one", "one:1")
+	tc.expectImage(t, "files/two", "two:1")
+	tc.expectImage(t, "files/three", "three:1")
+	tc.applyYAML(t, dsYAML("by-hand", "hand:1"))
+
+	// A daemonset removed from its file is pruned; the rest stays.
+	writeFile(t, multi, dsYAML("one", "one:1"))
+	tc.expectGone(t, "files/two")
+	src := tc.expectSource(t, multi, api.SourceApplied)
+	assert.Equal(t, []string{"files/one"}, src.DaemonSets)
+
+	// A removed file's daemonsets are pruned.
+	require.NoError(t, os.Remove(single))
+	tc.expectGone(t, "files/three")
+	tc.expectSource(t, single, api.SourceRemoved)
+
+	// Removed while the controller was down: pruned at the next start.
+	tc.stop()
+	require.NoError(t, os.Remove(multi))
+	tc2 := startController(t, Config{DataDir: tc.cfg.DataDir, ManifestsDir: dir, Prune: true})
+	tc2.expectGone(t, "files/one")
+	tc2.expectSource(t, multi, api.SourceRemoved)
+
+	ds := tc2.expectImage(t, "files/by-hand", "hand:1")
+	assert.Empty(t, ds.Source, "a hand apply is never pruned by the watcher")
+}
+
+func TestFileSources(t *testing.T) {
+	rec := func(name, source string, deleted bool) store.DaemonSetRecord {
+		r := store.DaemonSetRecord{Source: source}
+		r.DaemonSet.Metadata.Namespace, r.DaemonSet.Metadata.Name = "ns", name
+		if deleted {
+			now := time.Now()
+			r.DeletedAt = &now
+		}
+		return r
+	}
+	got := fileSources([]store.DaemonSetRecord{
+		rec("b", "file:x.yaml", false), rec("a", "file:x.yaml", false), rec("c", "file:y.yaml", false),
+		rec("d", "cli:/tmp/x.yaml", false), rec("e", "", false), rec("f", "file:x.yaml", true),
+	})
+	assert.Equal(t, map[string][]string{"x.yaml": {"ns/a", "ns/b"}, "y.yaml": {"ns/c"}}, got)
+}

@@ -1,0 +1,111 @@
+package schema
+
+import (
+	"regexp"
+	"unicode/utf8"
+)
+
+// Bounds of an on-demand log stream.
+const (
+	// DefaultLogBytes is the log volume a LogRequest with MaxBytes 0 asks for.
+	DefaultLogBytes = 1 << 20
+	// MaxLogBytes is the largest MaxBytes a LogRequest may ask for.
+	MaxLogBytes = 8 << 20
+	// MaxLogChunkBytes bounds a LogChunk's Data; escaped as JSON it stays
+	// well under MaxMessageSize.
+	MaxLogChunkBytes = 16 << 10
+)
+
+// LogRequest asks a node for one container's log, published by the
+// controller on the node's logs/request topic without retain. A request
+// with Cancel set (or a second request with the same ID and Follow unset)
+// ends the stream ID; its other fields are then ignored.
+type LogRequest struct {
+	SchemaVersion int    `json:"schemaVersion"`
+	Node          string `json:"node"`
+	// ID identifies the stream; every LogChunk of the answer carries it.
+	ID string `json:"id"`
+	// DaemonSet is "namespace/name"; required unless Cancel is set.
+	DaemonSet string `json:"daemonSet,omitempty"`
+	// Container names a container of the template; empty is the first.
+	Container string `json:"container,omitempty"`
+	// Tail is how many of the last lines to send; 0 sends the whole log.
+	Tail int `json:"tail,omitempty"`
+	// Follow keeps streaming new lines until cancelled or the agent's
+	// limit on a follow session passes.
+	Follow bool `json:"follow,omitempty"`
+	// MaxBytes bounds the log bytes sent; 0 means DefaultLogBytes.
+	MaxBytes int  `json:"maxBytes,omitempty"`
+	Cancel   bool `json:"cancel,omitempty"`
+}
+
+// LogChunk is one piece of a log stream, published by the agent on its
+// logs/response topic without retain. Seq counts from 0 within a stream.
+// The last chunk has EOF set; Error, when set, says why the stream failed
+// and is only carried by the last chunk.
+type LogChunk struct {
+	SchemaVersion int    `json:"schemaVersion"`
+	Node          string `json:"node"`
+	ID            string `json:"id"`
+	Seq           int    `json:"seq"`
+	// Data is log text, valid UTF-8 (invalid bytes are replaced with
+	// U+FFFD), at most MaxLogChunkBytes.
+	Data  string `json:"data,omitempty"`
+	EOF   bool   `json:"eof,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+var logIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// DecodeLogRequest parses and checks a logs/request payload.
+func DecodeLogRequest(b []byte) (LogRequest, error) {
+	var m LogRequest
+	return m, decodeWire(b, &m, func(e *fieldErrors) { validateLogRequest(e, &m) })
+}
+
+// DecodeLogChunk parses and checks a logs/response payload.
+func DecodeLogChunk(b []byte) (LogChunk, error) {
+	var m LogChunk
+	return m, decodeWire(b, &m, func(e *fieldErrors) { validateLogChunk(e, &m) })
+}
+
+func validateLogID(errs *fieldErrors, id string) {
+	if !logIDRE.MatchString(id) {
+		errs.add("id", "invalid stream id %q: want 1 to 64 letters, digits, '-' or '_'", id)
+	}
+}
+
+func validateLogRequest(errs *fieldErrors, m *LogRequest) {
+	validateWireHeader(errs, m.SchemaVersion, m.Node)
+	validateLogID(errs, m.ID)
+	if m.Cancel {
+		return
+	}
+	validateDaemonSetKey(errs, "daemonSet", m.DaemonSet)
+	if m.Container != "" && !IsDNS1123Label(m.Container) {
+		errs.add("container", "invalid container name %q: must be a DNS-1123 label", m.Container)
+	}
+	if m.Tail < 0 {
+		errs.add("tail", "must be >= 0, not %d", m.Tail)
+	}
+	if m.MaxBytes < 0 || m.MaxBytes > MaxLogBytes {
+		errs.add("maxBytes", "must be between 0 and %d, not %d", MaxLogBytes, m.MaxBytes)
+	}
+}
+
+func validateLogChunk(errs *fieldErrors, m *LogChunk) {
+	validateWireHeader(errs, m.SchemaVersion, m.Node)
+	validateLogID(errs, m.ID)
+	if m.Seq < 0 {
+		errs.add("seq", "must be >= 0, not %d", m.Seq)
+	}
+	if len(m.Data) > MaxLogChunkBytes {
+		errs.add("data", "%d bytes, limit %d", len(m.Data), MaxLogChunkBytes)
+	}
+	if !utf8.ValidString(m.Data) {
+		errs.add("data", "not valid UTF-8")
+	}
+	if m.Error != "" && !m.EOF {
+		errs.add("eof", "must be true in a chunk carrying an error")
+	}
+}
