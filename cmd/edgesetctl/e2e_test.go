@@ -177,3 +177,49 @@ func TestCLIErrors(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "not found")
 }
+
+// TestCLINodeVerbs: taint, cordon, drain, uncordon and delete node against
+// a live fleet, each asserted by what the fleet then runs.
+func TestCLINodeVerbs(t *testing.T) {
+	c := startFleet(t, 2)
+	waitUntil(t, "2 nodes", func() bool {
+		_, out, _ := c.run("get", "nodes", "-o", "name")
+		return strings.Count(out, "node/") == 2
+	})
+	c.ok("apply", "-f", manifest(t, "exporter:1"))
+	runsOn := func(node string) bool {
+		return strings.Contains(c.ok("get", "instances", "-n", "monitoring"), node)
+	}
+	waitUntil(t, "both nodes running the daemon", func() bool { return runsOn("gw-0") && runsOn("gw-1") })
+
+	assert.Contains(t, c.ok("taint", "node", "gw-0", "maintenance=true:NoExecute"), "node/gw-0 tainted")
+	waitUntil(t, "the NoExecute taint to evict", func() bool { return !runsOn("gw-0") })
+	c.ok("taint", "node", "gw-0", "maintenance-")
+	waitUntil(t, "the daemon back after the taint is removed", func() bool { return runsOn("gw-0") })
+
+	assert.Contains(t, c.ok("cordon", "gw-0"), "cordoned")
+	assert.Contains(t, c.ok("describe", "node", "gw-0"), "Unschedulable: true")
+	assert.True(t, runsOn("gw-0"), "a cordoned node keeps its daemons")
+
+	assert.Contains(t, c.ok("drain", "gw-1"), "drained")
+	waitUntil(t, "drain to stop the daemon", func() bool { return !runsOn("gw-1") })
+	assert.Contains(t, c.ok("uncordon", "gw-1"), "uncordoned")
+	waitUntil(t, "uncordon to bring it back", func() bool { return runsOn("gw-1") })
+
+	code, _, errOut := c.run("taint", "node", "gw-0", "bad")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, `taint "bad"`)
+	code, _, errOut = c.run("cordon", "gw-9")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "did you mean gw-0")
+
+	assert.Contains(t, c.ok("delete", "node", "gw-1"), "node/gw-1 deleted")
+	waitUntil(t, "the deleted node's daemon gone", func() bool { return !runsOn("gw-1") })
+
+	v := c.ok("version")
+	assert.Contains(t, v, "Client:")
+	assert.Contains(t, v, "Controller:")
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		assert.NotEmpty(t, c.ok("completion", shell), shell)
+	}
+}

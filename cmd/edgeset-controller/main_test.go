@@ -1,0 +1,59 @@
+package main
+
+import (
+	"io"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgeset/edgeset/controller"
+)
+
+// TestDocumentedConfigLoads: configs/controller.yaml, the reference of
+// every key, loads through the same path as --config, with every value its
+// documented default; every flag is documented there; and
+// docs/configuration.md reproduces the file.
+func TestDocumentedConfigLoads(t *testing.T) {
+	cmd := newRootCmd(io.Discard)
+	v := viper.New()
+	require.NoError(t, v.BindPFlags(cmd.Flags()))
+	v.Set("config", "../../configs/controller.yaml")
+	cfg, source, err := loadConfig(v)
+	require.NoError(t, err)
+	assert.Equal(t, "../../configs/controller.yaml", source)
+
+	defaults := controller.Config{}
+	defaults.ApplyDefaults()
+	cfg.ApplyDefaults()
+	assert.Equal(t, defaults, cfg, "the documented values are the defaults")
+	require.NoError(t, cfg.Validate())
+
+	file, err := os.ReadFile("../../configs/controller.yaml")
+	require.NoError(t, err)
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Name != "config" && f.Name != "help" && f.Name != "version" {
+			assert.Contains(t, string(file), "\n"+f.Name+":", "flag --%s is not documented in configs/controller.yaml", f.Name)
+		}
+	})
+	doc, err := os.ReadFile("../../docs/configuration.md")
+	require.NoError(t, err)
+	assert.True(t, strings.Contains(string(doc), strings.TrimSpace(string(file))),
+		"docs/configuration.md must reproduce configs/controller.yaml")
+}
+
+func TestUnknownConfigKeyIsNamed(t *testing.T) {
+	path := t.TempDir() + "/bad.yaml"
+	require.NoError(t, os.WriteFile(path, []byte("data-dir: x\nmqtt-adress: 127.0.0.1:1\n"), 0o600))
+	v := viper.New()
+	require.NoError(t, v.BindPFlags(newRootCmd(io.Discard).Flags()))
+	v.Set("config", path)
+	_, _, err := loadConfig(v)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "mqtt-adress")
+	assert.Contains(t, err.Error(), path)
+}
