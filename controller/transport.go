@@ -73,6 +73,31 @@ func eventTopic(topic string) bool {
 	return strings.HasSuffix(topic, "/"+schema.TopicEvents) || strings.HasSuffix(topic, "/"+schema.TopicLogsResponse)
 }
 
+// staleState reports whether incoming is an older state than pending for
+// the same topic (a redelivered or reordered message): a lower observed
+// generation, or the presence of an older session. The coalescing inbox of
+// the broker client then keeps pending.
+func staleState(topic string, pending, incoming []byte) bool {
+	_, kind, ok := schema.ParseNodeTopic(topic)
+	if !ok {
+		return false
+	}
+	var p, q struct {
+		ObservedGeneration *uint64 `json:"observedGeneration"`
+		Session            *int64  `json:"session"`
+	}
+	if json.Unmarshal(pending, &p) != nil || json.Unmarshal(incoming, &q) != nil {
+		return false
+	}
+	switch kind {
+	case schema.TopicObserved:
+		return p.ObservedGeneration != nil && q.ObservedGeneration != nil && *q.ObservedGeneration < *p.ObservedGeneration
+	case schema.TopicOnline:
+		return p.Session != nil && q.Session != nil && *q.Session < *p.Session
+	}
+	return false
+}
+
 // brokerPassword reads broker-password-file, or derives the controller
 // token from the fleet secret.
 func (c *Controller) brokerPassword() (string, error) {

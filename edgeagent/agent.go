@@ -2,6 +2,7 @@ package edgeagent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -214,13 +215,31 @@ func (a *Agent) loop(ctx context.Context) {
 }
 
 // HandleMessage accepts an inbound MQTT message. It never blocks on the
-// loop: only the latest payload per topic is kept until the loop takes it.
+// loop: only the newest payload per topic is kept until the loop takes it.
+// For desired states "newest" means the highest generation, not the last
+// to arrive: a stale or redelivered state arriving right after a newer one
+// must not replace it before the loop has seen it.
 func (a *Agent) HandleMessage(topic string, payload []byte) {
 	b := append([]byte(nil), payload...)
 	a.inboxMu.Lock()
-	a.inbox[topic] = b
+	if old, ok := a.inbox[topic]; !ok || !olderDesired(b, old) {
+		a.inbox[topic] = b
+	}
 	a.inboxMu.Unlock()
 	a.poke()
+}
+
+// olderDesired reports whether payload is a desired state of a lower
+// generation than pending (both decode as desired states); anything else
+// is not older, and replaces what is pending.
+func olderDesired(payload, pending []byte) bool {
+	var p, q struct {
+		Generation *uint64 `json:"generation"`
+	}
+	if json.Unmarshal(payload, &p) != nil || json.Unmarshal(pending, &q) != nil || p.Generation == nil || q.Generation == nil {
+		return false
+	}
+	return *p.Generation < *q.Generation
 }
 
 // OnConnect is called after every (re)connection to the broker: it

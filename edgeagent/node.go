@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -67,6 +68,9 @@ func NewNode(opts NodeOptions, rt Runtime) (*Node, error) {
 	m.ClientID, m.Username = name, name
 	m.Will = n.will
 	m.Handler = n.handle
+	m.Stale = func(topic string, pending, incoming []byte) bool {
+		return strings.HasSuffix(topic, "/"+schema.TopicDesired) && olderDesired(incoming, pending)
+	}
 	m.OnConnect = n.onConnect
 	m.OnConnectionLost = n.onConnectionLost
 	requests := schema.NodeTopic(name, schema.TopicLogsRequest)

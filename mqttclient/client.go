@@ -56,6 +56,7 @@ func New(opts Options) (*Client, error) {
 		subs:      make(map[string]byte, len(opts.Subscriptions)),
 	}
 	c.inbox = newInbox(opts.MaxPendingTopics, opts.EventBuffer, &c.stats)
+	c.inbox.stale = opts.Stale
 	for _, s := range opts.Subscriptions {
 		c.subs[s.Filter] = s.QoS
 	}

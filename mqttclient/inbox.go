@@ -23,6 +23,9 @@ type inbox struct {
 	maxTopics int
 	maxEvents int
 	stats     *counters
+	// stale, when set, reports that an incoming payload is older than the
+	// one pending for its topic, which it then does not replace.
+	stale func(topic string, pending, incoming []byte) bool
 	// ready holds a token whenever the queue may be non-empty.
 	ready chan struct{}
 
@@ -71,8 +74,10 @@ func (in *inbox) pushLocked(topic string, payload []byte, event bool) bool {
 		in.items = append(in.items, inboxItem{topic: topic, payload: payload, event: true})
 		return true
 	}
-	if _, pending := in.latest[topic]; pending {
-		in.latest[topic] = payload
+	if old, pending := in.latest[topic]; pending {
+		if in.stale == nil || !in.stale(topic, old, payload) {
+			in.latest[topic] = payload
+		}
 		in.stats.coalesced.Add(1)
 		return false
 	}

@@ -119,3 +119,23 @@ func TestInboxCompaction(t *testing.T) {
 		t.Errorf("inbox not empty after drain: head=%d items=%d latest=%d", in.head, len(in.items), len(in.latest))
 	}
 }
+
+// TestInboxStaleKeepsPending: with a Stale rule, an older payload arriving
+// while a newer one is pending does not replace it; a newer one does.
+func TestInboxStaleKeepsPending(t *testing.T) {
+	var stats counters
+	in := newInbox(10, 10, &stats)
+	in.stale = func(_ string, pending, incoming []byte) bool { return string(incoming) < string(pending) }
+	in.push("t", []byte("3"), false)
+	in.push("t", []byte("2"), false)
+	in.push("t", []byte("1"), false)
+	_, p, ok := in.pop()
+	if !ok || string(p) != "3" {
+		t.Fatalf("popped %q, want the newest pending payload 3", p)
+	}
+	in.push("t", []byte("4"), false)
+	in.push("t", []byte("5"), false)
+	if _, p, _ := in.pop(); string(p) != "5" {
+		t.Fatalf("popped %q, want 5", p)
+	}
+}

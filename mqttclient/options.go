@@ -92,6 +92,12 @@ type Options struct {
 	// dropped, counted in Stats.Dropped, when it is full. It runs on paho's
 	// router goroutine and must be fast. Nil means every topic coalesces.
 	NoCoalesce func(topic string) bool
+	// Stale, when set, is asked before a message replaces the payload still
+	// pending for its topic in the coalescing inbox: it reports whether
+	// incoming is older than pending (a lower generation redelivered after
+	// a newer one), which is then dropped instead. Nil: the last to arrive
+	// wins.
+	Stale func(topic string, pending, incoming []byte) bool
 	// MaxPendingTopics bounds the distinct state topics waiting for Handler;
 	// a message on a new topic beyond it is dropped and counted. Default
 	// 262144.
