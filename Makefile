@@ -89,3 +89,7 @@ FAULT_NODES  ?= 200
 
 test-fault: ## fault-injection scenarios (test/fault) at FAULT_NODES agents (default 200)
 	EDGESET_FAULT_NODES=$(FAULT_NODES) $(GO) test -count=1 -timeout 30m -v ./test/fault/
+
+.PHONY: bench-scale-mosquitto
+bench-scale-mosquitto: ## fleet scale benchmark with Mosquitto as the broker (EDGESET_SCALE_MOSQUITTO_NODES, default 10000)
+	EDGESET_SCALE_MOSQUITTO=1 $(GO) test -count=1 -timeout 30m -run '^TestScaleMosquitto$$' -v ./sim/scale/

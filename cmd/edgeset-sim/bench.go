@@ -18,7 +18,7 @@ func runHost(ctx context.Context, dir string, stdout io.Writer) error {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		cancel()
 	}()
-	return scale.Host(ctx, dir, stdout)
+	return scale.Host(ctx, dir, scale.HostOptions{}, stdout)
 }
 
 // runBench runs the scale benchmark and prints its figures.

@@ -216,6 +216,8 @@ func TestCLINodeVerbs(t *testing.T) {
 	assert.Contains(t, c.ok("delete", "node", "gw-1"), "node/gw-1 deleted")
 	waitUntil(t, "the deleted node's daemon gone", func() bool { return !runsOn("gw-1") })
 
+	assert.Contains(t, c.ok("get", "sources"), "PATH", "no manifests-dir: an empty table")
+
 	v := c.ok("version")
 	assert.Contains(t, v, "Client:")
 	assert.Contains(t, v, "Controller:")

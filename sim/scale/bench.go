@@ -38,6 +38,10 @@ type Options struct {
 	// CPUProfile, when set, is where the controller host writes a CPU
 	// profile covering registration, apply and rollout.
 	CPUProfile string
+	// BrokerURL, when set, is the broker the devices connect to instead of
+	// the host's embedded one: the external broker the host was started
+	// against (HostOptions.BrokerURL).
+	BrokerURL string
 	// Timeout bounds each phase; zero means 10 minutes.
 	Timeout time.Duration
 	// Progress receives one line per phase; nil discards.
@@ -212,8 +216,12 @@ func (b *bench) startFleet(ctx context.Context) (*sim.Fleet, func(), error) {
 		return nil, nil, err
 	}
 	src, _ := sim.ParseSourceRange("127.0.0.2-127.0.0.254")
+	brokerURL := b.opts.BrokerURL
+	if brokerURL == "" {
+		brokerURL = "tcp://" + b.host.MQTT
+	}
 	fleet, err := sim.New(sim.Options{
-		BrokerURL: "tcp://" + b.host.MQTT, Nodes: b.opts.Nodes, Tokens: sim.SecretTokens(secret),
+		BrokerURL: brokerURL, Nodes: b.opts.Nodes, Tokens: sim.SecretTokens(secret),
 		Ramp: b.opts.Ramp, SourceAddrs: src,
 	})
 	if err != nil {

@@ -45,16 +45,26 @@ type HeapInfo struct {
 	Goroutines int `json:"goroutines"`
 }
 
-// Host runs a controller with its embedded broker on loopback in dataDir
-// for the benchmark, plus a debug listener (/heap, /cpuprofile/start,
+// HostOptions select the controller host's broker.
+type HostOptions struct {
+	// BrokerURL, when set, is an external broker the controller uses
+	// instead of its embedded one, authenticating with the password in
+	// BrokerPasswordFile. HostInfo.MQTT is then empty.
+	BrokerURL          string
+	BrokerPasswordFile string
+}
+
+// Host runs a controller with its embedded broker on loopback (or the
+// external broker of opts) in dataDir for the benchmark, plus a debug listener (/heap, /cpuprofile/start,
 // /cpuprofile/stop, /debug/pprof/). It writes one HostInfo JSON line to out
 // once serving and runs until ctx ends.
-func Host(ctx context.Context, dataDir string, out io.Writer) error {
+func Host(ctx context.Context, dataDir string, opts HostOptions, out io.Writer) error {
 	if err := RaiseFDLimit(); err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := controller.New(controller.Config{DataDir: dataDir, MQTTAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0"}, log)
+	c, err := controller.New(controller.Config{DataDir: dataDir, MQTTAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0",
+		BrokerURL: opts.BrokerURL, BrokerPasswordFile: opts.BrokerPasswordFile}, log)
 	if err != nil {
 		return err
 	}
@@ -77,7 +87,10 @@ func Host(ctx context.Context, dataDir string, out io.Writer) error {
 	})
 	select {
 	case <-c.Synced():
-		info := HostInfo{PID: os.Getpid(), API: c.APIAddr().String(), MQTT: c.MQTTAddr().String(), Token: c.Token(), Debug: ln.Addr().String()}
+		info := HostInfo{PID: os.Getpid(), API: c.APIAddr().String(), Token: c.Token(), Debug: ln.Addr().String()}
+		if addr := c.MQTTAddr(); addr != nil {
+			info.MQTT = addr.String()
+		}
 		if err := json.NewEncoder(out).Encode(info); err != nil {
 			return err
 		}

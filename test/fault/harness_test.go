@@ -38,6 +38,10 @@ const (
 	envGrace = "EDGESET_FAULT_CONTROLLER_GRACE"
 	envNodes = "EDGESET_FAULT_NODES"
 	envLog   = "EDGESET_TEST_LOG"
+	// envBrokerURL and envBrokerPW point the controller at an external
+	// broker (with its password file) instead of its embedded one.
+	envBrokerURL = "EDGESET_FAULT_CONTROLLER_BROKER_URL"
+	envBrokerPW  = "EDGESET_FAULT_CONTROLLER_BROKER_PASSWORD_FILE"
 )
 
 // dsKey is the daemonset every scenario rolls out.
@@ -58,7 +62,8 @@ func runController(dir string) int {
 	if os.Getenv(envLog) == "" {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c, err := controller.New(controller.Config{DataDir: dir, MQTTAddr: os.Getenv(envMQTT), APIAddr: os.Getenv(envAPI), NodeOfflineGrace: grace}, log)
+	c, err := controller.New(controller.Config{DataDir: dir, MQTTAddr: os.Getenv(envMQTT), APIAddr: os.Getenv(envAPI), NodeOfflineGrace: grace,
+		BrokerURL: os.Getenv(envBrokerURL), BrokerPasswordFile: os.Getenv(envBrokerPW)}, log)
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
@@ -123,6 +128,10 @@ type controllerProc struct {
 	grace    time.Duration
 	secret   []byte
 	api      *api.Client
+	// extBrokerURL and extPasswordFile, when set, replace the embedded
+	// broker with an external one (see startControllerOnMosquitto).
+	extBrokerURL    string
+	extPasswordFile string
 
 	mu    sync.Mutex // guards cmd and kills
 	cmd   *exec.Cmd
@@ -139,7 +148,12 @@ func startControllerProc(t *testing.T, grace time.Duration) *controllerProc {
 	return p
 }
 
-func (p *controllerProc) brokerURL() string { return "tcp://" + p.mqttAddr }
+func (p *controllerProc) brokerURL() string {
+	if p.extBrokerURL != "" {
+		return p.extBrokerURL
+	}
+	return "tcp://" + p.mqttAddr
+}
 
 // start runs the controller and waits for its first pass. Binding the same
 // ports again right after a kill can fail briefly; start retries.
@@ -161,7 +175,8 @@ func (p *controllerProc) start() {
 
 func (p *controllerProc) startOnce() (string, error) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envDir+"="+p.dir, envMQTT+"="+p.mqttAddr, envAPI+"="+p.apiAddr, envGrace+"="+p.grace.String())
+	cmd.Env = append(os.Environ(), envDir+"="+p.dir, envMQTT+"="+p.mqttAddr, envAPI+"="+p.apiAddr, envGrace+"="+p.grace.String(),
+		envBrokerURL+"="+p.extBrokerURL, envBrokerPW+"="+p.extPasswordFile)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if os.Getenv(envLog) != "" {
 		cmd.Stderr = os.Stderr
@@ -259,7 +274,7 @@ type fleet struct {
 func startFleet(t *testing.T, ctl *controllerProc, n int, opts agentOptions) *fleet {
 	f := &fleet{t: t, ctl: ctl}
 	for i := range n {
-		a := &agent{name: fmt.Sprintf("gw-%03d", i), dir: t.TempDir(), rt: fake.New(), link: sim.NewLink(nil)}
+		a := &agent{name: nodeName(i), dir: t.TempDir(), rt: fake.New(), link: sim.NewLink(nil)}
 		a.rt.StartLatency = opts.startLatency
 		if opts.crashImage != "" {
 			a.rt.CrashAfter = func(spec edgeagent.ContainerSpec) (int, time.Duration, bool) {
@@ -278,6 +293,9 @@ func startFleet(t *testing.T, ctl *controllerProc, n int, opts agentOptions) *fl
 	f.waitOnline()
 	return f
 }
+
+// nodeName is the name of a fleet's i-th agent.
+func nodeName(i int) string { return fmt.Sprintf("gw-%03d", i) }
 
 // startAgent runs a new Node for a on its data directory and runtime.
 func (f *fleet) startAgent(a *agent) {
