@@ -3,6 +3,9 @@
 // in-process agents over fake runtimes, put through link flaps, SIGKILLs,
 // agent restarts, long absences, a crash-looping revision and stale MQTT
 // deliveries while an invariant checker samples every agent's runtime.
+// TestMosquittoRestartDuringRollout runs the controller and agents on an
+// external Mosquitto instead (skipped without mosquitto, failed under CI=true)
+// and restarts it during a rollout.
 //
 // EDGESET_FAULT_NODES sets the fleet size (default 10); `make test-fault`
 // runs the scenarios at 200 nodes.
