@@ -47,7 +47,7 @@ func (s *scenario) rollTo(m string, maxUnavailable int, surge bool) string {
 	s.chk.budget(maxUnavailable, surge)
 	s.ctl.apply(m)
 	var hash string
-	checkFor(s.t, 20*time.Second, 50*time.Millisecond, func() error {
+	checkFor(s.t, 45*time.Second, 50*time.Millisecond, func() error {
 		ds, err := s.ctl.daemonSet()
 		if err != nil {
 			return err
@@ -154,7 +154,7 @@ func TestOfflineThroughRollout(t *testing.T) {
 	for _, a := range away {
 		a.link.SetDown(true)
 	}
-	checkFor(t, 20*time.Second, 100*time.Millisecond, func() error {
+	checkFor(t, 45*time.Second, 100*time.Millisecond, func() error {
 		for _, a := range away {
 			node, err := s.ctl.api.GetNode(context.Background(), a.name)
 			if err != nil {

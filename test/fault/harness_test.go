@@ -226,7 +226,7 @@ func (p *controllerProc) kill() {
 // apply applies a manifest.
 func (p *controllerProc) apply(manifest string) {
 	p.t.Helper()
-	checkFor(p.t, 20*time.Second, 100*time.Millisecond, func() error {
+	checkFor(p.t, 45*time.Second, 100*time.Millisecond, func() error {
 		_, err := p.api.Apply(context.Background(), "exporter.yaml", []byte(manifest), false)
 		return err
 	})
