@@ -107,7 +107,7 @@ func (c *Controller) apply(ctx context.Context, snap snapshot, d decision) error
 	}
 	c.recordChanges(d.Plan)
 	c.setStatus(d)
-	if clearsDeletedNodes(snap, d.Plan) {
+	if c.clearsDeletedNodes(d.Plan) {
 		c.wake() // the next pass forgets them, once their empty state is out
 	}
 	if len(msgs) > 0 {
@@ -246,17 +246,12 @@ func (c *Controller) newRevisions(desired map[string]reconcile.NodeDesired) ([]m
 }
 
 // clearsDeletedNodes reports whether the plan publishes the empty desired
-// state of a deleted node (one no longer in the snapshot).
-func clearsDeletedNodes(snap snapshot, plan reconcile.Output) bool {
-	if len(plan.Desired) == 0 {
-		return false
-	}
-	known := make(map[string]bool, len(snap.Nodes))
-	for _, n := range snap.Nodes {
-		known[n.Name] = true
-	}
-	for node := range plan.Desired {
-		if !known[node] {
+// state of a node the operator deleted.
+func (c *Controller) clearsDeletedNodes(plan reconcile.Output) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for node := range c.state.deletedNodes {
+		if _, ok := plan.Desired[node]; ok {
 			return true
 		}
 	}

@@ -50,19 +50,21 @@ func validatePatch(p api.NodePatch) error {
 		verr.Errors = append(verr.Errors, schema.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
 	}
 	for k, v := range p.Labels {
-		if !validLabelKey(k) {
-			add("labels["+k+"]", "invalid label key")
+		if msg := schema.LabelKeyProblem(k); msg != "" {
+			add("labels["+k+"]", "%s", msg)
 		}
-		if v != nil && !validLabelValue(*v) {
-			add("labels["+k+"]", "invalid label value %q", *v)
+		if v != nil {
+			if msg := schema.LabelValueProblem(*v); msg != "" {
+				add("labels["+k+"]", "%s", msg)
+			}
 		}
 	}
 	for i, t := range p.AddTaints {
-		if !validLabelKey(t.Key) {
-			add(fmt.Sprintf("addTaints[%d].key", i), "invalid taint key %q", t.Key)
+		if msg := schema.LabelKeyProblem(t.Key); msg != "" {
+			add(fmt.Sprintf("addTaints[%d].key", i), "%s", msg)
 		}
-		if !validLabelValue(t.Value) {
-			add(fmt.Sprintf("addTaints[%d].value", i), "invalid taint value %q", t.Value)
+		if msg := schema.LabelValueProblem(t.Value); msg != "" {
+			add(fmt.Sprintf("addTaints[%d].value", i), "%s", msg)
 		}
 		switch t.Effect {
 		case schema.TaintNoSchedule, schema.TaintPreferNoSchedule, schema.TaintNoExecute:
@@ -138,31 +140,4 @@ func describePatch(p api.NodePatch) string {
 		parts = append(parts, map[bool]string{true: "cordoned", false: "uncordoned"}[*p.Unschedulable])
 	}
 	return strings.Join(parts, ", ")
-}
-
-// validLabelKey reports whether k is a Kubernetes label key: an optional
-// DNS subdomain prefix and a name of at most 63 characters.
-func validLabelKey(k string) bool {
-	prefix, name, hasPrefix := strings.Cut(k, "/")
-	if !hasPrefix {
-		name, prefix = prefix, ""
-	} else if !schema.IsDNS1123Subdomain(prefix) {
-		return false
-	}
-	return name != "" && validLabelValue(name)
-}
-
-// validLabelValue: at most 63 characters of [A-Za-z0-9_.-], starting and
-// ending alphanumeric; empty is valid.
-func validLabelValue(v string) bool {
-	if len(v) > 63 {
-		return false
-	}
-	for i, r := range v {
-		alnum := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
-		if !alnum && (i == 0 || i == len(v)-1 || !strings.ContainsRune("-_.", r)) {
-			return false
-		}
-	}
-	return true
 }

@@ -36,9 +36,9 @@ func IsDNS1123Subdomain(s string) bool {
 	return true
 }
 
-// labelKeyProblem explains why k is not a valid label key
+// LabelKeyProblem explains why k is not a valid Kubernetes label key
 // ("[prefix/]name"), or returns "".
-func labelKeyProblem(k string) string {
+func LabelKeyProblem(k string) string {
 	prefix, name, hasPrefix := strings.Cut(k, "/")
 	if !hasPrefix {
 		name, prefix = prefix, ""
@@ -52,8 +52,8 @@ func labelKeyProblem(k string) string {
 	return ""
 }
 
-// labelValueProblem explains why v is not a valid label value, or returns "".
-func labelValueProblem(v string) string {
+// LabelValueProblem explains why v is not a valid label value, or returns "".
+func LabelValueProblem(v string) string {
 	if v != "" && (len(v) > 63 || !labelNameRE.MatchString(v)) {
 		return fmt.Sprintf("invalid label value %q: must be empty or 1-63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric", v)
 	}
@@ -107,10 +107,10 @@ func validateMetadata(errs *fieldErrors, m *ObjectMeta) {
 
 func validateLabels(errs *fieldErrors, field string, labels map[string]string) {
 	for _, k := range sortedKeys(labels) {
-		if p := labelKeyProblem(k); p != "" {
+		if p := LabelKeyProblem(k); p != "" {
 			errs.add(field+"["+k+"]", "%s", p)
 		}
-		if p := labelValueProblem(labels[k]); p != "" {
+		if p := LabelValueProblem(labels[k]); p != "" {
 			errs.add(field+"["+k+"]", "%s", p)
 		}
 	}
@@ -118,7 +118,7 @@ func validateLabels(errs *fieldErrors, field string, labels map[string]string) {
 
 func validateAnnotations(errs *fieldErrors, field string, ann map[string]string) {
 	for _, k := range sortedKeys(ann) {
-		if p := labelKeyProblem(k); p != "" {
+		if p := LabelKeyProblem(k); p != "" {
 			errs.add(field+"["+k+"]", "%s", strings.Replace(p, "label key", "annotation key", 1))
 		}
 	}
@@ -146,7 +146,7 @@ func validateSelector(errs *fieldErrors, spec *DaemonSetSpec) {
 
 func validateLabelRequirement(errs *fieldErrors, field string, r LabelSelectorRequirement) bool {
 	n := len(*errs)
-	if p := labelKeyProblem(r.Key); p != "" {
+	if p := LabelKeyProblem(r.Key); p != "" {
 		errs.add(field+".key", "%s", p)
 	}
 	switch r.Operator {
@@ -162,7 +162,7 @@ func validateLabelRequirement(errs *fieldErrors, field string, r LabelSelectorRe
 		errs.add(field+".operator", "unsupported operator %q: want In, NotIn, Exists or DoesNotExist", r.Operator)
 	}
 	for j, v := range r.Values {
-		if p := labelValueProblem(v); p != "" {
+		if p := LabelValueProblem(v); p != "" {
 			errs.add(fmt.Sprintf("%s.values[%d]", field, j), "%s", p)
 		}
 	}
@@ -249,7 +249,7 @@ func validateNodeSelector(errs *fieldErrors, field string, ns *NodeSelector) {
 }
 
 func validateNodeRequirement(errs *fieldErrors, field string, r NodeSelectorRequirement) {
-	if p := labelKeyProblem(r.Key); p != "" {
+	if p := LabelKeyProblem(r.Key); p != "" {
 		errs.add(field+".key", "%s", p)
 	}
 	switch r.Operator {
@@ -300,7 +300,7 @@ func validateToleration(errs *fieldErrors, field string, t Toleration) {
 		errs.add(field+".operator", "unsupported operator %q: want Equal or Exists", t.Operator)
 	}
 	if t.Key != "" {
-		if p := labelKeyProblem(t.Key); p != "" {
+		if p := LabelKeyProblem(t.Key); p != "" {
 			errs.add(field+".key", "%s", strings.Replace(p, "label key", "taint key", 1))
 		}
 	}

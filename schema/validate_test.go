@@ -295,8 +295,8 @@ func TestNameChecks(t *testing.T) {
 	assert.True(t, IsDNS1123Subdomain("a.b-c.d"))
 	assert.False(t, IsDNS1123Subdomain("a..b"))
 	assert.False(t, IsDNS1123Subdomain(""))
-	assert.Empty(t, labelKeyProblem("app.kubernetes.io/name"))
-	assert.NotEmpty(t, labelKeyProblem("Bad_Prefix/name"))
-	assert.NotEmpty(t, labelKeyProblem("a/"))
-	assert.Empty(t, labelValueProblem(""))
+	assert.Empty(t, LabelKeyProblem("app.kubernetes.io/name"))
+	assert.NotEmpty(t, LabelKeyProblem("Bad_Prefix/name"))
+	assert.NotEmpty(t, LabelKeyProblem("a/"))
+	assert.Empty(t, LabelValueProblem(""))
 }

@@ -187,10 +187,10 @@ func validateNodeFields(errs *fieldErrors, names nodeFieldNames, n *Node) {
 }
 
 func validateTaint(errs *fieldErrors, field string, t Taint) {
-	if p := labelKeyProblem(t.Key); p != "" {
+	if p := LabelKeyProblem(t.Key); p != "" {
 		errs.add(field+".key", "%s", strings.Replace(p, "label key", "taint key", 1))
 	}
-	if p := labelValueProblem(t.Value); p != "" {
+	if p := LabelValueProblem(t.Value); p != "" {
 		errs.add(field+".value", "%s", strings.Replace(p, "label value", "taint value", 1))
 	}
 	switch t.Effect {
