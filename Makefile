@@ -57,6 +57,11 @@ bench: ## micro-benchmarks (placement, codecs) with memory figures
 bench-idle: ## idle agent MQTT traffic through a counting proxy (3 min; EDGESET_BENCH_IDLE_WINDOW, _KEEPALIVE)
 	EDGESET_BENCH_IDLE=1 $(GO) test -count=1 -timeout 30m -run '^TestIdleTraffic$$' -v ./cmd/edgeset-agent/
 
+.PHONY: bench-broker-memory
+bench-broker-memory: ## broker RSS per idle device: embedded broker and Mosquitto (EDGESET_BENCH_CLIENTS, default 5000)
+	EDGESET_BENCH_SCALE=1 $(GO) test -count=1 -run='^$$' -bench='^BenchmarkIdleClients$$' -benchtime=1x ./broker/
+	EDGESET_BENCH_SCALE=1 $(GO) test -count=1 -run='^$$' -bench='^BenchmarkIdleClientsMosquitto$$' -benchtime=1x ./test/mosquitto/
+
 run: build ## controller (store in DATA_DIR), simulated fleet, local Docker agent, example daemonsets; Ctrl-C stops all
 	BIN=$(BIN) DATA_DIR=$(DATA_DIR) configs/run-demo.sh
 

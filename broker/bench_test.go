@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +31,7 @@ const (
 	envHelper       = "EDGESET_BROKER_HELPER" // set in the broker subprocess
 	envHelperDir    = "EDGESET_BROKER_DIR"    // its data dir
 	envBenchPending = "EDGESET_BENCH_PENDING" // Limits.MaxPendingWrites (default: the package default)
+	envBenchProfile = "EDGESET_BENCH_PROFILE" // directory for the broker's heap and goroutine profiles
 )
 
 // TestHelperBrokerProcess is not a test: BenchmarkIdleClients re-runs the
@@ -41,6 +44,9 @@ func TestHelperBrokerProcess(t *testing.T) {
 		t.Skip("helper process of BenchmarkIdleClients")
 	}
 	raiseFDLimit(t)
+	if os.Getenv(envBenchProfile) != "" {
+		runtime.MemProfileRate = 1 // every allocation, for an exact per-client breakdown
+	}
 	pending, _ := strconv.Atoi(os.Getenv(envBenchPending))
 	b, err := New(Options{DataDir: os.Getenv(envHelperDir), Addr: "127.0.0.1:0",
 		Limits: Limits{MaxPendingWrites: int32(pending)}, Logger: slog.New(slog.DiscardHandler)})
@@ -53,15 +59,41 @@ func TestHelperBrokerProcess(t *testing.T) {
 	fmt.Printf("addr %s\n", b.Addr())
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
-		runtime.GC()
+		// Several collections, each of which may halve a goroutine stack
+		// that uses less than a quarter of it: the sample is the settled
+		// cost of an idle client, not the peak of its connect.
+		for range 6 {
+			runtime.GC()
+		}
 		debug.FreeOSMemory()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
+		writeProfiles(t, os.Getenv(envBenchProfile), b.Stats().Connected)
 		fmt.Printf("mem %d %d %d %d\n", b.Stats().Connected, ms.HeapInuse, ms.StackInuse, runtime.NumGoroutine())
 	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// writeProfiles writes the heap and goroutine profiles of the broker process
+// into dir, named after the number of connected clients, if dir is set.
+func writeProfiles(t *testing.T, dir string, connected int64) {
+	if dir == "" {
+		return
+	}
+	for _, name := range []string{"heap", "goroutine"} {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", name, connected)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

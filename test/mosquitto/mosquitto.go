@@ -104,6 +104,16 @@ func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.It
 // Dir is the directory holding the configuration, persistence and log.
 func (s *Server) Dir() string { return s.dir }
 
+// Pid is the process id of the running broker, or 0 when it is stopped.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Log returns what Mosquitto has logged so far.
 func (s *Server) Log() string {
 	b, _ := os.ReadFile(s.logPath())
