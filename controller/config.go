@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -42,6 +43,15 @@ type Config struct {
 	BrokerPasswordFile string `mapstructure:"broker-password-file"`
 	// BrokerCAFile verifies an external broker's TLS certificate.
 	BrokerCAFile string `mapstructure:"broker-ca-file"`
+	// BrokerDropTopic is where an external broker publishes its count of
+	// dropped messages (Mosquitto's default). When it rises the controller
+	// republishes every desired state and re-reads every node's retained
+	// state. "none" turns it off.
+	BrokerDropTopic string `mapstructure:"broker-drop-topic"`
+	// BrokerResyncInterval is how often the controller re-reads every known
+	// node's retained state from an external broker, whatever the drop
+	// counter says. A negative value turns the periodic re-read off.
+	BrokerResyncInterval time.Duration `mapstructure:"broker-resync-interval"`
 
 	// APIAddr is the HTTP API listener.
 	APIAddr string `mapstructure:"api-addr"`
@@ -78,6 +88,9 @@ const (
 	DefaultRepublishRate    = 5000
 	DefaultMaxEvents        = 10000
 	DefaultControllerUser   = "edgeset-controller"
+	// DefaultBrokerDropTopic is Mosquitto's count of dropped messages.
+	DefaultBrokerDropTopic      = "$SYS/broker/publish/messages/dropped"
+	DefaultBrokerResyncInterval = 10 * time.Minute
 )
 
 // ApplyDefaults fills every unset field with its default.
@@ -86,6 +99,10 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&c.MQTTAddr, DefaultMQTTAddr)
 	setDefault(&c.APIAddr, DefaultAPIAddr)
 	setDefault(&c.BrokerUsername, DefaultControllerUser)
+	setDefault(&c.BrokerDropTopic, DefaultBrokerDropTopic)
+	if c.BrokerResyncInterval == 0 {
+		c.BrokerResyncInterval = DefaultBrokerResyncInterval
+	}
 	setDefault(&c.LogLevel, "info")
 	setDefault(&c.LogFormat, "text")
 	if c.NodeOfflineGrace == 0 {
@@ -138,6 +155,9 @@ func (c *Config) Validate() error {
 			bad("broker-url", "%q is not a URL such as tcp://host:1883", c.BrokerURL)
 		}
 	}
+	if strings.ContainsAny(c.BrokerDropTopic, "+#") {
+		bad("broker-drop-topic", "%q: want one topic name, without wildcards (or none)", c.BrokerDropTopic)
+	}
 	if c.NodeOfflineGrace < 0 {
 		bad("node-offline-grace", "must not be negative, got %s", c.NodeOfflineGrace)
 	}
@@ -151,6 +171,14 @@ func (c *Config) Validate() error {
 		bad("log-format", "%q: want text or json", c.LogFormat)
 	}
 	return errors.Join(errs...)
+}
+
+// dropTopic is the external broker's drop counter topic, or "" when off.
+func (c *Config) dropTopic() string {
+	if c.BrokerDropTopic == "none" {
+		return ""
+	}
+	return c.BrokerDropTopic
 }
 
 // Embedded reports whether the controller runs its own broker.

@@ -43,7 +43,14 @@ type Controller struct {
 	// kick wakes the reconcile loop; republish asks for a full republish.
 	kick      chan struct{}
 	republish chan struct{}
-	ready     chan struct{} // closed after the first reconcile pass
+	resync    chan struct{} // asks for a re-read of retained node state (resync.go)
+	// drops is the external broker's last drop count, read and written
+	// only by the Handler goroutine.
+	drops struct {
+		count uint64
+		seen  bool
+	}
+	ready chan struct{} // closed after the first reconcile pass
 	// inlineReady is closed once the in-process subscriptions to the
 	// embedded broker delivered the retained fleet state.
 	inlineReady chan struct{}
@@ -77,7 +84,7 @@ func New(cfg Config, log *slog.Logger) (*Controller, error) {
 	}
 	c := &Controller{
 		cfg: cfg, log: log, registry: registry.New(), metrics: newMetrics(),
-		kick: make(chan struct{}, 1), republish: make(chan struct{}, 1),
+		kick: make(chan struct{}, 1), republish: make(chan struct{}, 1), resync: make(chan struct{}, 1),
 		ready: make(chan struct{}), inlineReady: make(chan struct{}),
 	}
 	if err := c.open(); err != nil {
@@ -159,6 +166,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	g.Go(func() error { return c.republishLoop(ctx) })
 	g.Go(func() error { return c.events.Run(ctx) })
 	g.Go(func() error { return c.flushNodesLoop(ctx) })
+	if c.client != nil {
+		g.Go(func() error { return c.resyncLoop(ctx) })
+	}
 	if c.cfg.ManifestsDir != "" {
 		g.Go(func() error { return c.watchManifests(ctx) })
 	}

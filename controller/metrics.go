@@ -29,6 +29,7 @@ type metrics struct {
 	publishErrors    prometheus.Counter
 	republishes      prometheus.Counter
 	brokerDrops      prometheus.Counter
+	resyncs          prometheus.Counter
 	eventsDropped    prometheus.Counter
 }
 
@@ -50,7 +51,9 @@ func newMetrics() *metrics {
 	m.bytesOut = f.counter("edgeset_mqtt_bytes_out_total", "MQTT payload bytes published.")
 	m.publishErrors = f.counter("edgeset_mqtt_publish_errors_total", "Failed publishes (repeated on reconnection).")
 	m.republishes = f.counter("edgeset_republish_total", "Full republishes of the fleet's desired state.")
-	m.brokerDrops = f.counter("edgeset_broker_dropped_total", "Messages the embedded broker could not deliver.")
+	m.brokerDrops = f.counter("edgeset_broker_dropped_total",
+		"Messages the broker could not deliver: the embedded broker's own count, or the rise of an external broker's drop counter (broker-drop-topic).")
+	m.resyncs = f.counter("edgeset_broker_resyncs_total", "Re-reads of every known node's retained state from an external broker.")
 	m.eventsDropped = f.counter("edgeset_events_dropped_total", "Events dropped because the event queue was full.")
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -64,6 +64,9 @@ func (c *Controller) newBrokerClient() (*mqttclient.Client, error) {
 	for _, f := range subscriptions {
 		opts.Subscriptions = append(opts.Subscriptions, mqttclient.Subscription{Filter: f, QoS: 1})
 	}
+	if t := c.cfg.dropTopic(); t != "" {
+		opts.Subscriptions = append(opts.Subscriptions, mqttclient.Subscription{Filter: t, QoS: 0})
+	}
 	return mqttclient.New(opts)
 }
 

@@ -25,6 +25,7 @@ type Client struct {
 	log       *slog.Logger
 	stats     counters
 	inbox     *inbox
+	fences    fences      // markers Refresh waits for
 	running   atomic.Bool // set by the first Run
 
 	mu sync.Mutex
@@ -99,6 +100,7 @@ func (c *Client) Stats() Stats {
 		Connects:        c.stats.connects.Load(),
 		Reconnects:      c.stats.reconnects.Load(),
 		ConnectFailures: c.stats.connectFails.Load(),
+		Refreshed:       c.stats.refreshed.Load(),
 		Pending:         c.inbox.len(),
 		Connected:       c.Connected(),
 	}
@@ -270,6 +272,9 @@ func (c *Client) openConn(uri *url.URL, _ mqtt.ClientOptions) (net.Conn, error) 
 // must never block.
 func (c *Client) receive(_ mqtt.Client, m mqtt.Message) {
 	topic := m.Topic()
+	if c.fences.arrived(topic, m.Payload()) {
+		return
+	}
 	event := c.opts.NoCoalesce != nil && c.opts.NoCoalesce(topic)
 	c.inbox.push(topic, m.Payload(), event)
 }

@@ -148,3 +148,16 @@ func (r *recorder) expect(topic, want string) error {
 	}
 	return nil
 }
+
+// missing returns the topics of which no message arrived.
+func (r *recorder) missing(topics []string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, t := range topics {
+		if _, ok := r.latest[t]; !ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}

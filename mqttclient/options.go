@@ -202,6 +202,18 @@ func (s Subscription) validate() error {
 	return validateFilter(s.Filter)
 }
 
+// validateTopicName checks that topic is a topic name one can publish to:
+// non-empty and without wildcards.
+func validateTopicName(topic string) error {
+	if topic == "" {
+		return errors.New("topic: empty")
+	}
+	if strings.ContainsAny(topic, "#+") {
+		return fmt.Errorf("topic %q: a topic name has no wildcards", topic)
+	}
+	return nil
+}
+
 // validateFilter checks MQTT filter syntax: non-empty, '#' only as the whole
 // last level, '+' only as a whole level.
 func validateFilter(filter string) error {

@@ -24,6 +24,8 @@ type Stats struct {
 	Reconnects uint64
 	// ConnectFailures counts failed connection attempts.
 	ConnectFailures uint64
+	// Refreshed counts topics whose retained message Refresh asked for.
+	Refreshed uint64
 	// Pending is the number of messages waiting for Handler.
 	Pending int
 	// Connected reports whether a connection is up.
@@ -35,4 +37,5 @@ type counters struct {
 	received, coalesced, dropped       atomic.Uint64
 	published, publishErrors           atomic.Uint64
 	connects, reconnects, connectFails atomic.Uint64
+	refreshed                          atomic.Uint64
 }

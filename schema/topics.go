@@ -27,6 +27,12 @@ func NodeWildcard(kind string) string {
 	return TopicPrefix + "nodes/+/" + kind
 }
 
+// FenceTopic is the controller's own topic for ordering markers: it
+// publishes a marker there and waits for it to come back when re-reading
+// retained state from an external broker. Nodes may neither read nor write
+// it.
+const FenceTopic = TopicPrefix + "controller/fence"
+
 // RevisionTopic returns the retained topic of the revision with hash.
 func RevisionTopic(hash string) string {
 	return TopicPrefix + "revisions/" + hash

@@ -76,6 +76,8 @@ func addFlags(f *pflag.FlagSet) {
 	f.String("broker-username", controller.DefaultControllerUser, "controller's username on an external broker")
 	f.String("broker-password-file", "", "controller's password on an external broker (default: derived from the fleet secret)")
 	f.String("broker-ca-file", "", "CA file verifying an external broker's TLS certificate")
+	f.String("broker-drop-topic", controller.DefaultBrokerDropTopic, "an external broker's count of dropped messages; a rise triggers a republish and re-read (none: off)")
+	f.Duration("broker-resync-interval", controller.DefaultBrokerResyncInterval, "re-read every node's retained state from an external broker this often (negative: never)")
 	f.String("api-addr", controller.DefaultAPIAddr, "HTTP API listener")
 	f.String("api-tls-cert", "", "serve the API over HTTPS with this certificate")
 	f.String("api-tls-key", "", "key of --api-tls-cert")

@@ -73,6 +73,7 @@ type Server struct {
 	bin  string
 	dir  string
 	port int
+	cfg  Config // with defaults; changed by Resize
 
 	mu sync.Mutex
 	// Guarded by mu.
@@ -86,7 +87,7 @@ func Start(t testing.TB, cfg Config) *Server {
 	t.Helper()
 	bin := locate(t)
 	cfg = cfg.withDefaults()
-	s := &Server{t: t, bin: bin, dir: t.TempDir(), port: freePort(t)}
+	s := &Server{t: t, bin: bin, dir: t.TempDir(), port: freePort(t), cfg: cfg}
 	if err := s.writeFiles(cfg); err != nil {
 		t.Fatalf("mosquitto: %v", err)
 	}
@@ -139,6 +140,22 @@ func (s *Server) Stop() {
 		<-exited
 		s.t.Errorf("mosquitto: did not stop within %s of SIGTERM; killed", stopTimeout)
 	}
+}
+
+// Resize restarts the broker with new per-client queue sizes (0 keeps the
+// current value), keeping its port and persistence.
+func (s *Server) Resize(maxInflight, maxQueued int) {
+	s.t.Helper()
+	if maxInflight > 0 {
+		s.cfg.MaxInflightMessages = maxInflight
+	}
+	if maxQueued > 0 {
+		s.cfg.MaxQueuedMessages = maxQueued
+	}
+	if err := os.WriteFile(s.confPath(), []byte(s.conf(s.cfg)), 0o600); err != nil {
+		s.t.Fatalf("mosquitto: rewrite configuration: %v", err)
+	}
+	s.Restart()
 }
 
 // Restart stops the broker and starts it again on the same port with the
@@ -259,7 +276,8 @@ const (
 // node and may write only its own status, online, observed, events and
 // logs/response topics, read only its own desired and logs/request topics,
 // and read every revision; controllerUser may read and write
-// everything under edgeset/ (every schema version). "pattern" lines apply to every user ("topic"
+// everything under edgeset/ (every schema version) and read Mosquitto's
+// count of dropped messages. "pattern" lines apply to every user ("topic"
 // lines before the first "user" line would apply to anonymous clients only).
 func ACL(controllerUser string) string {
 	var b strings.Builder
@@ -273,6 +291,8 @@ func ACL(controllerUser string) string {
 	fmt.Fprintf(&b, "pattern read %s\n", schema.RevisionTopic("#"))
 	b.WriteString("\n# The controller reads every node's topics and writes desired states and revisions.\n")
 	fmt.Fprintf(&b, "user %s\ntopic readwrite edgeset/#\n", controllerUser)
+	b.WriteString("# ...and the broker's count of dropped messages, to repair what it dropped.\n")
+	b.WriteString("topic read $SYS/broker/publish/messages/dropped\n")
 	return b.String()
 }
 
