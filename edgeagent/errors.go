@@ -10,4 +10,8 @@ var (
 	ErrNameConflict = errors.New("container name already in use")
 	// ErrImageNotPresent: the image is absent and the pull policy is Never.
 	ErrImageNotPresent = errors.New("image not present and pull policy is Never")
+	// ErrUnavailable: the engine did not carry out the call for reasons of
+	// its own (unreachable, shutting down, failing internally) rather than
+	// because of the request; the same call may succeed later.
+	ErrUnavailable = errors.New("container engine unavailable")
 )

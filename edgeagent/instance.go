@@ -157,6 +157,18 @@ func (s *instanceSync) block(phase, msg string) {
 	}
 }
 
+// blockOn records a runtime call that failed with err: Failed, unless the
+// engine was unavailable (restarting, say), when the instance is Pending
+// until a later pass retries the call.
+func (s *instanceSync) blockOn(err error, msg string) {
+	if errors.Is(err, ErrUnavailable) {
+		s.a.log.Warn("container engine unavailable; retrying at a later pass", "daemonSet", s.inst.key.DaemonSet, "err", msg)
+		s.block(schema.PhasePending, msg)
+		return
+	}
+	s.block(schema.PhaseFailed, msg)
+}
+
 // dropUnknownIndexes removes containers at indexes the template lacks.
 func (s *instanceSync) dropUnknownIndexes(ctx context.Context) {
 	for i, c := range s.found {
@@ -194,7 +206,7 @@ func (s *instanceSync) ensureCreated(ctx context.Context) bool {
 			return false
 		}
 		if err != nil {
-			s.block(schema.PhaseFailed, err.Error())
+			s.blockOn(err, err.Error())
 			return false
 		}
 		s.found[i] = c

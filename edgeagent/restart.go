@@ -105,12 +105,12 @@ func (s *instanceSync) start(ctx context.Context, i int) bool {
 func (s *instanceSync) startOne(ctx context.Context, i int) bool {
 	c := s.found[i]
 	if err := s.a.rt.Start(ctx, c.ID); err != nil {
-		s.block(schema.PhaseFailed, fmt.Sprintf("start container %s: %v", c.Name, err))
+		s.blockOn(err, fmt.Sprintf("start container %s: %v", c.Name, err))
 		return false
 	}
 	st, err := s.a.rt.Inspect(ctx, c.ID)
 	if err != nil {
-		s.block(schema.PhaseFailed, fmt.Sprintf("inspect started container %s: %v", c.Name, err))
+		s.blockOn(err, fmt.Sprintf("inspect started container %s: %v", c.Name, err))
 		return false
 	}
 	s.found[i] = st

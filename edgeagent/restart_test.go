@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,4 +68,64 @@ func TestRuntimeEventsDriveReactionAndResubscribe(t *testing.T) {
 	require.NoError(t, h.rt.Crash(st.ContainerIDs[0], 9))
 	st = h.waitInstance(revA.DaemonSet, revA.Hash, phaseIs(schema.PhaseCrashLoopBackOff))
 	assert.EqualValues(t, 9, *st.LastExitCode)
+}
+
+// failingStarts fails the first left calls to Start with err.
+type failingStarts struct {
+	*countingRuntime
+	err  error
+	left atomic.Int64
+}
+
+func (r *failingStarts) Start(ctx context.Context, id string) error {
+	if r.left.Add(-1) >= 0 {
+		return fmt.Errorf("start container %s: %w", id, r.err)
+	}
+	return r.countingRuntime.Start(ctx, id)
+}
+
+func TestStartFailure(t *testing.T) {
+	cases := []struct {
+		name      string
+		err       error
+		failures  int64
+		wantPhase string // of the instance while starts fail
+	}{
+		// An engine restarting answers with server errors for a moment: the
+		// instance waits for it, it has not failed.
+		{"engine unavailable", fmt.Errorf("engine shutting down: %w", edgeagent.ErrUnavailable), 3, schema.PhasePending},
+		{"start refused", errors.New("executable file not found"), 1 << 30, schema.PhaseFailed},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			rt := &failingStarts{countingRuntime: h.rt, err: tc.err}
+			rt.left.Store(tc.failures)
+			a, err := edgeagent.New(h.config(), rt, h.conn)
+			require.NoError(t, err)
+			h.agent = a
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- a.Run(ctx) }()
+			defer func() { cancel(); require.NoError(t, <-done) }()
+			h.connect()
+			h.apply(1, revA)
+
+			if tc.wantPhase == schema.PhaseFailed {
+				st := h.waitInstance(revA.DaemonSet, revA.Hash, phaseIs(schema.PhaseFailed))
+				assert.Contains(t, st.Message, tc.err.Error())
+				return
+			}
+			h.waitInstance(revA.DaemonSet, revA.Hash, runningReady)
+			var sawWaiting bool
+			for _, st := range h.publishedStatuses(revA.DaemonSet, revA.Hash) {
+				assert.NotEqual(t, schema.PhaseFailed, st.Phase, "reported failed: %s", st.Message)
+				sawWaiting = sawWaiting || st.Phase == tc.wantPhase && strings.Contains(st.Message, tc.err.Error())
+			}
+			assert.True(t, sawWaiting, "%s with the engine's error published while starts failed", tc.wantPhase)
+			for _, p := range h.conn.published(schema.NodeTopic(testNode, schema.TopicEvents)) {
+				assert.NotContains(t, string(p.payload), `"reason":"Failed"`)
+			}
+		})
+	}
 }

@@ -19,7 +19,10 @@ const (
 
 // Runtime is the container engine as the agent needs it. The Docker
 // implementation lives in edgeagent/docker, an in-memory fake in
-// edgeagent/fake. Implementations are safe for concurrent use.
+// edgeagent/fake. Implementations are safe for concurrent use. A call the
+// engine could not carry out for reasons of its own (an engine restarting,
+// say) fails with ErrUnavailable: the agent retries it rather than report
+// the instance Failed.
 type Runtime interface {
 	// Info describes the engine; an error means it is unreachable.
 	Info(ctx context.Context) (RuntimeInfo, error)

@@ -149,7 +149,13 @@ type agentHarness struct {
 // after the agent has stopped.
 func newAgentHarness(t *testing.T) *agentHarness {
 	t.Helper()
-	e := setup(t)
+	return newAgentHarnessOn(t, setup(t))
+}
+
+// newAgentHarnessOn is newAgentHarness on the engine, image and node of e
+// (a private engine's, say).
+func newAgentHarnessOn(t *testing.T, e env) *agentHarness {
+	t.Helper()
 	return &agentHarness{t: t, e: e, rt: &countingRuntime{Runtime: e.rt}, conn: newRecordingConn(nil), dir: t.TempDir()}
 }
 

@@ -80,6 +80,7 @@ func TestAgentSurvivesEngineOutage(t *testing.T) {
 	// A container killed now is seen through a re-subscribed event stream:
 	// its die event reaches the agent on a subscription opened after the
 	// cut (every stream open before it was closed by the cut).
+	awaitLiveEvents(h, events, subsAtCut)
 	_, err = h.e.cli.ContainerKill(t.Context(), stB.ContainerIDs[0], client.ContainerKillOptions{Signal: "KILL"})
 	require.NoError(t, err)
 	checkFor(t, agentWait, agentPoll, func() error {

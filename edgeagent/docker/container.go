@@ -22,8 +22,9 @@ import (
 
 // Create creates (but does not start) a container from spec. The container
 // is always labelled edgeagent.LabelManaged=true, never restarted by the
-// engine (the agent restarts it), and a name in use is
-// edgeagent.ErrNameConflict.
+// engine (the agent restarts it); a name in use is
+// edgeagent.ErrNameConflict, a failure of the engine's own
+// edgeagent.ErrUnavailable.
 func (r *Runtime) Create(ctx context.Context, spec edgeagent.ContainerSpec) (string, error) {
 	opts, err := createOptions(spec)
 	if err != nil {
@@ -33,6 +34,8 @@ func (r *Runtime) Create(ctx context.Context, spec edgeagent.ContainerSpec) (str
 	switch {
 	case cerrdefs.IsConflict(err):
 		return "", fmt.Errorf("create container %s: %w: %w", spec.Name, edgeagent.ErrNameConflict, err)
+	case unavailable(err):
+		return "", fmt.Errorf("create container %s: %w: %w", spec.Name, edgeagent.ErrUnavailable, err)
 	case err != nil:
 		return "", fmt.Errorf("create container %s: %w", spec.Name, err)
 	}

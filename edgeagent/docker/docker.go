@@ -104,10 +104,21 @@ func (r *Runtime) Info(ctx context.Context) (edgeagent.RuntimeInfo, error) {
 }
 
 // containerErr wraps err from an operation on a container, mapping the
-// engine's "no such container" to edgeagent.ErrNotFound.
+// engine's "no such container" to edgeagent.ErrNotFound and its failures to
+// edgeagent.ErrUnavailable.
 func containerErr(op, id string, err error) error {
-	if cerrdefs.IsNotFound(err) {
+	switch {
+	case cerrdefs.IsNotFound(err):
 		return fmt.Errorf("%s container %s: %w: %w", op, id, edgeagent.ErrNotFound, err)
+	case unavailable(err):
+		return fmt.Errorf("%s container %s: %w: %w", op, id, edgeagent.ErrUnavailable, err)
 	}
 	return fmt.Errorf("%s container %s: %w", op, id, err)
+}
+
+// unavailable reports whether err is the engine's failure rather than a
+// refusal of the request: no connection, or a server error (HTTP 5xx), which
+// is what a daemon answers while it shuts down.
+func unavailable(err error) bool {
+	return client.IsErrConnectionFailed(err) || cerrdefs.IsInternal(err) || cerrdefs.IsUnavailable(err)
 }

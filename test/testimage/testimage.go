@@ -1,10 +1,13 @@
 // Package testimage gives container tests a local Docker engine and an image
 // to run on it without any registry: RequireDocker connects (or skips),
 // Build compiles test/testimage/app into a static binary and imports it as a
-// one-file image, and Node hands each test its own node label with cleanup.
+// one-file image (Load imports the same image into another engine, such as
+// a private dockerd), and Node hands each test its own node label with
+// cleanup.
 //
-// Set EDGESET_REQUIRE_DOCKER=1 to turn "no engine" from a skip into a
-// failure (CI on machines that must have Docker).
+// Set EDGESET_REQUIRE_DOCKER=1 to turn "no engine" (or anything else a
+// container test needs, see Unavailable) from a skip into a failure (CI on
+// machines that must have Docker).
 package testimage
 
 import (
@@ -56,6 +59,14 @@ var build struct {
 	err  error
 }
 
+// app caches the one compilation of the app of this test binary, which
+// Build and Load share.
+var app struct {
+	once sync.Once
+	bin  []byte
+	err  error
+}
+
 // RequireDocker returns a client of the engine named by the environment
 // (DOCKER_HOST, default unix:///var/run/docker.sock) after a ping that also
 // negotiates the API version. If no engine answers it skips the test, or
@@ -78,11 +89,18 @@ func RequireDocker(t testing.TB) *client.Client {
 // unavailable skips or fails t because the engine at host cannot be used.
 func unavailable(t testing.TB, host string, err error) {
 	t.Helper()
-	msg := fmt.Sprintf("docker engine not reachable at %s: %v", host, err)
+	Unavailable(t, fmt.Sprintf("docker engine not reachable at %s: %v", host, err))
+}
+
+// Unavailable ends a test that cannot run here for reason (no engine, no
+// dockerd binary, not root): it skips t, or fails it when
+// EDGESET_REQUIRE_DOCKER=1.
+func Unavailable(t testing.TB, reason string) {
+	t.Helper()
 	if os.Getenv(EnvRequireDocker) == "1" {
-		t.Fatal(msg + " (" + EnvRequireDocker + "=1)")
+		t.Fatal(reason + " (" + EnvRequireDocker + "=1)")
 	}
-	t.Skip(msg)
+	t.Skip(reason)
 }
 
 // Build returns the tag of the test image (Repository:<binary hash>),
@@ -103,10 +121,27 @@ func Build(t testing.TB) string {
 	return build.tag
 }
 
-// buildImage compiles the app and imports it unless the engine already holds
-// an image with the binary's hash as tag.
+// Load returns the tag of the test image (the one Build returns) in the
+// engine cli talks to, importing it there unless the engine holds it
+// already. It is for engines other than RequireDocker's, such as a dockerd a
+// test runs itself; the app is compiled once per test binary for both. It
+// fails the test if compiling or importing does.
+func Load(t testing.TB, cli *client.Client) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	defer cancel()
+	tag, err := buildImage(ctx, cli)
+	if err != nil {
+		t.Fatalf("load test image into the engine at %s: %v", cli.DaemonHost(), err)
+	}
+	return tag
+}
+
+// buildImage compiles the app (once per test binary) and imports it unless
+// the engine already holds an image with the binary's hash as tag.
 func buildImage(ctx context.Context, cli *client.Client) (string, error) {
-	bin, err := compileApp(ctx)
+	app.once.Do(func() { app.bin, app.err = compileApp(ctx) })
+	bin, err := app.bin, app.err
 	if err != nil {
 		return "", err
 	}

@@ -132,3 +132,13 @@ func create(t *testing.T, cli *client.Client, image, node string, cmd []string) 
 	}
 	return res.ID
 }
+
+// TestLoadFindsBuild checks that Load, on the engine Build imports into,
+// returns Build's tag.
+func TestLoadFindsBuild(t *testing.T) {
+	cli := testimage.RequireDocker(t)
+	want := testimage.Build(t)
+	if got := testimage.Load(t, cli); got != want {
+		t.Errorf("Load = %s, want Build's %s", got, want)
+	}
+}
