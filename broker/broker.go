@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -171,7 +172,26 @@ type joined struct {
 // Serve runs the accept loop of the wrapped listener.
 func (j joined) Serve(establish listeners.EstablishFn) {
 	defer j.b.serving.Done()
-	j.Listener.Serve(j.b.conns.track(establish))
+	j.Listener.Serve(j.b.conns.track(establish, j.b.connEnded))
+}
+
+// connEnded logs how a client connection ended. Mochi would log every one
+// that ends in an error, which is every device dropping off its link and
+// every connection the broker closes on shutdown, as a warning without a
+// message.
+func (b *Broker) connEnded(conn net.Conn, closing bool, err error) {
+	var code packets.Code
+	switch {
+	case err == nil:
+	case closing || errors.Is(err, ErrClosed):
+		b.log.Debug("client connection closed by the broker", "remote", conn.RemoteAddr(), "err", err)
+	case errors.Is(err, packets.ErrBadUsernameOrPassword) || errors.Is(err, packets.ErrNotAuthorized):
+		// The hook has logged the refusal, with the client's identity.
+	case errors.As(err, &code):
+		b.log.Warn("client connection refused", "remote", conn.RemoteAddr(), "reason", code.Reason)
+	default:
+		b.log.Info("client connection ended", "remote", conn.RemoteAddr(), "err", err)
+	}
 }
 
 // conns tracks the connections being served. Mochi v2.7.9 calls
@@ -186,16 +206,27 @@ type conns struct {
 }
 
 // track wraps establish so each connection is registered while it is
-// served, and refused once closeAll has begun.
-func (c *conns) track(establish listeners.EstablishFn) listeners.EstablishFn {
+// served, and refused once closeAll has begun. How it ended goes to ended
+// (closing: the broker was closing it), not to mochi's listener log.
+func (c *conns) track(establish listeners.EstablishFn, ended func(conn net.Conn, closing bool, err error)) listeners.EstablishFn {
 	return func(id string, conn net.Conn) error {
 		if !c.add(conn) {
 			_ = conn.Close()
-			return ErrClosed
+			ended(conn, true, ErrClosed)
+			return nil
 		}
 		defer c.remove(conn)
-		return establish(id, conn)
+		err := establish(id, conn)
+		ended(conn, c.closing(), err)
+		return nil
 	}
+}
+
+// closing reports whether closeAll has begun.
+func (c *conns) closing() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
 }
 
 // add registers conn unless closeAll has begun.

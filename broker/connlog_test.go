@@ -1,0 +1,111 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// logRecorder is a slog.Handler keeping every record at or above debug.
+type logRecorder struct {
+	mu      sync.Mutex
+	records []string // "LEVEL message attrs", guarded by mu
+}
+
+func (r *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *logRecorder) WithGroup(string) slog.Handler            { return r }
+
+func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %q", rec.Level, rec.Message)
+	rec.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.records = append(r.records, b.String())
+	return nil
+}
+
+// matching returns the records containing every one of parts.
+func (r *logRecorder) matching(parts ...string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, rec := range r.records {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(rec, p)
+		}
+		if all {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// TestConnectionEndsAreLogged: a device dropping off its link is one info
+// record naming its address, a refused password is only the hook's warning,
+// and the connections the broker closes on shutdown are debug records;
+// none of them is mochi's warning without a message.
+func TestConnectionEndsAreLogged(t *testing.T) {
+	logs := &logRecorder{}
+	tb := startBroker(t, Options{Logger: slog.New(logs)})
+
+	var conn net.Conn
+	c := tb.node("node-a")
+	c.conn = &conn
+	if _, err := dial(t, tb.Addr(), c); err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	remote := conn.LocalAddr().String()
+	_ = conn.Close() // the link drops: no DISCONNECT
+	checkFor(t, wait, 10*time.Millisecond, func() error {
+		if got := logs.matching(`INFO "client connection ended"`, "remote="+remote); len(got) != 1 {
+			return fmt.Errorf("want one record of the ended connection from %s, got %q", remote, got)
+		}
+		return nil
+	})
+
+	bad := tb.node("node-b")
+	bad.pass = "wrong"
+	if _, err := dial(t, tb.Addr(), bad); err == nil {
+		t.Fatal("wrong password accepted")
+	}
+	checkFor(t, wait, 10*time.Millisecond, func() error {
+		if len(logs.matching(`WARN "connection refused"`, "node-b")) != 1 {
+			return fmt.Errorf("no refusal logged for node-b")
+		}
+		return nil
+	})
+
+	var live net.Conn
+	c = tb.node("node-c")
+	c.conn = &live
+	if _, err := dial(t, tb.Addr(), c); err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	tb.stop()
+	liveRemote := live.LocalAddr().String()
+	if got := logs.matching(`DEBUG "client connection closed by the broker"`, "remote="+liveRemote); len(got) != 1 {
+		t.Errorf("want one debug record of the connection closed on shutdown, got %q", got)
+	}
+	for _, rec := range logs.matching(liveRemote) {
+		if !strings.HasPrefix(rec, "DEBUG") {
+			t.Errorf("shutdown logged above debug: %s", rec)
+		}
+	}
+	if got := logs.matching(`""`); len(got) > 0 {
+		t.Errorf("records without a message: %q", got)
+	}
+	if got := logs.matching(`"client connection ended"`); len(got) != 1 {
+		t.Errorf("want only node-a's ended connection, got %q", got)
+	}
+}
