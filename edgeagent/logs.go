@@ -57,11 +57,13 @@ type LogServer struct {
 	mu       sync.Mutex                    // guards closed and sessions
 	closed   bool                          // Run returned: no new streams
 	sessions map[string]context.CancelFunc // running streams by request ID
-	base     context.Context               // parent of every stream; set by Run
-	stop     context.CancelFunc            // cancels base
+	base     context.Context               // parent of every stream
+	stop     context.CancelFunc            // cancels base, when Run ends
 }
 
-// NewLogServer returns a LogServer; it serves requests once Run is called.
+// NewLogServer returns a LogServer. It serves requests from the start, so
+// none is lost while the agent starts up; Run must be called to end the
+// streams and wait for them.
 func NewLogServer(opts LogServerOptions) *LogServer {
 	if opts.MaxStreams <= 0 {
 		opts.MaxStreams = DefaultLogStreams
@@ -77,7 +79,6 @@ func NewLogServer(opts LogServerOptions) *LogServer {
 		log = slog.New(slog.DiscardHandler)
 	}
 	base, stop := context.WithCancel(context.Background())
-	stop() // until Run: requests are refused
 	return &LogServer{
 		opts: opts, log: log, spare: make(chan struct{}, 1),
 		sessions: map[string]context.CancelFunc{}, base: base, stop: stop,
@@ -94,12 +95,11 @@ func (s *LogServer) responseTopic() string {
 // Run serves until ctx ends, then cancels every stream and waits for them.
 func (s *LogServer) Run(ctx context.Context) error {
 	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
 		return errors.New("log server: Run called twice")
 	}
-	s.base, s.stop = context.WithCancel(ctx)
-	s.mu.Unlock()
 	<-ctx.Done()
 	s.mu.Lock()
 	s.closed = true

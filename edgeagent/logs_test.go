@@ -93,16 +93,15 @@ func chunks(t *testing.T, conn *fakeConn, id string) []schema.LogChunk {
 	return out
 }
 
-// serve sends req until the stream's last chunk arrives (Handle drops
-// requests until Run has started) and returns the stream's text and error.
+// serve sends req once, waits for the stream's last chunk and returns the
+// stream's text and error. (Sending it again would be a second request with
+// the same id, which ends a stream that is not a follow.)
 func serve(t *testing.T, s *edgeagent.LogServer, conn *fakeConn, req schema.LogRequest) (string, string) {
 	t.Helper()
+	s.Handle(logRequest(t, req))
 	var got []schema.LogChunk
 	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
-		if got = chunks(t, conn, req.ID); len(got) == 0 {
-			s.Handle(logRequest(t, req))
-		}
-		if len(got) == 0 || !got[len(got)-1].EOF {
+		if got = chunks(t, conn, req.ID); len(got) == 0 || !got[len(got)-1].EOF {
 			return fmt.Errorf("stream %s not finished: %d chunks", req.ID, len(got))
 		}
 		return nil
