@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/binary"
 	"fmt"
+	"runtime/debug"
 
 	"go.etcd.io/bbolt"
 )
@@ -49,6 +50,7 @@ func createBucketsV1(tx *bbolt.Tx) error {
 // migrateSafely runs migrate in one transaction; a bbolt panic on a damaged
 // file becomes ErrCorrupt.
 func migrateSafely(db *bbolt.DB) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true)) // see openBolt
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: bbolt: %v", ErrCorrupt, r)

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -101,9 +102,13 @@ func Open(path string, opts Options) (*Store, error) {
 
 // openBolt opens the bbolt file, turning a panic of bbolt on a damaged file
 // into ErrCorrupt and releasing the file's lock behind it (a mapping bbolt
-// made before panicking stays until the process exits).
+// made before panicking stays until the process exits). A truncated file
+// can make bbolt read its mapping past the end of the file, which faults
+// (SIGBUS): debug.SetPanicOnFault turns that into a panic too, instead of
+// a crash of the whole process.
 func openBolt(path string, timeout time.Duration) (db *bbolt.DB, err error) {
 	var file *os.File
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
 			if file != nil {
