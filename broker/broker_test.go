@@ -1,10 +1,13 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -328,4 +331,36 @@ func TestNewRejectsBadOptions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDamagedRetainedStoreIsSetAside: a broker.db bbolt cannot read does not
+// keep the broker from starting: it is moved aside unchanged, the error is
+// logged, and the broker serves and persists retained messages again.
+func TestDamagedRetainedStoreIsSetAside(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, StoreFile)
+	garbage := bytes.Repeat([]byte("not a bbolt file "), 1000)
+	if err := os.WriteFile(path, garbage, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs := &logRecorder{}
+	tb := startBroker(t, Options{DataDir: dir, Logger: slog.New(logs)})
+	if got := logs.matching(`ERROR "the broker's retained store was damaged`, "movedTo="+path+".damaged-"); len(got) != 1 {
+		t.Errorf("want one error record of the damaged store, got %q", got)
+	}
+	aside, err := filepath.Glob(path + ".damaged-*")
+	if err != nil || len(aside) != 1 {
+		t.Fatalf("damaged file kept as %v (%v), want one", aside, err)
+	}
+	if kept, err := os.ReadFile(aside[0]); err != nil || !bytes.Equal(kept, garbage) {
+		t.Errorf("damaged file not kept unchanged (%v)", err)
+	}
+
+	desired := schema.NodeTopic("node-a", schema.TopicDesired)
+	publish(t, mustDial(t, tb.Addr(), tb.controller()), desired, 1, true, "gen 1")
+	tb.stop()
+	again := startBroker(t, Options{DataDir: dir})
+	var in inbox
+	subscribe(t, mustDial(t, again.Addr(), again.controller()), "edgeset/#", &in)
+	checkFor(t, wait, 10*time.Millisecond, in.has(desired, "gen 1"))
 }

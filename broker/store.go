@@ -11,6 +11,8 @@ import (
 	"github.com/mochi-mqtt/server/v2/hooks/storage"
 	"github.com/mochi-mqtt/server/v2/packets"
 	"go.etcd.io/bbolt"
+
+	"github.com/edgeset/edgeset/internal/boltfile"
 )
 
 // retainedBucket holds retained messages keyed by topic.
@@ -41,11 +43,19 @@ type retainedStore struct {
 	closeOnce sync.Once
 }
 
-// openRetainedStore opens (creating) the bbolt file at path.
+// openRetainedStore opens (creating) the bbolt file at path. A file bbolt
+// cannot read is moved aside and replaced by an empty one, with an error
+// logged: retained messages are a cache of what the controller republishes
+// and devices announce again, and must not keep the controller from
+// starting.
 func openRetainedStore(path string, log *slog.Logger) (*retainedStore, error) {
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second})
+	db, setAside, err := boltfile.OpenOrSetAside(path, bbolt.Options{Timeout: time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("open retained store %s: %w", path, err)
+	}
+	if setAside != "" {
+		log.Error("the broker's retained store was damaged: moved it aside and started empty; the controller republishes desired states and devices announce themselves again",
+			"file", path, "movedTo", setAside)
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
 		_, err := tx.CreateBucketIfNotExists(retainedBucket)

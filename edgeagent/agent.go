@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/edgeset/edgeset/internal/boltfile"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -127,13 +128,8 @@ func New(cfg Config, rt Runtime, conn Conn) (*Agent, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	store, err := openStore(cfg)
+	store, st, err := openStore(cfg)
 	if err != nil {
-		return nil, err
-	}
-	st, err := store.load()
-	if err != nil {
-		store.close()
 		return nil, err
 	}
 	a := &Agent{
@@ -146,11 +142,47 @@ func New(cfg Config, rt Runtime, conn Conn) (*Agent, error) {
 	return a, nil
 }
 
-func openStore(cfg Config) (stateStore, error) {
+// openStore opens the local state and loads it. The state caches what the
+// controller sends again on every connection, so a file that cannot be
+// read, as a database or in its content, is moved aside (kept for a
+// post-mortem) and replaced by an empty one, with an error logged: the
+// agent then starts as if never told anything, which removes nothing, and
+// is told again once online. A damaged file must not keep a remote device
+// from starting.
+func openStore(cfg Config) (stateStore, localState, error) {
 	if cfg.Ephemeral {
-		return newMemoryStore(), nil
+		m := newMemoryStore()
+		st, err := m.load()
+		return m, st, err
 	}
-	return openBoltStore(cfg.DataDir)
+	s, setAside, err := openBoltStore(cfg.DataDir)
+	if err != nil {
+		return nil, localState{}, err
+	}
+	if setAside != "" {
+		cfg.Logger.Error("the agent's state file was damaged: moved it aside and started without a desired state until the controller sends one",
+			"file", s.path, "movedTo", setAside)
+	}
+	st, loadErr := s.load()
+	if loadErr == nil {
+		return s, st, nil
+	}
+	_ = s.close()
+	if setAside, err = boltfile.SetAside(s.path); err != nil {
+		return nil, localState{}, fmt.Errorf("%w; %w", loadErr, err)
+	}
+	cfg.Logger.Error("the agent's state file held unreadable state: moved it aside and started without a desired state until the controller sends one",
+		"file", s.path, "movedTo", setAside, "err", loadErr)
+	s, _, err = openBoltStore(cfg.DataDir)
+	if err != nil {
+		return nil, localState{}, err
+	}
+	st, err = s.load()
+	if err != nil {
+		_ = s.close()
+		return nil, localState{}, err
+	}
+	return s, st, nil
 }
 
 // restore adopts the persisted state, re-verifying each revision's hash.

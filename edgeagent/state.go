@@ -11,6 +11,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/edgeset/edgeset/internal/boltfile"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -49,11 +50,15 @@ type boltStore struct {
 	path string
 }
 
-func openBoltStore(dir string) (*boltStore, error) {
+// openBoltStore opens DataDir/agent.db. A file bbolt cannot read is moved
+// aside (setAside is its new name) and replaced by an empty one: the file
+// caches what the controller sends again, and a damaged one must not keep
+// the agent from starting.
+func openBoltStore(dir string) (s *boltStore, setAside string, err error) {
 	p := filepath.Join(dir, StateFile)
-	db, err := bolt.Open(p, 0o600, &bolt.Options{Timeout: time.Second})
+	db, setAside, err := boltfile.OpenOrSetAside(p, bolt.Options{Timeout: time.Second})
 	if err != nil {
-		return nil, fmt.Errorf("open agent state %s: %w", p, err)
+		return nil, setAside, fmt.Errorf("open agent state %s: %w", p, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketMeta, bucketRevisions} {
@@ -65,9 +70,9 @@ func openBoltStore(dir string) (*boltStore, error) {
 	})
 	if err != nil {
 		db.Close()
-		return nil, fmt.Errorf("init agent state %s: %w", p, err)
+		return nil, setAside, fmt.Errorf("init agent state %s: %w", p, err)
 	}
-	return &boltStore{db: db, path: p}, nil
+	return &boltStore{db: db, path: p}, setAside, nil
 }
 
 func (s *boltStore) load() (localState, error) {

@@ -6,12 +6,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"sync"
 	"time"
 
 	"go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/edgeset/edgeset/internal/boltfile"
 )
 
 // Defaults applied by Open to zero Options fields.
@@ -83,7 +84,7 @@ func Open(path string, opts Options) (*Store, error) {
 	_, statErr := os.Stat(path)
 	created := errors.Is(statErr, os.ErrNotExist)
 
-	db, err := openBolt(path, opts.LockTimeout)
+	db, err := boltfile.Open(path, bbolt.Options{Timeout: opts.LockTimeout})
 	if err != nil {
 		return nil, openError(path, opts.LockTimeout, err)
 	}
@@ -100,31 +101,6 @@ func Open(path string, opts Options) (*Store, error) {
 	return &Store{path: path, db: db, maxEvents: opts.MaxEvents}, nil
 }
 
-// openBolt opens the bbolt file, turning a panic of bbolt on a damaged file
-// into ErrCorrupt and releasing the file's lock behind it (a mapping bbolt
-// made before panicking stays until the process exits). A truncated file
-// can make bbolt read its mapping past the end of the file, which faults
-// (SIGBUS): debug.SetPanicOnFault turns that into a panic too, instead of
-// a crash of the whole process.
-func openBolt(path string, timeout time.Duration) (db *bbolt.DB, err error) {
-	var file *os.File
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if r := recover(); r != nil {
-			if file != nil {
-				releaseFile(file)
-			}
-			db, err = nil, fmt.Errorf("%w: bbolt: %v", ErrCorrupt, r)
-		}
-	}()
-	openFile := func(name string, flag int, perm os.FileMode) (*os.File, error) {
-		f, err := os.OpenFile(name, flag, perm)
-		file = f
-		return f, err
-	}
-	return bbolt.Open(path, 0o600, &bbolt.Options{Timeout: timeout, OpenFile: openFile})
-}
-
 // openError explains why bbolt.Open failed. Beyond a lock timeout and the
 // operating system's refusals (missing directory, permissions), bbolt fails
 // only on the file's content: invalid meta pages, checksums, sizes.
@@ -134,7 +110,7 @@ func openError(path string, timeout time.Duration, err error) error {
 	case errors.Is(err, berrors.ErrTimeout):
 		return fmt.Errorf("open store %s: %w after %s: another edgeset-controller probably holds it",
 			path, ErrLocked, timeout)
-	case errors.As(err, &pathErr), errors.Is(err, ErrCorrupt):
+	case errors.As(err, &pathErr):
 		return fmt.Errorf("open store %s: %w", path, err)
 	default:
 		return fmt.Errorf("open store %s: %w: %w", path, ErrCorrupt, err)

@@ -1,0 +1,114 @@
+// Package boltfile opens bbolt files without letting a damaged one crash
+// the process. bbolt trusts its file: on a truncated or overwritten one it
+// may return an error, panic, or read its memory mapping past the end of
+// the file, which faults (SIGBUS) and would kill the whole program. Open
+// turns all three into ErrDamaged. OpenOrSetAside is for files that only
+// cache state kept elsewhere (the agent's desired state, the broker's
+// retained messages): it moves a damaged file aside, keeping it for a
+// post-mortem, and starts a new one.
+package boltfile
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"runtime/debug"
+	"time"
+
+	"go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// ErrDamaged: the file is not a readable bbolt database.
+var ErrDamaged = errors.New("damaged or not a bbolt database")
+
+// Open opens (creating, mode 0600) the bbolt file at path. A lock held by
+// another process past opts.Timeout is bbolt's ErrTimeout, and the
+// operating system's refusals (missing directory, permissions) are
+// *fs.PathError; every other failure comes from the file's content and is
+// ErrDamaged. Errors do not repeat path, except the operating system's.
+// After a panic or fault the lock bbolt took is released, so
+// the file can be opened again; the mapping bbolt made stays until the
+// process exits.
+func Open(path string, opts bbolt.Options) (db *bbolt.DB, err error) {
+	var file *os.File
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			if file != nil {
+				releaseFile(file)
+			}
+			db, err = nil, fmt.Errorf("%w: bbolt: %v", ErrDamaged, r)
+		}
+	}()
+	openFile := opts.OpenFile
+	if openFile == nil {
+		openFile = os.OpenFile
+	}
+	opts.OpenFile = func(name string, flag int, perm os.FileMode) (*os.File, error) {
+		f, err := openFile(name, flag, perm)
+		file = f
+		return f, err
+	}
+	db, err = bbolt.Open(path, 0o600, &opts)
+	var pathErr *fs.PathError
+	switch {
+	case err == nil:
+		if err := checkSize(db); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+		return db, nil
+	case errors.Is(err, berrors.ErrTimeout), errors.As(err, &pathErr):
+		return nil, err
+	default:
+		return nil, fmt.Errorf("%w: %w", ErrDamaged, err)
+	}
+}
+
+// checkSize fails with ErrDamaged when the file is shorter than the pages
+// its last transaction committed: bbolt opens such a truncated file, and
+// reading one of the missing pages would fault.
+func checkSize(db *bbolt.DB) error {
+	fi, err := os.Stat(db.Path())
+	if err != nil {
+		return err
+	}
+	return db.View(func(tx *bbolt.Tx) error {
+		if tx.Size() > fi.Size() {
+			return fmt.Errorf("%w: truncated: the file has %d bytes, its pages reach %d", ErrDamaged, fi.Size(), tx.Size())
+		}
+		return nil
+	})
+}
+
+// OpenOrSetAside opens path like Open; if the file is damaged it renames it
+// to path.damaged-TIMESTAMP and opens a new, empty file in its place.
+// setAside is the name the damaged file now has, or "" when it was
+// readable.
+func OpenOrSetAside(path string, opts bbolt.Options) (db *bbolt.DB, setAside string, err error) {
+	db, err = Open(path, opts)
+	if !errors.Is(err, ErrDamaged) {
+		return db, "", err
+	}
+	damaged := err
+	if setAside, err = SetAside(path); err != nil {
+		return nil, "", fmt.Errorf("%w; %w", damaged, err)
+	}
+	if db, err = Open(path, opts); err != nil {
+		return nil, setAside, fmt.Errorf("new file in place of the damaged one: %w", err)
+	}
+	return db, setAside, nil
+}
+
+// SetAside renames the (closed) damaged file at path to
+// path.damaged-TIMESTAMP, where it stays for a post-mortem, and returns
+// the new name.
+func SetAside(path string) (string, error) {
+	aside := path + ".damaged-" + time.Now().UTC().Format("20060102T150405.000000000Z")
+	if err := os.Rename(path, aside); err != nil {
+		return "", fmt.Errorf("move damaged file aside: %w", err)
+	}
+	return aside, nil
+}
