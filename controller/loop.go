@@ -322,7 +322,8 @@ func (c *Controller) setStatus(d decision) {
 		status[key] = dsStatus{DaemonSetStatus: st, Rollout: d.Rollouts[key].Status}
 	}
 	c.state.status = status
-	c.metrics.setFleet(c.registry.States(), status, c.state.observed)
+	online, known := c.registry.Counts()
+	c.metrics.setFleet(online, known-online, status, c.state.observed)
 }
 
 // flushNodesLoop stores the announcements and presence of nodes that

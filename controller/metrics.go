@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/edgeset/edgeset/controller/registry"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -87,15 +86,9 @@ func (m *metrics) observePass(d time.Duration, changed int) {
 }
 
 // setFleet refreshes the gauges from the latest pass.
-func (m *metrics) setFleet(nodes []registry.NodeState, status map[string]dsStatus, observed map[string]schema.ObservedState) {
-	online := 0
-	for _, n := range nodes {
-		if n.Online {
-			online++
-		}
-	}
+func (m *metrics) setFleet(online, offline int, status map[string]dsStatus, observed map[string]schema.ObservedState) {
 	m.nodes.WithLabelValues("online").Set(float64(online))
-	m.nodes.WithLabelValues("offline").Set(float64(len(nodes) - online))
+	m.nodes.WithLabelValues("offline").Set(float64(offline))
 	m.daemonsets.Set(float64(len(status)))
 	phases := map[string]int{}
 	for _, obs := range observed {

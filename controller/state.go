@@ -178,18 +178,10 @@ func (c *Controller) snapshotLocked(now time.Time) snapshot {
 	nodes, changeAt := c.registry.Snapshot(now, c.cfg.NodeOfflineGrace)
 	s := snapshot{
 		Now: now, Nodes: nodes, NodesChangeAt: changeAt,
-		Current:      c.plannableLocked(nodes),
-		Observed:     c.state.observed,
-		Online:       make(map[string]bool, len(nodes)),
-		OfflineSince: make(map[string]time.Time),
+		Current:  c.plannableLocked(nodes),
+		Observed: c.state.observed,
 	}
-	for _, ns := range c.registry.States() {
-		if ns.Online {
-			s.Online[ns.Name] = true
-		} else {
-			s.OfflineSince[ns.Name] = ns.OfflineSince
-		}
-	}
+	s.Online, s.OfflineSince = c.registry.Presence()
 	for key, e := range c.state.daemonsets {
 		s.DaemonSets = append(s.DaemonSets, dsSnapshot{
 			Key: key, Policy: e.policy, Revision: e.rec.CurrentRevision,

@@ -235,7 +235,7 @@ func (b *bench) startFleet(ctx context.Context) (*sim.Fleet, func(), error) {
 }
 
 // register waits for the ramp, then times until the controller counts
-// every node online, and checks ListNodes.
+// every node online and listed by ListNodes (announced with its status).
 func (b *bench) register(ctx context.Context, fleet *sim.Fleet) error {
 	select {
 	case <-fleet.RampDone():
@@ -252,12 +252,19 @@ func (b *bench) register(ctx context.Context, fleet *sim.Fleet) error {
 	if err != nil {
 		return fmt.Errorf("registration: %w", err)
 	}
-	b.res.RegisterSeconds = time.Since(rampEnd).Seconds()
-	nodes, err := b.api.ListNodes(ctx)
-	if err != nil || len(nodes) != b.opts.Nodes {
-		return fmt.Errorf("registration: ListNodes returned %d nodes (%v), want %d", len(nodes), err, b.opts.Nodes)
+	// A node is online once its presence is in; it is registered once its
+	// status is too, which may follow a moment later.
+	var nodes int
+	err = b.poll(ctx, 200*time.Millisecond, func() (bool, string, error) {
+		list, err := b.api.ListNodes(ctx)
+		nodes = len(list)
+		return nodes == b.opts.Nodes, fmt.Sprintf("ListNodes returned %d nodes", nodes), err
+	})
+	if err != nil {
+		return fmt.Errorf("registration: %w", err)
 	}
-	b.progress("registered %d nodes %.2fs after the ramp", len(nodes), b.res.RegisterSeconds)
+	b.res.RegisterSeconds = time.Since(rampEnd).Seconds()
+	b.progress("registered %d nodes %.2fs after the ramp", nodes, b.res.RegisterSeconds)
 	return nil
 }
 
