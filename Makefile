@@ -60,7 +60,7 @@ bench-idle: ## idle agent MQTT traffic through a counting proxy (3 min; EDGESET_
 .PHONY: bench-broker-memory
 bench-broker-memory: ## broker RSS per idle device: embedded broker and Mosquitto (EDGESET_BENCH_CLIENTS, default 5000)
 	EDGESET_BENCH_SCALE=1 $(GO) test -count=1 -run='^$$' -bench='^BenchmarkIdleClients$$' -benchtime=1x ./broker/
-	EDGESET_BENCH_SCALE=1 $(GO) test -count=1 -run='^$$' -bench='^BenchmarkIdleClientsMosquitto$$' -benchtime=1x ./test/mosquitto/
+	EDGESET_BENCH_SCALE=1 $(GO) test -count=1 -run='^$$' -bench='^BenchmarkIdleClientsMosquitto$$' -benchtime=1x ./broker/
 
 run: build ## controller (store in DATA_DIR), simulated fleet, local Docker agent, example daemonsets; Ctrl-C stops all
 	BIN=$(BIN) DATA_DIR=$(DATA_DIR) configs/run-demo.sh

@@ -22,6 +22,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/edgeset/edgeset/schema"
+	"github.com/edgeset/edgeset/test/mosquitto"
 )
 
 // Environment of the idle-client benchmark.
@@ -126,7 +127,7 @@ func BenchmarkIdleClients(b *testing.B) {
 	}
 	h := startHelper(b, dir)
 	before := h.sample(b)
-	clients := connectIdle(b, h.addr, secret, n)
+	clients := connectIdle(b, h.addr, n, func(node string) string { return NodeToken(secret, node) })
 	after := h.sample(b)
 	if after.connected < int64(n) {
 		b.Fatalf("broker reports %d connected clients, want %d", after.connected, n)
@@ -138,6 +139,38 @@ func BenchmarkIdleClients(b *testing.B) {
 	b.ReportMetric(float64(after.goroutines-before.goroutines)/float64(n), "goroutines/client")
 	b.Logf("%d clients: broker RSS %d -> %d KiB, heap %d -> %d KiB, stacks %d -> %d KiB",
 		n, before.rss>>10, after.rss>>10, before.heap>>10, after.heap>>10, before.stack>>10, after.stack>>10)
+	for _, c := range clients {
+		c.Disconnect(0)
+	}
+}
+
+// BenchmarkIdleClientsMosquitto is BenchmarkIdleClients against Mosquitto,
+// configured as edgeset configures it (password file, per-node ACL,
+// persistence), for comparison: Mosquitto's VmRSS with the clients
+// connected against the empty broker. Set EDGESET_BENCH_SCALE=1 to enable
+// it:
+//
+//	EDGESET_BENCH_SCALE=1 go test -run '^$' -bench IdleClientsMosquitto -benchtime 1x ./broker/
+func BenchmarkIdleClientsMosquitto(b *testing.B) {
+	if os.Getenv(envBenchScale) == "" {
+		b.Skip("set " + envBenchScale + "=1 to connect thousands of clients")
+	}
+	n := 5000
+	if v, err := strconv.Atoi(os.Getenv(envBenchClients)); err == nil && v > 0 {
+		n = v
+	}
+	raiseFDLimit(b)
+	password := func(node string) string { return "pw-" + node }
+	users := make(map[string]string, n)
+	for i := range n {
+		users[benchNode(i)] = password(benchNode(i))
+	}
+	srv := mosquitto.Start(b, mosquitto.Config{Users: users})
+	before := vmRSS(b, srv.Pid())
+	clients := connectIdle(b, srv.Addr(), n, password)
+	after := vmRSS(b, srv.Pid())
+	b.ReportMetric(float64(after-before)/float64(n)/1024, "rss-KiB/client")
+	b.Logf("%d clients: mosquitto RSS %d -> %d KiB", n, before>>10, after>>10)
 	for _, c := range clients {
 		c.Disconnect(0)
 	}
@@ -223,9 +256,13 @@ func vmRSS(b *testing.B, pid int) int64 {
 	return 0
 }
 
-// connectIdle connects n node clients to addr, each subscribed to its desired
-// topic, using a few parallel dialers.
-func connectIdle(b *testing.B, addr string, secret []byte, n int) []paho.Client {
+// benchNode is the name of the i-th benchmark client.
+func benchNode(i int) string { return fmt.Sprintf("bench-%05d", i) }
+
+// connectIdle connects n node clients (benchNode names, password from
+// password) to addr, each subscribed to its desired topic, using a few
+// parallel dialers.
+func connectIdle(b *testing.B, addr string, n int, password func(node string) string) []paho.Client {
 	clients := make([]paho.Client, n)
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -233,7 +270,8 @@ func connectIdle(b *testing.B, addr string, secret []byte, n int) []paho.Client 
 	for w := range dialers {
 		wg.Go(func() {
 			for i := w; i < n; i += dialers {
-				c, err := connectNode(addr, secret, fmt.Sprintf("bench-%05d", i))
+				node := benchNode(i)
+				c, err := connectNode(addr, node, password(node))
 				if err != nil {
 					errs <- err
 					return
@@ -251,9 +289,9 @@ func connectIdle(b *testing.B, addr string, secret []byte, n int) []paho.Client 
 }
 
 // connectNode connects and subscribes one idle node.
-func connectNode(addr string, secret []byte, node string) (paho.Client, error) {
+func connectNode(addr, node, password string) (paho.Client, error) {
 	o := paho.NewClientOptions().AddBroker("tcp://" + addr).SetClientID(node).
-		SetUsername(node).SetPassword(NodeToken(secret, node)).SetProtocolVersion(4).
+		SetUsername(node).SetPassword(password).SetProtocolVersion(4).
 		SetCleanSession(true).SetAutoReconnect(false).SetKeepAlive(5 * time.Minute).
 		SetConnectTimeout(30 * time.Second)
 	c := paho.NewClient(o)
