@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // Refresh has the broker send the retained message of each of topics again,
@@ -97,8 +98,10 @@ func (c *Client) awaitFence(ctx context.Context, fence string) error {
 }
 
 // fences are the markers Refresh waits for. receive checks them before the
-// inbox, so a marker never reaches Handler.
+// inbox, so a marker never reaches Handler; while none is awaited that check
+// is one atomic load.
 type fences struct {
+	awaited atomic.Int32 // len(waiting), read without mu
 	mu      sync.Mutex
 	waiting map[string]chan struct{} // topic + "\x00" + marker
 }
@@ -111,6 +114,7 @@ func (f *fences) expect(topic, marker string) <-chan struct{} {
 	}
 	ch := make(chan struct{})
 	f.waiting[topic+"\x00"+marker] = ch
+	f.awaited.Store(int32(len(f.waiting)))
 	return ch
 }
 
@@ -118,21 +122,23 @@ func (f *fences) forget(topic, marker string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.waiting, topic+"\x00"+marker)
+	f.awaited.Store(int32(len(f.waiting)))
 }
 
 // arrived reports whether topic and payload are an awaited marker, and
 // releases its waiter.
 func (f *fences) arrived(topic string, payload []byte) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.waiting) == 0 {
+	if f.awaited.Load() == 0 {
 		return false
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	key := topic + "\x00" + string(payload)
 	ch, ok := f.waiting[key]
 	if ok {
 		close(ch)
 		delete(f.waiting, key)
+		f.awaited.Store(int32(len(f.waiting)))
 	}
 	return ok
 }
