@@ -183,7 +183,7 @@ func (b *Broker) connEnded(conn net.Conn, closing bool, err error) {
 	var code packets.Code
 	switch {
 	case err == nil:
-	case closing || errors.Is(err, ErrClosed):
+	case closing:
 		b.log.Debug("client connection closed by the broker", "remote", conn.RemoteAddr(), "err", err)
 	case errors.Is(err, packets.ErrBadUsernameOrPassword) || errors.Is(err, packets.ErrNotAuthorized):
 		// The hook has logged the refusal, with the client's identity.
