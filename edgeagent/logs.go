@@ -183,7 +183,7 @@ func (s *LogServer) stream(ctx context.Context, req schema.LogRequest) {
 		s.finish(ctx, req.ID, 0, "", err.Error())
 		return
 	}
-	rc, err := s.opts.Runtime.Logs(ctx, c.ID, req.Tail, req.Follow)
+	rc, err := s.opts.Runtime.Logs(ctx, c.ID, LogOptions{Tail: req.Tail, Follow: req.Follow})
 	if err != nil {
 		s.finish(ctx, req.ID, 0, "", fmt.Sprintf("read logs of container %s: %v", c.Name, err))
 		return

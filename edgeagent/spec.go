@@ -64,6 +64,26 @@ func isNameChar(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-'
 }
 
+// InstanceSpec is every container of one instance, as BuildInstance builds
+// it.
+type InstanceSpec struct {
+	// Init are the init containers in template order. Those with
+	// restartPolicy Always (sidecars) keep running beside Containers.
+	Init []ContainerSpec
+	// Containers are the main containers in template order.
+	Containers []ContainerSpec
+}
+
+// BuildInstance maps a revision's template to every container of one
+// instance. A missing config object is a *ConfigError.
+func BuildInstance(node, daemonSet, revision string, t schema.PodTemplateSpec) (InstanceSpec, error) {
+	main, err := BuildSpecs(node, daemonSet, revision, t)
+	if err != nil {
+		return InstanceSpec{}, err
+	}
+	return InstanceSpec{Containers: main}, nil
+}
+
 // BuildSpecs maps a revision's template to the containers of one instance on
 // node, in template order. It is pure: NetworkOf is left empty and is filled
 // in at create time with the id of the first container when containers share

@@ -4,6 +4,9 @@ import (
 	"context"
 	"io"
 	"strconv"
+	"time"
+
+	"github.com/edgeset/edgeset/edgeagent"
 
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
@@ -13,10 +16,13 @@ import (
 // last tail lines (all if tail <= 0), then, if follow, new lines until the
 // container stops, ctx ends or the reader is closed. The caller must Close
 // the reader.
-func (r *Runtime) Logs(ctx context.Context, id string, tail int, follow bool) (io.ReadCloser, error) {
-	opts := client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Follow: follow, Tail: "all"}
-	if tail > 0 {
-		opts.Tail = strconv.Itoa(tail)
+func (r *Runtime) Logs(ctx context.Context, id string, lo edgeagent.LogOptions) (io.ReadCloser, error) {
+	opts := client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Follow: lo.Follow, Tail: "all"}
+	if lo.Tail > 0 {
+		opts.Tail = strconv.Itoa(lo.Tail)
+	}
+	if !lo.Until.IsZero() {
+		opts.Until = lo.Until.UTC().Format(time.RFC3339Nano)
 	}
 	src, err := r.cli.ContainerLogs(ctx, id, opts)
 	if err != nil {

@@ -48,6 +48,9 @@ type Runtime struct {
 	ExecResult func(c edgeagent.ContainerState, cmd []string) (exitCode int, output []byte, err error)
 	// LogOutput answers Logs for an existing container; nil answers an
 	// empty log.
+	// Files, when set, serves ReadFile: the content of path in container
+	// id, and whether it exists.
+	Files func(id, path string) ([]byte, bool)
 	LogOutput func(c edgeagent.ContainerState, tail int, follow bool) (io.ReadCloser, error)
 	// Now stamps Created, StartedAt and FinishedAt; nil is time.Now.
 	Now func() time.Time
@@ -365,15 +368,34 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd []string) (int, []byt
 }
 
 // Logs implements edgeagent.Runtime through LogOutput.
-func (r *Runtime) Logs(ctx context.Context, id string, tail int, follow bool) (io.ReadCloser, error) {
+func (r *Runtime) Logs(ctx context.Context, id string, opts edgeagent.LogOptions) (io.ReadCloser, error) {
 	st, err := r.Inspect(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	if r.LogOutput != nil {
-		return r.LogOutput(st, tail, follow)
+		return r.LogOutput(st, opts.Tail, opts.Follow)
 	}
 	return io.NopCloser(strings.NewReader("")), nil
+}
+
+// ReadFile implements edgeagent.Runtime through Files, keyed by container
+// id and path.
+func (r *Runtime) ReadFile(ctx context.Context, id, path string, limit int64) ([]byte, error) {
+	if _, err := r.Inspect(ctx, id); err != nil {
+		return nil, err
+	}
+	if r.Files == nil {
+		return nil, fmt.Errorf("read %s in %s: %w", path, id, edgeagent.ErrNotFound)
+	}
+	b, ok := r.Files(id, path)
+	if !ok {
+		return nil, fmt.Errorf("read %s in %s: %w", path, id, edgeagent.ErrNotFound)
+	}
+	if int64(len(b)) > limit {
+		b = b[:limit]
+	}
+	return b, nil
 }
 
 // Events implements edgeagent.Runtime. The stream ends with ctx's error, or
