@@ -15,6 +15,8 @@ const (
 	LabelRevision  = "io.edgeset.revision"  // template hash
 	LabelContainer = "io.edgeset.container" // container name in the template
 	LabelIndex     = "io.edgeset.index"     // container position in the template, "0" owns the network namespace
+	LabelPodName   = "io.edgeset.pod-name"  // the instance's stable pod-like name (metadata.name)
+	LabelPodUID    = "io.edgeset.pod-uid"   // the instance's uid (metadata.uid)
 )
 
 // Runtime is the container engine as the agent needs it. The Docker

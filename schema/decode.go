@@ -37,16 +37,23 @@ type Source struct {
 func (s Source) String() string { return fmt.Sprintf("%s:%d", s.File, s.Line) }
 
 // Object is one decoded manifest object. Exactly one of the kind fields is
-// set; DaemonSet is the only kind edgeset decodes today.
+// set.
 type Object struct {
 	Source    Source
 	DaemonSet *DaemonSet
+	ConfigMap *ConfigMap
+	Secret    *Secret
 }
 
 // Kind returns the object's kind.
 func (o Object) Kind() string {
-	if o.DaemonSet != nil {
+	switch {
+	case o.DaemonSet != nil:
 		return KindDaemonSet
+	case o.ConfigMap != nil:
+		return KindConfigMap
+	case o.Secret != nil:
+		return KindSecret
 	}
 	return ""
 }
