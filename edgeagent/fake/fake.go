@@ -50,7 +50,7 @@ type Runtime struct {
 	// empty log.
 	// Files, when set, serves ReadFile: the content of path in container
 	// id, and whether it exists.
-	Files func(id, path string) ([]byte, bool)
+	Files     func(id, path string) ([]byte, bool)
 	LogOutput func(c edgeagent.ContainerState, tail int, follow bool) (io.ReadCloser, error)
 	// Now stamps Created, StartedAt and FinishedAt; nil is time.Now.
 	Now func() time.Time
