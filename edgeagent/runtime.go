@@ -17,6 +17,10 @@ const (
 	LabelIndex     = "io.edgeset.index"     // container position in the template, "0" owns the network namespace
 	LabelPodName   = "io.edgeset.pod-name"  // the instance's stable pod-like name (metadata.name)
 	LabelPodUID    = "io.edgeset.pod-uid"   // the instance's uid (metadata.uid)
+	// LabelInitIndex marks an init container (sidecars included) with its
+	// position among the template's initContainers; init containers carry
+	// no LabelIndex.
+	LabelInitIndex = "io.edgeset.init-index"
 )
 
 // Runtime is the container engine as the agent needs it. The Docker
@@ -104,6 +108,9 @@ type ContainerSpec struct {
 	Memory    int64 // memory limit in bytes; 0 is unlimited
 	// StopTimeout is the template's terminationGracePeriodSeconds.
 	StopTimeout time.Duration
+	// PullAuth is the credential for this image chosen from the template's
+	// imagePullSecrets; nil uses the device's own (Config.RegistryAuth).
+	PullAuth *RegistryAuth
 
 	// WorkingDir overrides the image's working directory when set.
 	WorkingDir string
