@@ -40,6 +40,10 @@ type Config struct {
 	Policy LocalPolicy
 	// RegistryAuth is passed to every image pull; nil pulls anonymously.
 	RegistryAuth *RegistryAuth
+	// KubeletLogDir, when set, is the root under which the agent keeps the
+	// kubelet's pods/ and containers/ log layout (see KubeletLogs) for log
+	// shippers; /var/log on a device. Empty disables it.
+	KubeletLogDir string
 	// Clock defaults to time.Now; tests inject their own.
 	Clock func() time.Time
 	// ResyncInterval is the period of the level-triggered reconcile pass
