@@ -11,6 +11,8 @@
 //	app ignore-term           ignore SIGTERM, run until killed
 //	app check FILE            exit 0 if FILE exists, 1 otherwise
 //	app touch FILE            create FILE; exit 0 on success
+//	app cat FILE              print FILE (e.g. /proc/self/status), then run until SIGTERM
+//	app pwd                   print the working directory; exit 0, or 1 if it cannot
 //
 // Every mode but ignore-term exits 0 promptly on SIGTERM: as PID 1 the
 // process would otherwise never see the signal.
@@ -74,6 +76,10 @@ func run(mode string, args []string) int {
 		return fileOp(args, func(p string) error { return os.WriteFile(p, nil, 0o644) })
 	case "check":
 		return fileOp(args, func(p string) error { _, err := os.Stat(p); return err })
+	case "cat":
+		return cat(args)
+	case "pwd":
+		return pwd()
 	}
 	fmt.Fprintf(os.Stderr, "app: unknown mode %q\n", mode)
 	return 2
@@ -149,6 +155,35 @@ func fileOp(args []string, op func(path string) error) int {
 		return 1
 	}
 	fmt.Printf("app: %s: ok\n", args[0])
+	return 0
+}
+
+// cat handles "cat FILE": it prints the file and keeps running, so a test
+// reads what a running process sees.
+func cat(args []string) int {
+	if len(args) != 1 {
+		fmt.Fprintln(os.Stderr, "usage: app cat FILE")
+		return 2
+	}
+	b, err := os.ReadFile(args[0])
+	if err != nil {
+		fmt.Printf("app: %v\n", err)
+		return 1
+	}
+	fmt.Printf("%s", b)
+	fmt.Println("app: cat done")
+	block()
+	return 0
+}
+
+// pwd prints the working directory.
+func pwd() int {
+	dir, err := os.Getwd()
+	if err != nil {
+		fmt.Printf("app: %v\n", err)
+		return 1
+	}
+	fmt.Printf("app: pwd %s\n", dir)
 	return 0
 }
 
