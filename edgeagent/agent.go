@@ -123,6 +123,7 @@ type Agent struct {
 	revisions map[string]schema.Revision
 	applied   uint64
 	instances map[instanceKey]*instance
+	klogs     *KubeletLogs // nil unless Config.KubeletLogDir is set
 }
 
 // New opens the local state and returns an agent ready to Run. It makes no
@@ -142,6 +143,12 @@ func New(cfg Config, rt Runtime, conn Conn) (*Agent, error) {
 		revisions: map[string]schema.Revision{}, instances: map[instanceKey]*instance{},
 	}
 	a.probes = newProber(rt, a.poke, a.log)
+	if cfg.KubeletLogDir != "" {
+		if a.klogs, err = NewKubeletLogs(cfg.KubeletLogDir); err != nil {
+			_ = store.close()
+			return nil, err
+		}
+	}
 	a.restore(st)
 	return a, nil
 }
