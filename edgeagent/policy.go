@@ -21,7 +21,8 @@ type LocalPolicy struct {
 	// RestrictHostPaths limits hostPath volumes, of every type, to
 	// AllowedHostPaths: a path is allowed when it equals one of them or
 	// lies beneath one. With RestrictHostPaths set and no prefixes, every
-	// hostPath is refused.
+	// hostPath is refused. A mount of a hostPath volume must then also stay
+	// inside it: an absolute subPath or one with ".." is refused.
 	RestrictHostPaths bool
 	AllowedHostPaths  []string
 	// DeniedCapabilities are capabilities no container may add
@@ -94,6 +95,7 @@ func (p LocalPolicy) Check(t schema.PodTemplateSpec) error {
 		for i, c := range group.cs {
 			field := fmt.Sprintf("%s[%d]", group.field, i)
 			reasons = append(reasons, p.containerReasons(field, c, t.Spec.SecurityContext)...)
+			reasons = append(reasons, p.subPathReasons(field, c.VolumeMounts, t.Spec.Volumes)...)
 		}
 	}
 	reasons = append(reasons, p.hostPathReasons(t.Spec.Volumes)...)
@@ -178,6 +180,46 @@ func unconfinedSeccomp(field string, sc *schema.SecurityContext, pod *schema.Pod
 		return "spec.securityContext.seccompProfile"
 	}
 	return ""
+}
+
+// subPathReasons refuses, under RestrictHostPaths, a mount of a hostPath
+// volume whose subPath (or the literal part of its subPathExpr) is
+// absolute or climbs out of the volume with "..": the allowlist is checked
+// on the volume's path, so the mount must stay beneath it.
+func (p LocalPolicy) subPathReasons(field string, mounts []schema.VolumeMount, vols []schema.Volume) []string {
+	if !p.RestrictHostPaths {
+		return nil
+	}
+	var out []string
+	for j, m := range mounts {
+		if !isHostPathVolume(vols, m.Name) {
+			continue
+		}
+		for _, sp := range []struct{ key, value string }{{"subPath", m.SubPath}, {"subPathExpr", m.SubPathExpr}} {
+			if escapesVolume(sp.value) {
+				out = append(out, fmt.Sprintf("%s.volumeMounts[%d].%s %q leaves hostPath volume %q, which local policy restricts", field, j, sp.key, sp.value, m.Name))
+			}
+		}
+	}
+	return out
+}
+
+func isHostPathVolume(vols []schema.Volume, name string) bool {
+	for _, v := range vols {
+		if v.Name == name {
+			return v.HostPath != nil
+		}
+	}
+	return false
+}
+
+// escapesVolume reports whether sub, relative to a volume's root, is
+// absolute or has a ".." component.
+func escapesVolume(sub string) bool {
+	if path.IsAbs(sub) {
+		return true
+	}
+	return slices.Contains(strings.Split(sub, "/"), "..")
 }
 
 func (p LocalPolicy) hostPathReasons(vols []schema.Volume) []string {

@@ -36,6 +36,11 @@ func TestLocalPolicyCheck(t *testing.T) {
 	withProcMount := func(m string) schema.PodSpec {
 		return schema.PodSpec{Containers: []schema.Container{{Name: "a", SecurityContext: &schema.SecurityContext{ProcMount: &m}}}}
 	}
+	withSubPath := func(p, sub, expr string) schema.PodSpec {
+		s := hostPath(p)
+		s.Containers[0].VolumeMounts = []schema.VolumeMount{{Name: "v", MountPath: "/m", SubPath: sub, SubPathExpr: expr}}
+		return s
+	}
 	denyAdmin := LocalPolicy{DeniedCapabilities: []string{"SYS_ADMIN", "net_admin"}}
 	allowBind := LocalPolicy{AllowedCapabilities: []string{"NET_BIND_SERVICE"}}
 	noUnconfined := LocalPolicy{RefuseUnconfinedSeccomp: true, RefuseUnmaskedProcMount: true}
@@ -80,6 +85,12 @@ func TestLocalPolicyCheck(t *testing.T) {
 		{"unconfined seccomp allowed", LocalPolicy{}, withSeccomp(nil, schema.SeccompUnconfined), nil},
 		{"unmasked proc mount", noUnconfined, withProcMount(schema.ProcMountUnmasked), []string{"spec.containers[0].securityContext.procMount Unmasked (a)"}},
 		{"default proc mount", noUnconfined, withProcMount(schema.ProcMountDefault), nil},
+		{"subPath inside an allowed hostPath", strict, withSubPath("/var/log", "app/current", ""), nil},
+		{"subPath climbing out of an allowed hostPath", strict, withSubPath("/var/log", "app/../../../etc", ""), []string{`spec.containers[0].volumeMounts[0].subPath "app/../../../etc" leaves hostPath volume "v"`}},
+		{"subPathExpr climbing out", strict, withSubPath("/var/log", "", "$(POD)/../.."), []string{`volumeMounts[0].subPathExpr "$(POD)/../.."`}},
+		{"absolute subPath", strict, withSubPath("/var/log", "/etc", ""), []string{`subPath "/etc" leaves`}},
+		{"dots in a name are not ..", strict, withSubPath("/var/log", "a..b/..c", ""), nil},
+		{"subPath unrestricted", LocalPolicy{}, withSubPath("/var/log", "../..", ""), nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

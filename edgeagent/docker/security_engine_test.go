@@ -1,6 +1,7 @@
 package docker_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -320,7 +321,8 @@ func (e env) imageWithUser(t testing.TB, name, user string) string {
 		t.Fatalf("commit image with user %s: %v", user, err)
 	}
 	t.Cleanup(func() {
-		_, _ = e.cli.ImageRemove(t.Context(), tag, client.ImageRemoveOptions{Force: true})
+		// t.Context() is already cancelled when cleanups run.
+		_, _ = e.cli.ImageRemove(context.Background(), tag, client.ImageRemoveOptions{Force: true})
 	})
 	return tag
 }
@@ -447,5 +449,20 @@ func TestLogsUntilEndsAtTheRestart(t *testing.T) {
 	}
 	if got := e.logsOf(t, id, edgeagent.LogOptions{Until: first.StartedAt.Add(-time.Millisecond)}); got != "" {
 		t.Errorf("log until before the first start = %q, want nothing", got)
+	}
+}
+
+func TestOOMKilled(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	spec := e.spec("oom", "oom")
+	spec.Memory = 32 << 20
+	st := e.waitExit(t, e.run(t, spec))
+	if !st.OOMKilled || st.ExitCode != 137 {
+		t.Errorf("state after exceeding the memory limit = %+v, want OOMKilled with exit code 137", st)
+	}
+	ok := e.waitExit(t, e.run(t, e.spec("no-oom", "exit", "0")))
+	if ok.OOMKilled {
+		t.Errorf("a clean exit reports OOMKilled: %+v", ok)
 	}
 }

@@ -13,6 +13,7 @@
 //	app touch FILE            create FILE; exit 0 on success
 //	app cat FILE              print FILE (e.g. /proc/self/status), then run until SIGTERM
 //	app pwd                   print the working directory; exit 0, or 1 if it cannot
+//	app oom                   allocate memory until the kernel kills the process
 //
 // Every mode but ignore-term exits 0 promptly on SIGTERM: as PID 1 the
 // process would otherwise never see the signal.
@@ -80,6 +81,8 @@ func run(mode string, args []string) int {
 		return cat(args)
 	case "pwd":
 		return pwd()
+	case "oom":
+		oom()
 	}
 	fmt.Fprintf(os.Stderr, "app: unknown mode %q\n", mode)
 	return 2
@@ -185,6 +188,21 @@ func pwd() int {
 	}
 	fmt.Printf("app: pwd %s\n", dir)
 	return 0
+}
+
+// oom touches ever more memory, so a memory limit ends it by the OOM
+// killer; without one it stops at 4 GiB.
+func oom() {
+	fmt.Println("app: allocating")
+	var held [][]byte
+	for range 4096 {
+		b := make([]byte, 1<<20)
+		for i := range b {
+			b[i] = 1
+		}
+		held = append(held, b)
+	}
+	fmt.Printf("app: %d MiB allocated and not killed\n", len(held))
 }
 
 // exists reports whether path can be stat'ed.
