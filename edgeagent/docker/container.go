@@ -63,10 +63,6 @@ func createOptions(spec edgeagent.ContainerSpec) (client.ContainerCreateOptions,
 	if err != nil {
 		return client.ContainerCreateOptions{}, err
 	}
-	secOpts, err := securityOpts(spec)
-	if err != nil {
-		return client.ContainerCreateOptions{}, err
-	}
 	cfg := &container.Config{
 		Image:        spec.Image,
 		Entrypoint:   spec.Entrypoint,
@@ -79,28 +75,18 @@ func createOptions(spec edgeagent.ContainerSpec) (client.ContainerCreateOptions,
 		User:         spec.User,
 	}
 	host := &container.HostConfig{
-		NetworkMode:    networkMode(spec),
-		PortBindings:   bindings,
-		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
-		Privileged:     spec.Privileged,
-		Mounts:         mounts,
-		Resources:      container.Resources{NanoCPUs: spec.NanoCPUs, Memory: spec.Memory},
-		GroupAdd:       slices.Clone(spec.GroupAdd),
-		CapAdd:         capabilities(spec.CapAdd),
-		CapDrop:        capabilities(spec.CapDrop),
-		ReadonlyRootfs: spec.ReadOnlyRootfs,
-		SecurityOpt:    secOpts,
-		Sysctls:        maps.Clone(spec.Sysctls),
+		NetworkMode:   networkMode(spec),
+		PortBindings:  bindings,
+		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		Privileged:    spec.Privileged,
+		Mounts:        mounts,
+		Resources:     container.Resources{NanoCPUs: spec.NanoCPUs, Memory: spec.Memory},
 	}
 	if spec.HostPID {
 		host.PidMode = "host"
 	}
-	if spec.UnmaskedProc {
-		// What the docker CLI sends for --security-opt systempaths=unconfined
-		// (the daemon does not know that option): empty, non-nil lists
-		// replace the engine's default masked and read-only /proc paths.
-		host.MaskedPaths = []string{}
-		host.ReadonlyPaths = []string{}
+	if err := applySecurity(host, spec); err != nil {
+		return client.ContainerCreateOptions{}, err
 	}
 	return client.ContainerCreateOptions{Name: spec.Name, Config: cfg, HostConfig: host}, nil
 }

@@ -5,9 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/moby/moby/api/types/container"
 
 	"github.com/edgeset/edgeset/edgeagent"
 )
@@ -19,6 +23,30 @@ const (
 	optSeccomp         = "seccomp="
 	seccompUnconfined  = "unconfined"
 )
+
+// applySecurity sets the security context of spec on host: supplementary
+// groups, capabilities, read-only root, security options, sysctls and the
+// /proc paths.
+func applySecurity(host *container.HostConfig, spec edgeagent.ContainerSpec) error {
+	opts, err := securityOpts(spec)
+	if err != nil {
+		return err
+	}
+	host.SecurityOpt = opts
+	host.GroupAdd = slices.Clone(spec.GroupAdd)
+	host.CapAdd = capabilities(spec.CapAdd)
+	host.CapDrop = capabilities(spec.CapDrop)
+	host.ReadonlyRootfs = spec.ReadOnlyRootfs
+	host.Sysctls = maps.Clone(spec.Sysctls)
+	if spec.UnmaskedProc {
+		// What the docker CLI sends for --security-opt systempaths=unconfined
+		// (the daemon does not know that option): empty, non-nil lists
+		// replace the engine's default masked and read-only /proc paths.
+		host.MaskedPaths = []string{}
+		host.ReadonlyPaths = []string{}
+	}
+	return nil
+}
 
 // securityOpts returns the engine's SecurityOpt for spec: no-new-privileges
 // and the seccomp profile. A Localhost profile is sent as its JSON content
