@@ -130,3 +130,22 @@ func TestNewKubeletLogsMakesRootAbsolute(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, filepath.IsAbs(target), "target %s", target)
 }
+
+// TestAgentSyncsKubeletLogs: with KubeletLogDir set, the agent links its
+// containers under the instance's restart count.
+func TestAgentSyncsKubeletLogs(t *testing.T) {
+	dir := t.TempDir()
+	a, err := New(Config{NodeName: "n1", Ephemeral: true, KubeletLogDir: dir}, nil, nil)
+	require.NoError(t, err)
+	c := podContainer("abc", "fluent-bit", "/docker/abc-json.log")
+	c.Labels[LabelRevision], c.Labels[LabelIndex] = "rev1", "0"
+	a.tracker(instanceKey{DaemonSet: "logging/fluent-bit", Revision: "rev1"}).restarts = 2
+	a.syncKubeletLogs([]ContainerState{c})
+	target, err := os.Readlink(filepath.Join(dir, "pods", "logging_fluent-bit-x7k2_u-1", "fluent-bit", "2.log"))
+	require.NoError(t, err)
+	assert.Equal(t, "/docker/abc-json.log", target)
+
+	off, err := New(Config{NodeName: "n1", Ephemeral: true}, nil, nil)
+	require.NoError(t, err)
+	assert.Nil(t, off.klogs, "no layout without KubeletLogDir")
+}
