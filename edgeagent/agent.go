@@ -40,6 +40,10 @@ type Config struct {
 	Policy LocalPolicy
 	// RegistryAuth is passed to every image pull; nil pulls anonymously.
 	RegistryAuth *RegistryAuth
+	// KubeletLogDir, when set, is the root under which the agent keeps the
+	// kubelet's pods/ and containers/ log layout (see KubeletLogs) for log
+	// shippers; /var/log on a device. Empty disables it.
+	KubeletLogDir string
 	// Clock defaults to time.Now; tests inject their own.
 	Clock func() time.Time
 	// ResyncInterval is the period of the level-triggered reconcile pass
@@ -119,6 +123,7 @@ type Agent struct {
 	revisions map[string]schema.Revision
 	applied   uint64
 	instances map[instanceKey]*instance
+	klogs     *KubeletLogs // nil unless Config.KubeletLogDir is set
 }
 
 // New opens the local state and returns an agent ready to Run. It makes no
@@ -138,6 +143,12 @@ func New(cfg Config, rt Runtime, conn Conn) (*Agent, error) {
 		revisions: map[string]schema.Revision{}, instances: map[instanceKey]*instance{},
 	}
 	a.probes = newProber(rt, a.poke, a.log)
+	if cfg.KubeletLogDir != "" {
+		if a.klogs, err = NewKubeletLogs(cfg.KubeletLogDir); err != nil {
+			_ = store.close()
+			return nil, err
+		}
+	}
 	a.restore(st)
 	return a, nil
 }

@@ -11,7 +11,8 @@
 //	pass: accept desired (verify, persist in agent.db, subscribe missing
 //	revisions) -> cache verified revisions -> List containers -> remove
 //	leftovers -> per desired instance: policy, BuildSpecs, pull, create,
-//	start, restart under backoff -> publish ObservedState if it changed.
+//	start, restart under backoff -> publish ObservedState if it changed ->
+//	kubelet-style log links (KubeletLogs, if Config.KubeletLogDir is set).
 //
 // Runtime is implemented by edgeagent/docker and, in memory, by
 // edgeagent/fake. Conn is the MQTT connection as the agent needs it; the

@@ -46,6 +46,7 @@ func (a *Agent) reconcile(ctx context.Context) time.Duration {
 	a.probes.retain(p.active)
 	a.forget(append(desired, keep...))
 	a.finishPass(ctx, statuses)
+	a.syncKubeletLogs(list)
 	return a.untilNextPass(now)
 }
 

@@ -58,6 +58,13 @@ type fileConfig struct {
 	RestrictHostPaths bool     `mapstructure:"restrict-host-paths"`
 	AllowedHostPaths  []string `mapstructure:"allowed-host-paths"`
 
+	DeniedCapabilities      []string `mapstructure:"denied-capabilities"`
+	AllowedCapabilities     []string `mapstructure:"allowed-capabilities"`
+	RefuseUnconfinedSeccomp bool     `mapstructure:"refuse-unconfined-seccomp"`
+	RefuseUnmaskedProcMount bool     `mapstructure:"refuse-unmasked-proc-mount"`
+
+	KubeletLogDir string `mapstructure:"kubelet-log-dir"`
+
 	RegistryServer       string `mapstructure:"registry-server"`
 	RegistryUsername     string `mapstructure:"registry-username"`
 	RegistryPassword     string `mapstructure:"registry-password"`
@@ -93,6 +100,11 @@ func addFlags(f *pflag.FlagSet) {
 	f.Bool("refuse-host-pid", false, "refuse hostPID daemons")
 	f.Bool("restrict-host-paths", false, "refuse hostPath volumes outside --allowed-host-paths (implied by setting it)")
 	f.StringSlice("allowed-host-paths", nil, "host paths that hostPath volumes may mount (and beneath)")
+	f.StringSlice("denied-capabilities", nil, "capabilities no container may add, e.g. SYS_ADMIN,NET_ADMIN (ALL: none may be added)")
+	f.StringSlice("allowed-capabilities", nil, "if set, the only capabilities a container may add")
+	f.Bool("refuse-unconfined-seccomp", false, "refuse seccompProfile Unconfined")
+	f.Bool("refuse-unmasked-proc-mount", false, "refuse procMount Unmasked")
+	f.String("kubelet-log-dir", "", "keep kubelet-style pods/ and containers/ log links here for log shippers, e.g. /var/log (default: off)")
 	f.String("registry-server", "", "registry the credentials are for (empty: Docker Hub)")
 	f.String("registry-username", "", "registry user for image pulls")
 	f.String("registry-password", "", "registry password")
@@ -155,6 +167,7 @@ func (fc fileConfig) resolve(hostname func() (string, error)) (settings, error) 
 	auth, err := fc.registryAuth()
 	add(err)
 	add(fc.checkChoices())
+	add(fc.policy().Validate())
 	announce := edgeagent.AnnounceConfig{NodeName: node, Labels: labels, Taints: taints, DataDir: fc.DataDir, Thresholds: thr}
 	if len(errs) == 0 {
 		add(announce.Validate())
@@ -168,7 +181,7 @@ func (fc fileConfig) resolve(hostname func() (string, error)) (settings, error) 
 		announce: announce,
 	}
 	s.node = edgeagent.NodeOptions{
-		Agent: edgeagent.Config{NodeName: node, DataDir: fc.DataDir, Policy: fc.policy(), RegistryAuth: auth},
+		Agent: edgeagent.Config{NodeName: node, DataDir: fc.DataDir, Policy: fc.policy(), RegistryAuth: auth, KubeletLogDir: fc.KubeletLogDir},
 		MQTT: mqttclient.Options{
 			BrokerURL: fc.BrokerURL, Password: token, KeepAlive: fc.KeepAlive,
 			CAFile: fc.CAFile, CertFile: fc.CertFile, KeyFile: fc.KeyFile,
@@ -286,6 +299,11 @@ func (fc fileConfig) policy() edgeagent.LocalPolicy {
 		RefuseHostPID:     fc.RefuseHostPID,
 		RestrictHostPaths: fc.RestrictHostPaths || len(fc.AllowedHostPaths) > 0,
 		AllowedHostPaths:  fc.AllowedHostPaths,
+
+		DeniedCapabilities:      fc.DeniedCapabilities,
+		AllowedCapabilities:     fc.AllowedCapabilities,
+		RefuseUnconfinedSeccomp: fc.RefuseUnconfinedSeccomp,
+		RefuseUnmaskedProcMount: fc.RefuseUnmaskedProcMount,
 	}
 }
 

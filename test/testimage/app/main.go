@@ -16,6 +16,9 @@
 //	                          and the content of each file listed in SHOW_FILES
 //	                          (colon-separated); then print a file again
 //	                          whenever its content changes, until SIGTERM
+//	app cat FILE              print FILE (e.g. /proc/self/status), then run until SIGTERM
+//	app pwd                   print the working directory; exit 0, or 1 if it cannot
+//	app oom                   allocate memory until the kernel kills the process
 //
 // Every mode but ignore-term exits 0 promptly on SIGTERM: as PID 1 the
 // process would otherwise never see the signal.
@@ -84,6 +87,12 @@ func run(mode string, args []string) int {
 		return fileOp(args, func(p string) error { _, err := os.Stat(p); return err })
 	case "show":
 		show(args)
+	case "cat":
+		return cat(args)
+	case "pwd":
+		return pwd()
+	case "oom":
+		oom()
 	}
 	fmt.Fprintf(os.Stderr, "app: unknown mode %q\n", mode)
 	return 2
@@ -160,6 +169,50 @@ func fileOp(args []string, op func(path string) error) int {
 	}
 	fmt.Printf("app: %s: ok\n", args[0])
 	return 0
+}
+
+// cat handles "cat FILE": it prints the file and keeps running, so a test
+// reads what a running process sees.
+func cat(args []string) int {
+	if len(args) != 1 {
+		fmt.Fprintln(os.Stderr, "usage: app cat FILE")
+		return 2
+	}
+	b, err := os.ReadFile(args[0])
+	if err != nil {
+		fmt.Printf("app: %v\n", err)
+		return 1
+	}
+	fmt.Printf("%s", b)
+	fmt.Println("app: cat done")
+	block()
+	return 0
+}
+
+// pwd prints the working directory.
+func pwd() int {
+	dir, err := os.Getwd()
+	if err != nil {
+		fmt.Printf("app: %v\n", err)
+		return 1
+	}
+	fmt.Printf("app: pwd %s\n", dir)
+	return 0
+}
+
+// oom touches ever more memory, so a memory limit ends it by the OOM
+// killer; without one it stops at 4 GiB.
+func oom() {
+	fmt.Println("app: allocating")
+	var held [][]byte
+	for range 4096 {
+		b := make([]byte, 1<<20)
+		for i := range b {
+			b[i] = 1
+		}
+		held = append(held, b)
+	}
+	fmt.Printf("app: %d MiB allocated and not killed\n", len(held))
 }
 
 // exists reports whether path can be stat'ed.
