@@ -98,6 +98,7 @@ type Agent struct {
 	log    *slog.Logger
 	store  stateStore
 	probes *prober
+	hooks  *hooks
 	wake   chan struct{} // capacity 1: a pending request for a pass
 
 	inboxMu sync.Mutex        // guards inbox
@@ -138,6 +139,7 @@ func New(cfg Config, rt Runtime, conn Conn) (*Agent, error) {
 		revisions: map[string]schema.Revision{}, instances: map[instanceKey]*instance{},
 	}
 	a.probes = newProber(rt, a.poke, a.log)
+	a.hooks = newHooks(a.probes.runHandler, a.poke)
 	a.restore(st)
 	return a, nil
 }
@@ -215,6 +217,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	g.Go(func() error { a.loop(gctx); return nil })
 	err := g.Wait()
 	a.probes.stopAll()
+	a.hooks.stopAll()
 	return errors.Join(err, a.store.close())
 }
 
