@@ -161,4 +161,3 @@ func (a *Agent) preStopOf(g containerGroup, c ContainerState) (schema.LifecycleH
 	t := probeTarget{id: c.ID, startedAt: c.StartedAt, host: hookHost(rev.Template.Spec, g, sl, c), ports: tc.Ports}
 	return *tc.Lifecycle.PreStop, t, true
 }
-
