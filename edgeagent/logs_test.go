@@ -20,7 +20,8 @@ func logRuntime(t *testing.T, lines int) *fake.Runtime {
 	t.Helper()
 	rt := fake.New()
 	rt.AddImage("img")
-	rt.LogOutput = func(c edgeagent.ContainerState, tail int, follow bool) (io.ReadCloser, error) {
+	rt.LogOutput = func(c edgeagent.ContainerState, opts edgeagent.LogOptions) (io.ReadCloser, error) {
+		tail := opts.Tail
 		var b strings.Builder
 		start := 0
 		if tail > 0 {
@@ -145,7 +146,7 @@ func TestLogServerStreams(t *testing.T) {
 func TestLogServerChunksKeepRunesWhole(t *testing.T) {
 	rt := logRuntime(t, 0)
 	text := strings.Repeat("é", schema.MaxLogChunkBytes) + "\xff end"
-	rt.LogOutput = func(edgeagent.ContainerState, int, bool) (io.ReadCloser, error) {
+	rt.LogOutput = func(edgeagent.ContainerState, edgeagent.LogOptions) (io.ReadCloser, error) {
 		return io.NopCloser(strings.NewReader(text)), nil
 	}
 	s, conn := startLogServer(t, edgeagent.LogServerOptions{Runtime: rt})
@@ -185,7 +186,7 @@ func (b *blockingLog) Close() error {
 
 func TestLogServerFollowCancelAndLimits(t *testing.T) {
 	rt := logRuntime(t, 0)
-	rt.LogOutput = func(edgeagent.ContainerState, int, bool) (io.ReadCloser, error) {
+	rt.LogOutput = func(edgeagent.ContainerState, edgeagent.LogOptions) (io.ReadCloser, error) {
 		return &blockingLog{closed: make(chan struct{})}, nil
 	}
 	s, conn := startLogServer(t, edgeagent.LogServerOptions{Runtime: rt, MaxStreams: 1, FollowMax: time.Hour})
@@ -229,7 +230,7 @@ func TestLogServerFollowCancelAndLimits(t *testing.T) {
 
 func TestLogServerFollowEndsAfterFollowMax(t *testing.T) {
 	rt := logRuntime(t, 0)
-	rt.LogOutput = func(edgeagent.ContainerState, int, bool) (io.ReadCloser, error) {
+	rt.LogOutput = func(edgeagent.ContainerState, edgeagent.LogOptions) (io.ReadCloser, error) {
 		return &blockingLog{closed: make(chan struct{})}, nil
 	}
 	s, conn := startLogServer(t, edgeagent.LogServerOptions{Runtime: rt, FollowMax: 50 * time.Millisecond})

@@ -78,14 +78,14 @@ func (s *instanceSync) mayStart(ctx context.Context, sl slot) bool {
 		return true
 	}
 	delay := s.a.cfg.RestartBackoff.Delay(s.inst.crash.failures)
-	name := s.containerAt(sl).Name
+	who := containerWho(sl.init && !isSidecar(s.tmpl.Spec, sl), s.containerAt(sl).Name)
 	switch {
 	case s.initializing && s.inst.crash.failures <= 1:
 		s.block(schema.PhaseInitError, s.inst.exited[c.ID])
 	case s.initializing:
-		s.block(schema.PhaseInitCrashLoopBackOff, fmt.Sprintf("%s; back-off %s restarting failed %s", s.inst.exited[c.ID], delay, containerWho(sl, name)))
+		s.block(schema.PhaseInitCrashLoopBackOff, fmt.Sprintf("%s; back-off %s restarting failed %s", s.inst.exited[c.ID], delay, who))
 	default:
-		s.block(schema.PhaseCrashLoopBackOff, fmt.Sprintf("%s; back-off %s restarting failed %s", s.inst.exited[c.ID], delay, containerWho(sl, name)))
+		s.block(schema.PhaseCrashLoopBackOff, fmt.Sprintf("%s; back-off %s restarting failed %s", s.inst.exited[c.ID], delay, who))
 	}
 	return false
 }
@@ -104,13 +104,14 @@ func (s *instanceSync) recordExit(ctx context.Context, sl slot, c ContainerState
 	code := int32(c.ExitCode)
 	inst.lastExitCode = &code
 	tc := s.containerAt(sl)
-	summary, msg := describeExit(sl, tc.Name, c, s.a.terminationMessage(ctx, c, tc))
+	regularInit := sl.init && !isSidecar(s.tmpl.Spec, sl)
+	summary, msg := describeExit(regularInit, tc.Name, c, s.a.terminationMessage(ctx, c, tc))
 	reason := "Crashed"
 	if c.OOMKilled {
 		reason = "OOMKilled"
 	}
 	if kr, ok := inst.killReason[c.ID]; ok {
-		reason, msg = kr.reason, fmt.Sprintf("%s restarted: %s", containerWho(sl, tc.Name), kr.message)
+		reason, msg = kr.reason, fmt.Sprintf("%s restarted: %s", containerWho(regularInit, tc.Name), kr.message)
 		summary = msg
 		delete(inst.killReason, c.ID)
 	}

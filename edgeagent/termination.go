@@ -122,9 +122,10 @@ func firstBytes(s string, n int) string {
 	return s + "..."
 }
 
-// containerWho names a container in messages.
-func containerWho(sl slot, name string) string {
-	if sl.init {
+// containerWho names a container in messages; sidecars are named as the
+// containers they run beside.
+func containerWho(regularInit bool, name string) string {
+	if regularInit {
 		return fmt.Sprintf("init container %q", name)
 	}
 	return "container " + name
@@ -132,11 +133,11 @@ func containerWho(sl slot, name string) string {
 
 // describeExit says how a container's run ended, for the instance status
 // (summary) and the event (event): exit code, OOMKilled and termination
-// message. A main container's summary is short ("exit code 1: <message>",
+// message. A main container's or sidecar's summary is short ("exit code 1: <message>",
 // "OOMKilled: exit code 137"), as it follows the phase
 // (CrashLoopBackOff); an init container's names it (`init container
 // "setup" exited with code 1: <message>`).
-func describeExit(sl slot, name string, c ContainerState, term string) (summary, event string) {
+func describeExit(regularInit bool, name string, c ContainerState, term string) (summary, event string) {
 	var ended string
 	if c.OOMKilled {
 		ended = fmt.Sprintf("was OOMKilled (exit code %d)", c.ExitCode)
@@ -145,8 +146,8 @@ func describeExit(sl slot, name string, c ContainerState, term string) (summary,
 		ended = fmt.Sprintf("exited with code %d", c.ExitCode)
 		summary = fmt.Sprintf("exit code %d", c.ExitCode)
 	}
-	event = containerWho(sl, name) + " " + ended
-	if sl.init {
+	event = containerWho(regularInit, name) + " " + ended
+	if regularInit {
 		summary = event
 	}
 	if term != "" {

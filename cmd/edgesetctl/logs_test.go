@@ -24,8 +24,9 @@ import (
 
 // logLines is the fake log of every container: "NODE CONTAINER line N". A
 // follow stream then stays open until closed, which is counted in closed.
-func logLines(node string, closed *atomic.Int32) func(edgeagent.ContainerState, int, bool) (io.ReadCloser, error) {
-	return func(c edgeagent.ContainerState, tail int, follow bool) (io.ReadCloser, error) {
+func logLines(node string, closed *atomic.Int32) func(edgeagent.ContainerState, edgeagent.LogOptions) (io.ReadCloser, error) {
+	return func(c edgeagent.ContainerState, opts edgeagent.LogOptions) (io.ReadCloser, error) {
+		tail := opts.Tail
 		const lines = 20
 		start := 0
 		if tail > 0 {
@@ -35,7 +36,7 @@ func logLines(node string, closed *atomic.Int32) func(edgeagent.ContainerState, 
 		for i := start; i < lines; i++ {
 			fmt.Fprintf(&b, "%s %s line %d\n", node, c.Labels[edgeagent.LabelContainer], i)
 		}
-		if !follow {
+		if !opts.Follow {
 			return io.NopCloser(strings.NewReader(b.String())), nil
 		}
 		pr, pw := io.Pipe()
