@@ -183,7 +183,14 @@ func (s *LogServer) stream(ctx context.Context, req schema.LogRequest) {
 		s.finish(ctx, req.ID, 0, "", err.Error())
 		return
 	}
-	rc, err := s.opts.Runtime.Logs(ctx, c.ID, LogOptions{Tail: req.Tail, Follow: req.Follow})
+	opts := LogOptions{Tail: req.Tail, Follow: req.Follow}
+	if req.Previous {
+		if opts, err = previousRun(c, opts); err != nil {
+			s.finish(ctx, req.ID, 0, "", err.Error())
+			return
+		}
+	}
+	rc, err := s.opts.Runtime.Logs(ctx, c.ID, opts)
 	if err != nil {
 		s.finish(ctx, req.ID, 0, "", fmt.Sprintf("read logs of container %s: %v", c.Name, err))
 		return
@@ -277,6 +284,23 @@ func (s *LogServer) publish(ctx context.Context, c schema.LogChunk) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
 	defer cancel()
 	return s.opts.Conn.Publish(ctx, s.responseTopic(), payload, false)
+}
+
+// previousRun selects the log of c's last terminated run: for a container
+// restarted in place (running, with the FinishedAt of an earlier run) the
+// log until its current run started, for an exited container its log.
+// Neither follows. A container that has not terminated yet has no
+// previous run.
+func previousRun(c ContainerState, opts LogOptions) (LogOptions, error) {
+	opts.Follow = false
+	switch {
+	case !c.Running && !c.StartedAt.IsZero():
+		return opts, nil
+	case c.Running && !c.FinishedAt.IsZero():
+		opts.Until = c.StartedAt
+		return opts, nil
+	}
+	return opts, fmt.Errorf("container %q of daemonset %s has no terminated run on this node", c.Labels[LabelContainer], c.Labels[LabelDaemonSet])
 }
 
 // findContainer returns the container of daemonset ds on this node named

@@ -138,6 +138,9 @@ func TestCLILogs(t *testing.T) {
 		{"unknown node", []string{"logs", "exporter", "-n", "monitoring", "--node", "gw-7"}, exitFailure, `node "gw-7"`},
 		{"unknown container", []string{"logs", "exporter", "-n", "monitoring", "--node", "gw-1", "-c", "sidecar"}, exitFailure, `has no container "sidecar"`},
 		{"no node", []string{"logs", "exporter", "-n", "monitoring"}, exitUsage, "--node"},
+		{"no previous run", []string{"logs", "exporter", "-n", "monitoring", "--node", "gw-1", "--previous"}, exitFailure,
+			`container "exporter" of daemonset monitoring/exporter has no terminated run on this node`},
+		{"previous and follow", []string{"logs", "exporter", "-n", "monitoring", "--node", "gw-1", "-p", "-f"}, exitUsage, "--previous and --follow"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
