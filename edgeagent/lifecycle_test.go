@@ -545,3 +545,48 @@ func TestInitAndMainImagesPulledWithDeviceCredentials(t *testing.T) {
 	assert.Equal(t, cfg.RegistryAuth, pulls["registry.local/setup:1"])
 	assert.Equal(t, cfg.RegistryAuth, pulls["nginx:1.27"])
 }
+
+func TestNetworkOwnerGoneRecreatesInstance(t *testing.T) {
+	rev := testRevision("edge/owner-gone", initTemplate(
+		schema.Container{Name: "setup", Image: "busybox:1.37"},
+		schema.Container{Name: "proxy", Image: "busybox:1.36", RestartPolicy: always()},
+	))
+	h := runWith(t, rev)
+	setup := h.container("setup", isRunning)
+	require.NoError(t, h.rt.Crash(setup.ID, 0))
+	h.waitInstance(rev.DaemonSet, rev.Hash, runningReady)
+	proxy := h.container("proxy", isRunning)
+	app := h.container("app", isRunning)
+
+	require.NoError(t, h.rt.Remove(context.Background(), proxy.ID))
+	rerun := h.container("setup", func(c edgeagent.ContainerState) error {
+		if c.ID == setup.ID || !c.Running {
+			return errors.New("init container not re-run yet")
+		}
+		return nil
+	})
+	h.waitInstance(rev.DaemonSet, rev.Hash, phaseIs(schema.PhaseInitializing))
+	_, err := h.rt.Inspect(context.Background(), app.ID)
+	assert.ErrorIs(t, err, edgeagent.ErrNotFound, "the containers in the lost namespace are removed")
+	require.NoError(t, h.rt.Crash(rerun.ID, 0))
+	h.waitInstance(rev.DaemonSet, rev.Hash, runningReady)
+	assert.Equal(t, h.container("proxy", isRunning).IPAddress, h.container("app", isRunning).IPAddress)
+}
+
+func TestSidecarFailureDuringInit(t *testing.T) {
+	rev := testRevision("edge/sidecar-fails", initTemplate(
+		schema.Container{Name: "proxy", Image: "busybox:1.36", RestartPolicy: always(),
+			StartupProbe: &schema.Probe{Exec: &schema.ExecAction{Command: []string{"never"}}, PeriodSeconds: 1000}},
+		schema.Container{Name: "setup", Image: "busybox:1.37"},
+	))
+	h := newHarness(t)
+	h.rt.ExecResult = func(edgeagent.ContainerState, []string) (int, []byte, error) { return 1, nil, nil }
+	h.start(h.config())
+	h.connect()
+	h.apply(1, rev)
+	proxy := h.container("proxy", isRunning)
+	require.NoError(t, h.rt.Crash(proxy.ID, 3))
+	st := h.waitInstance(rev.DaemonSet, rev.Hash, phaseIs(schema.PhaseInitError))
+	assert.Equal(t, "exit code 3; back-off 10s restarting failed container proxy", st.Message)
+	assert.False(t, h.hasContainer("setup"))
+}

@@ -77,17 +77,29 @@ func (s *instanceSync) mayStart(ctx context.Context, sl slot) bool {
 	if !s.inst.crash.waiting(s.p.now) {
 		return true
 	}
-	delay := s.a.cfg.RestartBackoff.Delay(s.inst.crash.failures)
-	who := containerWho(sl.init && !isSidecar(s.tmpl.Spec, sl), s.containerAt(sl).Name)
-	switch {
-	case s.initializing && s.inst.crash.failures <= 1:
-		s.block(schema.PhaseInitError, s.inst.exited[c.ID])
-	case s.initializing:
-		s.block(schema.PhaseInitCrashLoopBackOff, fmt.Sprintf("%s; back-off %s restarting failed %s", s.inst.exited[c.ID], delay, who))
-	default:
-		s.block(schema.PhaseCrashLoopBackOff, fmt.Sprintf("%s; back-off %s restarting failed %s", s.inst.exited[c.ID], delay, who))
-	}
+	s.blockCrashed(sl, c)
 	return false
+}
+
+// blockCrashed reports the instance waiting to restart the exited c:
+// during initialization Init:Error after the first failure and
+// Init:CrashLoopBackOff after more, else CrashLoopBackOff.
+func (s *instanceSync) blockCrashed(sl slot, c ContainerState) {
+	failures := s.inst.crash.failures
+	regularInit := sl.init && !isSidecar(s.tmpl.Spec, sl)
+	msg := s.inst.exited[c.ID]
+	if !regularInit || failures > 1 {
+		delay := s.a.cfg.RestartBackoff.Delay(failures)
+		msg += fmt.Sprintf("; back-off %s restarting failed %s", delay, containerWho(regularInit, s.containerAt(sl).Name))
+	}
+	switch {
+	case s.initializing && failures <= 1:
+		s.block(schema.PhaseInitError, msg)
+	case s.initializing:
+		s.block(schema.PhaseInitCrashLoopBackOff, msg)
+	default:
+		s.block(schema.PhaseCrashLoopBackOff, msg)
+	}
 }
 
 // recordExit counts an exit once: restarts, last exit code, how it ended
