@@ -373,11 +373,7 @@ func (s *instanceSync) pullMissing(ctx context.Context, slots []slot) bool {
 	}
 	for _, sl := range slots {
 		spec := s.specAt(sl)
-		auth := spec.PullAuth
-		if auth == nil {
-			auth = s.a.cfg.RegistryAuth
-		}
-		err := s.a.rt.PullImage(ctx, spec.Image, pullPolicy(s.containerAt(sl)), auth)
+		err := s.a.rt.PullImage(ctx, spec.Image, pullPolicy(s.containerAt(sl)), pullAuth(spec, s.a.cfg.RegistryAuth))
 		if err != nil {
 			inst.pull = s.a.cfg.RestartBackoff.next(inst.pull, now, 0)
 			inst.pullErr = err.Error()
@@ -388,6 +384,15 @@ func (s *instanceSync) pullMissing(ctx context.Context, slots []slot) bool {
 	}
 	inst.pull, inst.pullErr = retryState{}, ""
 	return true
+}
+
+// pullAuth is the credential of a container's pull: its own (from the
+// template's imagePullSecrets), else the device's.
+func pullAuth(spec ContainerSpec, device *RegistryAuth) *RegistryAuth {
+	if spec.PullAuth != nil {
+		return spec.PullAuth
+	}
+	return device
 }
 
 // pullPolicy applies Kubernetes' default: Always for ":latest" or untagged

@@ -130,3 +130,11 @@ func TestStartupProbeRecord(t *testing.T) {
 	p.retain(nil)
 	assert.False(t, p.isStarted("c1", t0))
 }
+
+func TestPullAuth(t *testing.T) {
+	device := &RegistryAuth{Username: "device"}
+	own := &RegistryAuth{Username: "from-secret"}
+	assert.Same(t, own, pullAuth(ContainerSpec{PullAuth: own}, device), "the template's imagePullSecrets first")
+	assert.Same(t, device, pullAuth(ContainerSpec{}, device), "else the device's")
+	assert.Nil(t, pullAuth(ContainerSpec{}, nil), "else anonymous")
+}
