@@ -590,3 +590,25 @@ func TestSidecarFailureDuringInit(t *testing.T) {
 	assert.Equal(t, "exit code 3; back-off 10s restarting failed container proxy", st.Message)
 	assert.False(t, h.hasContainer("setup"))
 }
+
+func TestAgentRestartDuringInitContinues(t *testing.T) {
+	rev := testRevision("edge/init-adopt", initTemplate(
+		schema.Container{Name: "setup", Image: "busybox:1.36"},
+		schema.Container{Name: "migrate", Image: "busybox:1.37"},
+	))
+	h := runWith(t, rev)
+	setup := h.container("setup", isRunning)
+	require.NoError(t, h.rt.Crash(setup.ID, 0))
+	migrate := h.container("migrate", isRunning)
+	h.stop()
+
+	creates := h.rt.Stats().Creates
+	h.start(h.config())
+	st := h.waitInstance(rev.DaemonSet, rev.Hash, phaseIs(schema.PhaseInitializing))
+	assert.Equal(t, `running init container "migrate" (2 of 2)`, st.Message, "the running init container is adopted")
+	assert.Equal(t, creates, h.rt.Stats().Creates)
+	require.NoError(t, h.rt.Crash(migrate.ID, 0))
+	st = h.waitInstance(rev.DaemonSet, rev.Hash, runningReady)
+	assert.Zero(t, st.Restarts)
+	assert.Equal(t, setup.ID, h.container("setup", anyState).ID, "the completed init container is not re-run")
+}
