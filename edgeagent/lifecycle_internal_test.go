@@ -1,6 +1,8 @@
 package edgeagent
 
 import (
+	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,4 +139,29 @@ func TestPullAuth(t *testing.T) {
 	assert.Same(t, own, pullAuth(ContainerSpec{PullAuth: own}, device), "the template's imagePullSecrets first")
 	assert.Same(t, device, pullAuth(ContainerSpec{}, device), "else the device's")
 	assert.Nil(t, pullAuth(ContainerSpec{}, nil), "else anonymous")
+}
+
+func TestLastLines(t *testing.T) {
+	tests := []struct {
+		name  string
+		in    string
+		n     int
+		limit int
+		want  string
+	}{
+		{"fewer lines than asked", "a\nb\n", 5, 100, "a\nb\n"},
+		{"last n", "a\nb\nc\nd\n", 2, 100, "c\nd\n"},
+		{"unterminated last line", "a\nb\nc", 2, 100, "b\nc"},
+		{"byte limit drops the oldest", "aaaa\nbbbb\ncc\n", 3, 8, "bbbb\ncc\n"},
+		{"one long line is kept", "xxxxxxxxxx\n", 3, 4, "xxxxxxxxxx\n"},
+		{"empty", "", 3, 100, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := lastLines(strings.NewReader(tc.in), tc.n, tc.limit)
+			assert.NoError(t, err)
+			b, _ := io.ReadAll(r)
+			assert.Equal(t, tc.want, string(b))
+		})
+	}
 }
