@@ -1,7 +1,10 @@
 package docker_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,4 +64,47 @@ func TestAgentInitContainersAndSidecar(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestLogServerPreviousOnEngine reads the previous run of a container
+// restarted in place from the real engine, tail included (the engine tails
+// before it applies until, so the agent tails the run itself).
+func TestLogServerPreviousOnEngine(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	spec := e.spec("prev", "sleep")
+	spec.Labels[edgeagent.LabelDaemonSet] = "edge/prev"
+	spec.Labels[edgeagent.LabelContainer] = "main"
+	spec.Labels[edgeagent.LabelIndex] = "0"
+	id := e.run(t, spec)
+	e.waitLog(t, id, "app: sleeping")
+	require.NoError(t, e.rt.Stop(t.Context(), id, 10*time.Second))
+	require.NoError(t, e.rt.Start(t.Context(), id))
+	e.waitLog(t, id, "app: sleeping\napp: terminated, exiting\napp: sleeping")
+
+	conn := newRecordingConn(nil)
+	s := edgeagent.NewLogServer(edgeagent.LogServerOptions{NodeName: e.node, Runtime: e.rt, Conn: conn})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	req, err := schema.Encode(schema.LogRequest{SchemaVersion: schema.WireVersion, Node: e.node, ID: "prev1", DaemonSet: "edge/prev", Tail: 1, Previous: true})
+	require.NoError(t, err)
+	s.Handle(req)
+
+	var text strings.Builder
+	checkFor(t, agentWait, agentPoll, func() error {
+		text.Reset()
+		for _, p := range conn.published(schema.NodeTopic(e.node, schema.TopicLogsResponse)) {
+			c, err := schema.DecodeLogChunk(p.payload)
+			require.NoError(t, err)
+			require.Empty(t, c.Error)
+			text.WriteString(c.Data)
+			if c.EOF {
+				return nil
+			}
+		}
+		return errors.New("stream not finished")
+	})
+	assert.Equal(t, "app: terminated, exiting\n", text.String(), "the last line of the previous run")
 }
