@@ -1,7 +1,9 @@
 package edgeagent
 
 import (
+	"context"
 	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -164,4 +166,34 @@ func TestLastLines(t *testing.T) {
 			assert.Equal(t, tc.want, string(b))
 		})
 	}
+}
+
+// execRuntime answers Exec with code; the rest of Runtime is unused.
+type execRuntime struct {
+	Runtime
+	code int
+}
+
+func (r execRuntime) Exec(ctx context.Context, id string, cmd []string) (int, []byte, error) {
+	return r.code, []byte("out"), nil
+}
+
+func TestRunHandler(t *testing.T) {
+	ctx := context.Background()
+	target := probeTarget{id: "c1", host: "127.0.0.1"}
+	exec := schema.LifecycleHandler{Exec: &schema.ExecAction{Command: []string{"hook"}}}
+	ok := newProber(execRuntime{code: 0}, func() {}, slog.New(slog.DiscardHandler))
+	failing := newProber(execRuntime{code: 3}, func() {}, slog.New(slog.DiscardHandler))
+	ok.second, failing.second = time.Millisecond, time.Millisecond
+
+	assert.NoError(t, ok.runHandler(ctx, target, exec))
+	assert.ErrorContains(t, failing.runHandler(ctx, target, exec), `exec ["hook"] exited with 3: out`)
+	assert.NoError(t, ok.runHandler(ctx, target, schema.LifecycleHandler{TCPSocket: &schema.TCPSocketAction{Port: schema.FromInt(1)}}),
+		"tcpSocket hooks are deprecated and not run")
+	assert.NoError(t, ok.runHandler(ctx, target, schema.LifecycleHandler{Sleep: &schema.SleepAction{Seconds: 2}}))
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	assert.NoError(t, ok.runHandler(cancelled, target, schema.LifecycleHandler{Sleep: &schema.SleepAction{Seconds: 1 << 20}}),
+		"a sleep ends with its context")
+	assert.ErrorContains(t, ok.runHandler(ctx, target, schema.LifecycleHandler{}), "no exec, httpGet or sleep")
 }
