@@ -102,6 +102,7 @@ type Agent struct {
 	log    *slog.Logger
 	store  stateStore
 	probes *prober
+	hooks  *hooks
 	wake   chan struct{} // capacity 1: a pending request for a pass
 
 	inboxMu sync.Mutex        // guards inbox
@@ -143,6 +144,7 @@ func New(cfg Config, rt Runtime, conn Conn) (*Agent, error) {
 		revisions: map[string]schema.Revision{}, instances: map[instanceKey]*instance{},
 	}
 	a.probes = newProber(rt, a.poke, a.log)
+	a.hooks = newHooks(a.probes.runHandler, a.poke)
 	if cfg.KubeletLogDir != "" {
 		if a.klogs, err = NewKubeletLogs(cfg.KubeletLogDir); err != nil {
 			_ = store.close()
@@ -226,6 +228,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	g.Go(func() error { a.loop(gctx); return nil })
 	err := g.Wait()
 	a.probes.stopAll()
+	a.hooks.stopAll()
 	return errors.Join(err, a.store.close())
 }
 

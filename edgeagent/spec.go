@@ -76,12 +76,37 @@ type InstanceSpec struct {
 
 // BuildInstance maps a revision's template to every container of one
 // instance. A missing config object is a *ConfigError.
+//
+// LIFECYCLE STUB (w12-lifecycle): until the agent-config engineer's
+// BuildInstance lands, init containers are built like main containers
+// with LabelInitIndex instead of LabelIndex, and every container carries
+// a deterministic LabelPodUID. The lead keeps the agent-config version.
 func BuildInstance(node, daemonSet, revision string, t schema.PodTemplateSpec) (InstanceSpec, error) {
 	main, err := BuildSpecs(node, daemonSet, revision, t)
 	if err != nil {
 		return InstanceSpec{}, err
 	}
-	return InstanceSpec{Containers: main}, nil
+	initTmpl := t
+	initTmpl.Spec.Containers = t.Spec.InitContainers
+	grace := stopGrace(t.Spec)
+	var init []ContainerSpec
+	for i, c := range t.Spec.InitContainers {
+		s, err := buildSpec(node, daemonSet, revision, initTmpl.Spec, i, grace)
+		if err != nil {
+			return InstanceSpec{}, fmt.Errorf("template of %s revision %s: spec.initContainers[%d] (%s): %w", daemonSet, revision, i, c.Name, err)
+		}
+		delete(s.Labels, LabelIndex)
+		s.Labels[LabelInitIndex] = strconv.Itoa(i)
+		init = append(init, s)
+	}
+	sum := sha256.Sum256([]byte(node + "\x00" + daemonSet + "\x00" + revision))
+	uid := hex.EncodeToString(sum[:16])
+	for _, specs := range [][]ContainerSpec{init, main} {
+		for _, s := range specs {
+			s.Labels[LabelPodUID] = uid
+		}
+	}
+	return InstanceSpec{Init: init, Containers: main}, nil
 }
 
 // BuildSpecs maps a revision's template to the containers of one instance on
