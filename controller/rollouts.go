@@ -140,10 +140,15 @@ func undoTarget(revs []store.Revision, current string, to int64) (store.Revision
 // reapply stores a changed daemonset as an operator action.
 func (c *Controller) reapply(ds *schema.DaemonSet, cause string) error {
 	ds.Metadata.Annotations = withAnnotation(ds.Metadata.Annotations, ChangeCauseAnnotation, cause)
-	res, err := c.applyOne(ds, false)
+	objs := []schema.Object{{DaemonSet: ds}}
+	if err := checkObjects(objs, deliveryLimit); err != nil {
+		return err
+	}
+	results, err := c.applyObjectsLocked(objs, nil, applyRequest{keepSource: true})
 	if err != nil {
 		return err
 	}
+	res := results[0]
 	c.events.add(dsObject(res.Key), schema.EventNormal, "RolloutChanged", fmt.Sprintf("%s: revision %d", cause, res.Revision))
 	return nil
 }
@@ -204,12 +209,15 @@ func (c *Controller) DeleteInstance(ctx context.Context, key, node string) error
 	if !ok || len(kept) == len(cur.Instances) {
 		return fmt.Errorf("%w: daemonset %s has no instance on node %q", api.ErrNotFound, key, node)
 	}
-	rec, err := c.store.PutDesired(node, store.DesiredRecord{Node: node, Instances: kept, PublishedAt: time.Now()})
+	// The config references stay until the next pass recomputes them.
+	rec, err := c.store.PutDesired(node, store.DesiredRecord{Node: node, Instances: kept,
+		ConfigMaps: cur.ConfigMaps, Secrets: cur.Secrets, PublishedAt: time.Now()})
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
-	c.state.current[node] = reconcile.NodeDesired{Generation: rec.Generation, Instances: kept}
+	c.state.current[node] = reconcile.NodeDesired{Generation: rec.Generation, Instances: kept,
+		ConfigMaps: cur.ConfigMaps, Secrets: cur.Secrets}
 	c.mu.Unlock()
 	c.events.add(dsObject(key), schema.EventNormal, "InstanceDeleted", "instance on node "+node+" deleted by the operator")
 	c.wake()
