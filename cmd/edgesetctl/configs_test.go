@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/schema"
+)
+
+func goldenConfigMaps() []api.ConfigMap {
+	return []api.ConfigMap{{
+		ConfigMeta: api.ConfigMeta{Namespace: "edge", Name: "agent-config", Labels: map[string]string{"app": "agent"},
+			Generation: 2, ResourceVersion: 7, Hash: "3c1d0e9f8a7b6c5d4e3f", CreatedAt: fixedNow.Add(-50 * time.Hour),
+			UpdatedAt: fixedNow.Add(-time.Hour), Source: "cli:/srv/deploy/agent.yaml",
+			Keys:         []api.ConfigKey{{Key: "agent.yaml", Size: 412}, {Key: "logo.png", Size: 2048, Binary: true}},
+			ReferencedBy: []string{"edge/agent", "edge/uploader"}, Nodes: 12},
+		Data: map[string]string{"agent.yaml": "level: info\n"}, BinaryData: map[string][]byte{"logo.png": {0x89, 'P', 'N', 'G'}},
+	}, {
+		ConfigMeta: api.ConfigMeta{Namespace: "monitoring", Name: "exporter-flags", Generation: 1, ResourceVersion: 3,
+			Hash: "9a8b7c6d5e4f3a2b1c0d", CreatedAt: fixedNow.Add(-5 * time.Minute), Keys: []api.ConfigKey{}},
+	}}
+}
+
+func goldenSecrets() []api.Secret {
+	return []api.Secret{{
+		ConfigMeta: api.ConfigMeta{Namespace: "edge", Name: "api-key", Generation: 1, ResourceVersion: 4,
+			Hash: "0f1e2d3c4b5a69788796", CreatedAt: fixedNow.Add(-3 * time.Hour),
+			Keys:         []api.ConfigKey{{Key: "token", Size: 40}},
+			ReferencedBy: []string{"edge/agent"}, Nodes: 12},
+		Type: "Opaque",
+	}, {
+		ConfigMeta: api.ConfigMeta{Namespace: "edge", Name: "registry", Generation: 3, ResourceVersion: 9,
+			Hash: "aabbccddeeff00112233", CreatedAt: fixedNow.Add(-30 * 24 * time.Hour),
+			Keys: []api.ConfigKey{{Key: ".dockerconfigjson", Size: 180}}},
+		Type: "kubernetes.io/dockerconfigjson",
+	}}
+}
+
+func TestGoldenConfigTables(t *testing.T) {
+	now = func() time.Time { return fixedNow }
+	defer func() { now = time.Now }()
+	events := []api.Event{{Seq: 3, Time: fixedNow.Add(-time.Hour), Type: "Normal", Reason: "Applied", Object: "configmap/edge/agent-config",
+		Message: "configured: generation 2, 2 key(s)"}}
+	cases := []struct {
+		name  string
+		print func(w *bytes.Buffer) error
+	}{
+		{"get-configmaps", func(w *bytes.Buffer) error { return printConfigMaps(w, outputTable, goldenConfigMaps()[:1], false) }},
+		{"get-configmaps-all-wide", func(w *bytes.Buffer) error { return printConfigMaps(w, outputWide, goldenConfigMaps(), true) }},
+		{"get-configmaps-yaml", func(w *bytes.Buffer) error { return printConfigMaps(w, outputYAML, goldenConfigMaps()[:1], false) }},
+		{"get-secrets", func(w *bytes.Buffer) error { return printSecrets(w, outputTable, goldenSecrets(), false) }},
+		{"get-secrets-wide", func(w *bytes.Buffer) error { return printSecrets(w, outputWide, goldenSecrets(), true) }},
+		{"get-secrets-yaml", func(w *bytes.Buffer) error { return printSecrets(w, outputYAML, goldenSecrets()[:1], false) }},
+		{"get-secrets-name", func(w *bytes.Buffer) error { return printSecrets(w, outputName, goldenSecrets(), false) }},
+		{"describe-configmap", func(w *bytes.Buffer) error {
+			writeConfig(w, goldenConfigMaps()[0].ConfigMeta, "", events)
+			return nil
+		}},
+		{"describe-secret", func(w *bytes.Buffer) error {
+			writeConfig(w, goldenSecrets()[0].ConfigMeta, goldenSecrets()[0].Type, nil)
+			return nil
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			require.NoError(t, tc.print(&buf))
+			checkGolden(t, filepath.Join("testdata", "golden", tc.name+".golden"), buf.Bytes())
+		})
+	}
+}
+
+// TestSecretYAMLHasNoValues: without --show-values the controller sends
+// no values, and -o yaml prints keys and sizes only.
+func TestSecretYAMLHasNoValues(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, printSecrets(&buf, outputYAML, goldenSecrets(), false))
+	require.NotContains(t, buf.String(), "data:")
+	require.True(t, strings.Contains(buf.String(), "size: 40"), buf.String())
+}
+
+func TestResourceNamesForConfigs(t *testing.T) {
+	for arg, want := range map[string]string{"cm": kindConfigMap, "configmaps": kindConfigMap, "ConfigMap": kindConfigMap,
+		"secret": kindSecret, "secrets": kindSecret, "cm/agent-config": kindConfigMap} {
+		kind, _, err := resourceKind(arg)
+		require.NoError(t, err, arg)
+		require.Equal(t, want, kind, arg)
+	}
+}
+
+func TestConfigDiffs(t *testing.T) {
+	live := api.ConfigMap{Data: map[string]string{"a": "1", "b": "2"}}
+	next := &schema.ConfigMap{Data: map[string]string{"a": "1", "b": "3", "c": "4"}}
+	require.Equal(t, []string{`- data.b: "2"`, `+ data.b: "3"`, `+ data.c: "4"`}, configMapDiff(live, next))
+
+	sec := &schema.Secret{Data: map[string][]byte{"token": []byte("new-value")}}
+	lines := secretDiff([]api.ConfigKey{{Key: "token", Size: 3}}, sec)
+	require.Equal(t, []string{"- data.token: <3 bytes>", "+ data.token: <9 bytes>"}, lines)
+	require.NotContains(t, strings.Join(lines, "\n"), "new-value")
+	require.Equal(t, []string{"values changed (not shown)"}, secretDiff([]api.ConfigKey{{Key: "token", Size: 9}}, sec))
+}
