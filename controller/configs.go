@@ -176,6 +176,12 @@ func applyConfigMap(tx *store.Txn, cm schema.ConfigMap, source string, now time.
 	if err != nil {
 		return res, err
 	}
+	if existed {
+		if err := immutableChange(old.Object.Immutable, cm.Immutable, configMapObject+key,
+			!sameJSON(old.Object.Data, cm.Data) || !sameJSON(old.Object.BinaryData, cm.BinaryData)); err != nil {
+			return res, err
+		}
+	}
 	rec, ch, err := tx.PutConfigMap(cm, source, now)
 	if err != nil {
 		return res, err
@@ -201,6 +207,13 @@ func applySecret(tx *store.Txn, s schema.Secret, source string, now time.Time, o
 	if err != nil {
 		return res, err
 	}
+	if existed {
+		next := store.WireSecret(s)
+		if err := immutableChange(old.Object.Immutable, s.Immutable, secretObject+key,
+			!sameJSON(old.Object.Data, next.Data) || old.Object.Type != next.Type); err != nil {
+			return res, err
+		}
+	}
 	rec, ch, err := tx.PutSecret(s, source, now)
 	if err != nil {
 		return res, err
@@ -214,6 +227,32 @@ func applySecret(tx *store.Txn, s schema.Secret, source string, now time.Time, o
 		out.event(secretObject+key, "Applied", fmt.Sprintf("%s: generation %d, %d key(s)", res.Action, rec.Generation, len(rec.Object.Data)))
 	}
 	return res, nil
+}
+
+// immutableChange refuses, as Kubernetes does, a change of the content of
+// an object marked immutable, and unmarking it. The error names the object
+// and the field, never a value.
+func immutableChange(was, now *bool, object string, contentChanged bool) error {
+	if was == nil || !*was {
+		return nil
+	}
+	field, msg := "", ""
+	switch {
+	case now == nil || !*now:
+		field, msg = "immutable", object+" is immutable: immutable cannot be unset (delete and re-create it)"
+	case contentChanged:
+		field, msg = "data", object+" is immutable: its data cannot change (delete and re-create it)"
+	default:
+		return nil
+	}
+	return &schema.ValidationError{Errors: []schema.FieldError{{Field: field, Message: msg}}}
+}
+
+// sameJSON reports whether a and b encode alike (maps in key order).
+func sameJSON(a, b any) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return string(ja) == string(jb)
 }
 
 // checkConfigMap refuses a ConfigMap without a name, over

@@ -497,3 +497,34 @@ func TestCheckObjectsSizes(t *testing.T) {
 		})
 	}
 }
+
+// TestImmutableConfigObjects: as in Kubernetes, an immutable object's data
+// cannot change and immutable cannot be unset; its metadata can.
+func TestImmutableConfigObjects(t *testing.T) {
+	tc := startController(t, Config{})
+	yes := true
+	cm := configMapObj("edge", "frozen", map[string]string{"k": "1"})
+	cm.ConfigMap.Immutable = &yes
+	sec := secretObj("edge", "frozen", map[string]string{"k": secretValue})
+	sec.Secret.Immutable = &yes
+	tc.apply(t, cm, sec)
+
+	changed := configMapObj("edge", "frozen", map[string]string{"k": "2"})
+	changed.ConfigMap.Immutable = &yes
+	_, err := tc.applyObjects([]schema.Object{changed}, nil, applyRequest{})
+	require.ErrorContains(t, err, "configmap/edge/frozen is immutable: its data cannot change")
+
+	_, err = tc.applyObjects([]schema.Object{configMapObj("edge", "frozen", map[string]string{"k": "1"})}, nil, applyRequest{})
+	require.ErrorContains(t, err, "immutable cannot be unset")
+
+	changedSecret := secretObj("edge", "frozen", map[string]string{"k": "other"})
+	changedSecret.Secret.Immutable = &yes
+	_, err = tc.applyObjects([]schema.Object{changedSecret}, nil, applyRequest{})
+	require.ErrorContains(t, err, "secret/edge/frozen is immutable")
+	assert.NotContains(t, err.Error(), secretValue)
+
+	labelled := configMapObj("edge", "frozen", map[string]string{"k": "1"})
+	labelled.ConfigMap.Immutable, labelled.ConfigMap.Metadata.Labels = &yes, map[string]string{"a": "b"}
+	res := tc.apply(t, labelled)
+	assert.Equal(t, api.ActionConfigured, res[0].Action)
+}

@@ -103,6 +103,20 @@ func withAnnotation(m map[string]string, k, v string) map[string]string {
 	return out
 }
 
+// withoutAnnotation returns a copy of m without key k, nil when empty.
+func withoutAnnotation(m map[string]string, k string) map[string]string {
+	out := make(map[string]string, len(m))
+	for key, val := range m {
+		if key != k {
+			out[key] = val
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
 // undo makes an earlier revision's template current again.
 func (c *Controller) undo(e *dsEntry, to int64) error {
 	key := e.rec.Key()
@@ -116,6 +130,11 @@ func (c *Controller) undo(e *dsEntry, to int64) error {
 	}
 	ds := e.rec.DaemonSet
 	ds.Spec.Template = target.Template
+	// The config hash is the controller's, recomputed for the configs of
+	// now; it does not belong in the operator's manifest.
+	if _, ok := ds.Spec.Template.Metadata.Annotations[ConfigHashAnnotation]; ok {
+		ds.Spec.Template.Metadata.Annotations = withoutAnnotation(ds.Spec.Template.Metadata.Annotations, ConfigHashAnnotation)
+	}
 	return c.reapply(&ds, fmt.Sprintf("rollout undo to revision %d", target.Number))
 }
 
