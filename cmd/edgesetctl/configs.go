@@ -276,3 +276,16 @@ func secretDiff(live []api.ConfigKey, next *schema.Secret) []string {
 	}
 	return []string{"values changed (not shown)"}
 }
+
+// configUses lists a template's config references as configmap/NAME and
+// secret/NAME.
+func configUses(refs schema.ConfigRefs) []string {
+	var out []string
+	for _, n := range refs.ConfigMaps {
+		out = append(out, kindConfigMap+"/"+n)
+	}
+	for _, n := range refs.Secrets {
+		out = append(out, kindSecret+"/"+n)
+	}
+	return out
+}

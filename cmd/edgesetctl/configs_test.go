@@ -64,6 +64,14 @@ func TestGoldenConfigTables(t *testing.T) {
 			writeConfig(w, goldenConfigMaps()[0].ConfigMeta, "", events)
 			return nil
 		}},
+		{"describe-daemonset-configs", func(w *bytes.Buffer) error {
+			d := goldenDaemonSets()[0]
+			pod := &d.Manifest.Spec.Template.Spec
+			pod.Volumes = []schema.Volume{{Name: "flags", ConfigMap: &schema.ConfigMapVolumeSource{Name: "exporter-flags"}}}
+			pod.Containers[0].EnvFrom = []schema.EnvFromSource{{SecretRef: &schema.SecretEnvSource{Name: "basic-auth"}}}
+			writeDaemonSet(w, d, nil)
+			return nil
+		}},
 		{"describe-secret", func(w *bytes.Buffer) error {
 			writeConfig(w, goldenSecrets()[0].ConfigMeta, goldenSecrets()[0].Type, nil)
 			return nil

@@ -129,6 +129,7 @@ func writeDaemonSet(w io.Writer, d api.DaemonSet, events []api.Event) {
 	field(w, "Strategy", strategyString(spec))
 	field(w, "Min ready", fmt.Sprintf("%ds", spec.MinReadySeconds))
 	field(w, "Revision", fmt.Sprintf("%d (%s), generation %d", d.CurrentRevision, d.CurrentHash, d.Generation))
+	listField(w, "Uses", configUses(spec.Template.References()))
 	section(w, "Containers")
 	for _, c := range spec.Template.Spec.Containers {
 		fmt.Fprintf(w, "  %s: %s\n", c.Name, c.Image)
