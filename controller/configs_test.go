@@ -1,10 +1,12 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -75,6 +77,24 @@ func (tc *testController) apply(t *testing.T, objs ...schema.Object) []api.Apply
 	res, err := tc.applyObjects(objs, nil, applyRequest{source: "test"})
 	require.NoError(t, err)
 	return res
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // spy is an MQTT client with the controller's identity that records
@@ -168,7 +188,8 @@ func refsNamed(refs []schema.ObjectRef) string {
 // revision or ConfigMap topics, not on other nodes' topics, not in events.
 // A ConfigMap change changes exactly the desired state of that node.
 func TestSecretTravelsOnlyToItsNode(t *testing.T) {
-	tc := startController(t, Config{})
+	var logs syncBuffer
+	tc := startControllerLogging(t, Config{}, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	s := startSpy(t, tc)
 	a := startNode(t, tc.brokerURL(), tc.secret, gateway("node-a", nil))
 	b := startNode(t, tc.brokerURL(), tc.secret, schema.NodeStatus{Node: "node-b", Labels: map[string]string{"role": "sensor"},
@@ -228,6 +249,10 @@ func TestSecretTravelsOnlyToItsNode(t *testing.T) {
 	assert.Empty(t, s.topicsWith(secretValue), "JSON carries a secret's bytes in base64, never raw")
 	assert.Equal(t, []string{secretTopic}, s.topicsWith(base64.StdEncoding.EncodeToString([]byte(secretValue))),
 		"the secret's value travels on node-a's own topic only")
+
+	assert.NotContains(t, logs.String(), secretValue, "the controller never logs a secret's value")
+	assert.NotContains(t, logs.String(), base64.StdEncoding.EncodeToString([]byte(secretValue)))
+	assert.Contains(t, logs.String(), "level=", "the controller logged")
 
 	// Deleting the secret drops it from the desired state and clears its topic.
 	require.NoError(t, tc.api.DeleteSecret(context.Background(), "edge/api-key"))
