@@ -359,6 +359,17 @@ func TestApplyConfigObjectsAllOrNothing(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, dss)
 
+	// A dry run says what would happen and keeps nothing.
+	res, err := tc.applyObjects([]schema.Object{configMapObj("edge", "agent-config", map[string]string{"k": "1"}), agentDS(false)},
+		nil, applyRequest{dryRun: true})
+	require.NoError(t, err)
+	assert.Equal(t, api.ActionCreated, res[0].Action)
+	assert.Equal(t, api.ActionCreated, res[1].Action)
+	assert.Equal(t, int64(1), res[1].Revision)
+	cms, err = tc.api.ListConfigMaps(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, cms, "a dry run keeps nothing")
+
 	// A failure inside the transaction (a daemonset without a name) keeps
 	// the ConfigMap applied before it out too.
 	bad := agentDS(false)
