@@ -564,3 +564,16 @@ func TestImmutableConfigObjects(t *testing.T) {
 	res := tc.apply(t, labelled)
 	assert.Equal(t, api.ActionConfigured, res[0].Action)
 }
+
+func TestRepairedByRepublish(t *testing.T) {
+	for topic, want := range map[string]bool{
+		schema.NodeTopic("n", schema.TopicDesired):     true,
+		schema.ConfigMapTopic("abc"):                   true,
+		schema.NodeSecretTopic("n", "abc"):             true,
+		schema.NodeTopic("n", schema.TopicStatus):      false,
+		schema.NodeTopic("n", schema.TopicLogsRequest): false,
+		schema.RevisionTopic("abc"):                    false,
+	} {
+		assert.Equal(t, want, repairedByRepublish(topic), topic)
+	}
+}
