@@ -156,7 +156,7 @@ func (c *Controller) applyDaemonSetTxn(tx *store.Txn, ds *schema.DaemonSet, req 
 			return res, err
 		}
 	}
-	move := dsChanged || rec.CurrentRevision == "" || changed.affects(&rec.DaemonSet)
+	move := dsChanged || rec.CurrentRevision == "" || rollsOnConfigChange(&rec.DaemonSet) && changed.affects(&rec.DaemonSet)
 	rec, rev, err := moveToEffective(tx, rec, ds.Metadata.Annotations[ChangeCauseAnnotation], move, now)
 	if err != nil {
 		return res, err
