@@ -153,11 +153,12 @@ func TestValidateDaemonSetProblems(t *testing.T) {
 		{"volume problems", func(ds *DaemonSet) {
 			ds.Spec.Template.Spec.Volumes = append(ds.Spec.Template.Spec.Volumes,
 				Volume{Name: "data", HostPath: &HostPathVolumeSource{Path: "/x", Type: "Pipe"}},
-				Volume{Name: "empty"})
+				Volume{Name: "empty"},
+				Volume{Name: "two", HostPath: &HostPathVolumeSource{Path: "/y"}, EmptyDir: &EmptyDirVolumeSource{}})
 		}, []string{
 			`spec.template.spec.volumes[1].name: duplicate volume name "data"`,
 			`spec.template.spec.volumes[1].hostPath.type: unsupported type "Pipe": want one of DirectoryOrCreate, Directory, FileOrCreate, File, Socket, CharDevice, BlockDevice`,
-			"spec.template.spec.volumes[2].hostPath: required: hostPath is the only volume type provided on edge devices",
+			"spec.template.spec.volumes[3]: must have exactly one volume source, has 2 (hostPath, emptyDir)",
 		}},
 		{"strategy type", func(ds *DaemonSet) { ds.Spec.UpdateStrategy.Type = "Recreate" }, []string{
 			`spec.updateStrategy.type: unsupported type "Recreate": want RollingUpdate or OnDelete`,

@@ -255,7 +255,7 @@ func validateRevision(errs *fieldErrors, m *Revision) {
 	if m.Number < 1 {
 		errs.add("number", "must be >= 1, not %d", m.Number)
 	}
-	validatePodTemplate(errs, "template", &m.Template)
+	validatePodTemplate(errs, "template", &m.Template, true)
 }
 
 // validateDaemonSetKey requires "namespace/name".
