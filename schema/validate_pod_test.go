@@ -31,7 +31,9 @@ func TestValidatePodFields(t *testing.T) {
 		return func(ds *DaemonSet) { ds.Spec.Template.Spec.Containers[0].SecurityContext = &s }
 	}
 	initC := func(c Container) func(*DaemonSet) {
-		return func(ds *DaemonSet) { ds.Spec.Template.Spec.InitContainers = append(ds.Spec.Template.Spec.InitContainers, c) }
+		return func(ds *DaemonSet) {
+			ds.Spec.Template.Spec.InitContainers = append(ds.Spec.Template.Spec.InitContainers, c)
+		}
 	}
 	tests := []struct {
 		name   string
