@@ -25,6 +25,9 @@ type ignoredField struct {
 	dropItem bool
 	// keep decodes the field (it is one of edgeset's) and warns anyway.
 	keep bool
+	// noop is the value (Kubernetes' default, as YAML text) for which
+	// dropping the field changes nothing: it is dropped without a warning.
+	noop string
 }
 
 // Warning message prefixes: a dropped field, and a kept field that is only
@@ -61,7 +64,7 @@ var podSpecIgnored = []ignoredField{
 		reason: "no service account token is mounted (a device has no Kubernetes API); the name is kept only for fieldRef spec.serviceAccountName"},
 	{path: "serviceAccount", class: WarningKubernetesOnly,
 		reason: "deprecated alias of serviceAccountName; no service account token is mounted on a device"},
-	{path: "automountServiceAccountToken", class: WarningKubernetesOnly,
+	{path: "automountServiceAccountToken", class: WarningKubernetesOnly, noop: "false",
 		reason: "nothing is mounted at /var/run/secrets/kubernetes.io/serviceaccount: a device has no Kubernetes API to call"},
 	{path: "ephemeralContainers", class: WarningKubernetesOnly,
 		reason: "ephemeral containers are added through the Kubernetes API (kubectl debug); none are run"},
@@ -85,9 +88,9 @@ var podSpecIgnored = []ignoredField{
 		reason: "cluster DNS needs Kubernetes services; the containers use the device's resolver"},
 	{path: "subdomain", class: WarningKubernetesOnly,
 		reason: "a pod subdomain needs a headless Kubernetes service; no DNS name is registered"},
-	{path: "setHostnameAsFQDN", class: WarningKubernetesOnly,
+	{path: "setHostnameAsFQDN", class: WarningKubernetesOnly, noop: "false",
 		reason: "the FQDN comes from a Kubernetes service subdomain, which a device does not have"},
-	{path: "enableServiceLinks", class: WarningKubernetesOnly,
+	{path: "enableServiceLinks", class: WarningKubernetesOnly, noop: "false",
 		reason: "no Kubernetes service variables ({SVC}_SERVICE_HOST) are injected on a device"},
 	{path: "overhead", class: WarningKubernetesOnly,
 		reason: "pod overhead is accounted by the Kubernetes scheduler for runtime classes; nothing is reserved on a device"},
@@ -110,11 +113,11 @@ var podSpecIgnored = []ignoredField{
 		reason: "the containers' hostname is not set to this value (it is the device's with hostNetwork, the engine's otherwise)"},
 	{path: "hostAliases",
 		reason: "these entries are not added to the containers' /etc/hosts"},
-	{path: "hostIPC",
+	{path: "hostIPC", noop: "false",
 		reason: "the containers do not join the device's IPC namespace: shared memory and semaphores of host processes are not visible"},
-	{path: "hostUsers",
+	{path: "hostUsers", noop: "true",
 		reason: "user namespaces are not configured: container user IDs are the device's"},
-	{path: "shareProcessNamespace",
+	{path: "shareProcessNamespace", noop: "false",
 		reason: "the containers of an instance do not see each other's processes"},
 	{path: "runtimeClassName",
 		reason: "the device's default container runtime runs the containers, not this runtime class"},
@@ -131,15 +134,15 @@ var podSpecIgnored = []ignoredField{
 // containerIgnored are the Container fields edgeset does not honour,
 // relative to an init or main container.
 var containerIgnored = []ignoredField{
-	{path: "stdin", class: WarningKubernetesOnly, reason: reasonAttach},
-	{path: "stdinOnce", class: WarningKubernetesOnly, reason: reasonAttach},
+	{path: "stdin", class: WarningKubernetesOnly, reason: reasonAttach, noop: "false"},
+	{path: "stdinOnce", class: WarningKubernetesOnly, reason: reasonAttach, noop: "false"},
 	{path: "resizePolicy", class: WarningKubernetesOnly,
 		reason: "in-place resizing is a Kubernetes API operation; on a device changed resources make a new revision"},
 	{path: "resources.claims", class: WarningKubernetesOnly,
 		reason: "dynamic resource claims need the Kubernetes resource API; the claimed devices are not attached"},
 	{path: "securityContext.windowsOptions", class: WarningKubernetesOnly, reason: reasonWindows},
 
-	{path: "tty",
+	{path: "tty", noop: "false",
 		reason: "the container gets no terminal: programs that colour or line-buffer their output for a terminal behave as in a pipe"},
 	{path: "restartPolicyRules",
 		reason: "restart rules by exit code are not applied; the container restarts as its restartPolicy says"},

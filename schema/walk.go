@@ -337,7 +337,7 @@ func (w *walker) walkStruct(n *yaml.Node, t reflect.Type, p fieldPath) (any, act
 		w.index[fp.out] = position{k.Line, fp.src}
 		ft, known := fields[k.Value]
 		if !known {
-			if w.unknownField(fp, k) {
+			if w.unknownField(fp, k, v) {
 				result = dropItem
 			}
 			continue
@@ -351,11 +351,14 @@ func (w *walker) walkStruct(n *yaml.Node, t reflect.Type, p fieldPath) (any, act
 }
 
 // unknownField handles a field that t does not have: a field in the ignored
-// table is dropped with a warning, anything else is an error in strict mode.
+// table is dropped with a warning (none when its value v is the table's
+// noop value), anything else is an error in strict mode.
 // It reports whether the enclosing list item must be dropped.
-func (w *walker) unknownField(p fieldPath, k *yaml.Node) bool {
+func (w *walker) unknownField(p fieldPath, k, v *yaml.Node) bool {
 	if f, ok := matchIgnored(w.ignored, p.src); ok && !f.keep {
-		w.warnAt(p, k.Line, f.class, "%s", ignoredMessage(f))
+		if f.noop == "" || v.Kind != yaml.ScalarNode || v.Value != f.noop {
+			w.warnAt(p, k.Line, f.class, "%s", ignoredMessage(f))
+		}
 		return f.dropItem
 	}
 	if w.strict {
