@@ -255,6 +255,11 @@ func TestDecodeErrors(t *testing.T) {
 			want: []string{"x.yaml:5: metadata.name: duplicate field"},
 		},
 		{
+			name: "activeDeadlineSeconds, which Kubernetes rejects in a DaemonSet",
+			in:   minimalDS("apps/v1", "") + "      activeDeadlineSeconds: 60\n",
+			want: []string{"x.yaml:13: spec.template.spec.activeDeadlineSeconds: not allowed in a DaemonSet, as in Kubernetes: a daemon runs until it is replaced"},
+		},
+		{
 			name: "kind missing",
 			in:   "apiVersion: apps/v1\nmetadata:\n  name: a\n",
 			want: []string{"x.yaml:1: kind: required"},

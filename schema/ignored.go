@@ -25,6 +25,9 @@ type ignoredField struct {
 	dropItem bool
 	// keep decodes the field (it is one of edgeset's) and warns anyway.
 	keep bool
+	// forbidden makes the field an error with reason as its message:
+	// Kubernetes rejects it in a DaemonSet too.
+	forbidden bool
 	// noop is the value (Kubernetes' default, as YAML text) for which
 	// dropping the field changes nothing: it is dropped without a warning.
 	noop string
@@ -103,8 +106,8 @@ var podSpecIgnored = []ignoredField{
 	{path: "affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution", class: WarningKubernetesOnly,
 		reason: "preferred node affinity only ranks nodes; a daemon runs on every node that matches the required terms"},
 
-	{path: "activeDeadlineSeconds",
-		reason: "the instance is not stopped after this many seconds: a daemon runs until it is replaced"},
+	{path: "activeDeadlineSeconds", forbidden: true,
+		reason: "not allowed in a DaemonSet, as in Kubernetes: a daemon runs until it is replaced"},
 	{path: "dnsConfig",
 		reason: "these nameservers, search domains and resolver options are not applied; the containers use the device's resolver"},
 	{path: "hostname",
@@ -150,7 +153,7 @@ var containerIgnored = []ignoredField{
 		reason: "raw block devices come from persistent volume claims, which a device does not provide; the device files are not created"},
 	{path: "securityContext.seLinuxOptions", reason: reasonSELinux},
 	{path: "securityContext.appArmorProfile", reason: reasonAppArmor},
-	{path: "volumeMounts[*].recursiveReadOnly",
+	{path: "volumeMounts[*].recursiveReadOnly", noop: "Disabled",
 		reason: "mounts below this read-only mount stay writable: only the mount itself is made read-only"},
 	{path: "livenessProbe.terminationGracePeriodSeconds", reason: reasonProbeGrace},
 	{path: "startupProbe.terminationGracePeriodSeconds", reason: reasonProbeGrace},

@@ -152,3 +152,16 @@ func TestNoopValuesDropSilently(t *testing.T) {
 func replaceContainer(doc, c string) string {
 	return strings.Replace(doc, `{name: c, image: "img:1"}`, c, 1)
 }
+
+// TestDecodeDropsUnprovidableEnvVar: a variable whose value comes from a
+// source edgeset lacks (fileKeyRef) is not set at all, rather than set
+// empty.
+func TestDecodeDropsUnprovidableEnvVar(t *testing.T) {
+	in := replaceContainer(minimalDS("apps/v1", ""), `{name: c, image: "img:1", env: [`+
+		`{name: A, valueFrom: {fileKeyRef: {volumeName: v, path: p, key: k}}}, {name: B, value: b}]}`)
+	objs, warns, err := Decode("x.yaml", []byte(in))
+	require.NoError(t, err)
+	assert.Equal(t, []EnvVar{{Name: "B", Value: "b"}}, objs[0].DaemonSet.Spec.Template.Spec.Containers[0].Env)
+	assert.Equal(t, []string{"12: spec.template.spec.containers[0].env[0].valueFrom.fileKeyRef"}, warningLines(warns))
+	assert.Equal(t, WarningChangesDaemon, warns[0].Class)
+}

@@ -342,9 +342,12 @@ func (w *walker) walkStruct(n *yaml.Node, t reflect.Type, p fieldPath) (any, act
 			}
 			continue
 		}
-		if val, act := w.walk(v, ft, fp); act == keep {
+		switch val, act := w.walk(v, ft, fp); act {
+		case keep:
 			out[k.Value] = val
 			w.keptField(fp, k)
+		case dropItem:
+			result = dropItem // up to the nearest list item
 		}
 	}
 	return out, result
@@ -355,6 +358,10 @@ func (w *walker) walkStruct(n *yaml.Node, t reflect.Type, p fieldPath) (any, act
 // noop value), anything else is an error in strict mode.
 // It reports whether the enclosing list item must be dropped.
 func (w *walker) unknownField(p fieldPath, k, v *yaml.Node) bool {
+	if f, ok := matchIgnored(w.ignored, p.src); ok && f.forbidden {
+		w.errorAt(p, k.Line, "%s", f.reason)
+		return false
+	}
 	if f, ok := matchIgnored(w.ignored, p.src); ok && !f.keep {
 		if f.noop == "" || v.Kind != yaml.ScalarNode || v.Value != f.noop {
 			w.warnAt(p, k.Line, f.class, "%s", ignoredMessage(f))
