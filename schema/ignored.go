@@ -83,6 +83,8 @@ var podSpecIgnored = []ignoredField{
 		reason: "edgeset picks the devices from the selector, affinity and tolerations; a node name in the template does not pin the daemon"},
 	{path: "topologySpreadConstraints", class: WarningKubernetesOnly,
 		reason: "a daemon runs once per device, so there is nothing to spread over topology domains"},
+	{path: "schedulingGroup", class: WarningKubernetesOnly,
+		reason: "gang scheduling groups pods for the Kubernetes scheduler; edgeset starts each instance on its own device"},
 	{path: "schedulingGates", class: WarningKubernetesOnly,
 		reason: "scheduling gates are lifted through the Kubernetes API; edgeset places the daemon at once"},
 	{path: "readinessGates", class: WarningKubernetesOnly,
