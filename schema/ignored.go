@@ -264,16 +264,16 @@ func keptWarning(table []ignoredField, src string) (ignoredField, bool) {
 	return f, ok && f.keep
 }
 
-// hasKeptFields reports whether any entry of table is a kept field named
-// name (the last segment of a path), so the walker only matches paths that
-// can have one.
-func hasKeptFields(table []ignoredField, name string) bool {
+// keptNames returns the last path segments of the table's kept fields, so
+// that the walker only matches the paths that can have one.
+func keptNames(table []ignoredField) map[string]bool {
+	names := map[string]bool{}
 	for _, f := range table {
-		if f.keep && (f.path == name || strings.HasSuffix(f.path, "."+name)) {
-			return true
+		if f.keep {
+			names[f.path[strings.LastIndex(f.path, ".")+1:]] = true
 		}
 	}
-	return false
+	return names
 }
 
 // volumeSources returns the source keys (every key but name) of the volume

@@ -60,6 +60,7 @@ func (p fieldPath) key(k string) fieldPath {
 type walker struct {
 	strict  bool
 	ignored []ignoredField
+	kept    map[string]bool // keptNames(ignored)
 	errs    []FieldError
 	warns   []Warning
 	index   map[string]position
@@ -71,7 +72,7 @@ type walker struct {
 }
 
 func newWalker(strict bool, ignored []ignoredField) *walker {
-	return &walker{strict: strict, ignored: ignored, index: map[string]position{}, budget: maxWalkNodes}
+	return &walker{strict: strict, ignored: ignored, kept: keptNames(ignored), index: map[string]position{}, budget: maxWalkNodes}
 }
 
 func (w *walker) errorAt(p fieldPath, line int, format string, args ...any) {
@@ -377,7 +378,7 @@ func (w *walker) unknownField(p fieldPath, k, v *yaml.Node) bool {
 // keptField warns about a decoded field that the table marks as only
 // partly honoured.
 func (w *walker) keptField(p fieldPath, k *yaml.Node) {
-	if !hasKeptFields(w.ignored, k.Value) {
+	if !w.kept[k.Value] {
 		return
 	}
 	if f, ok := keptWarning(w.ignored, p.src); ok {
