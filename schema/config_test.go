@@ -117,6 +117,11 @@ func TestDecodeBinaryTagAndLineBreaks(t *testing.T) {
 	objs, _, err := Decode("x.yaml", []byte(in))
 	require.NoError(t, err)
 	assert.Equal(t, map[string][]byte{"a": []byte("hello"), "b": []byte("hello")}, objs[0].Secret.Data)
+
+	// A plain multi-line scalar folds into "aGVs bG8=", which Kubernetes
+	// refuses too.
+	_, _, err = Decode("x.yaml", []byte(configDoc("Secret", "data:\n  a: aGVs\n    bG8=\n")))
+	assert.Equal(t, []string{"x.yaml:6: data[a]: invalid base64 (standard encoding, as in Kubernetes): illegal base64 data at input byte 4"}, problems(t, err))
 }
 
 func TestConfigKeyProblem(t *testing.T) {

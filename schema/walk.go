@@ -194,26 +194,23 @@ func (w *walker) timestamp(n *yaml.Node, p fieldPath) (any, action) {
 }
 
 // base64 accepts bytes written as a standard base64 string (line breaks
-// allowed, as encoding/json and the Kubernetes API server accept them) or a
-// YAML !!binary scalar, and returns their canonical base64 text.
+// allowed, as encoding/json and so the Kubernetes API server accept them)
+// or a YAML !!binary scalar (any white space allowed, as YAML says), and
+// returns their canonical base64 text.
 func (w *walker) base64(n *yaml.Node, p fieldPath) (any, action) {
 	if n.Kind != yaml.ScalarNode || (n.Tag != "!!str" && n.Tag != "!!binary") {
 		return w.mismatch(n, p, "a base64 string")
 	}
-	b, err := base64.StdEncoding.DecodeString(strings.Map(dropLineBreaks, n.Value))
+	text := n.Value
+	if n.Tag == "!!binary" {
+		text = strings.Join(strings.Fields(text), "")
+	}
+	b, err := base64.StdEncoding.DecodeString(text)
 	if err != nil {
 		w.errorAt(p, n.Line, "invalid base64 (standard encoding, as in Kubernetes): %v", err)
 		return nil, omit
 	}
 	return base64.StdEncoding.EncodeToString(b), keep
-}
-
-// dropLineBreaks removes the line breaks of a multi-line base64 value.
-func dropLineBreaks(r rune) rune {
-	if r == '\n' || r == '\r' || r == ' ' || r == '\t' {
-		return -1
-	}
-	return r
 }
 
 func (w *walker) boolean(n *yaml.Node, p fieldPath) (any, action) {
