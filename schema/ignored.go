@@ -50,6 +50,7 @@ const (
 	reasonSELinux        = "no SELinux label is set: the containers get the engine's default label"
 	reasonAppArmor       = "no AppArmor profile is set: the containers get the engine's default profile (docker-default), not this one"
 	reasonWindows        = "Windows options have no effect on a Linux device, as on a Linux Kubernetes node"
+	reasonGRPC           = "gRPC probes are not supported on edge devices yet: use an exec probe running grpc_health_probe, or httpGet/tcpSocket"
 	reasonKubeAPIProject = "needs the Kubernetes API (tokens and certificates it issues); the source is dropped and its files are not written"
 )
 
@@ -160,6 +161,9 @@ var containerIgnored = []ignoredField{
 	{path: "livenessProbe.terminationGracePeriodSeconds", reason: reasonProbeGrace},
 	{path: "startupProbe.terminationGracePeriodSeconds", reason: reasonProbeGrace},
 	{path: "readinessProbe.terminationGracePeriodSeconds", reason: reasonProbeGrace},
+	{path: "livenessProbe.grpc", forbidden: true, reason: reasonGRPC},
+	{path: "readinessProbe.grpc", forbidden: true, reason: reasonGRPC},
+	{path: "startupProbe.grpc", forbidden: true, reason: reasonGRPC},
 	{path: "lifecycle.stopSignal",
 		reason: "the container is stopped with the image's STOPSIGNAL (SIGTERM by default), not this signal"},
 	{path: "env[*].valueFrom.fileKeyRef", dropItem: true,

@@ -55,6 +55,7 @@ func (pc *podCheck) validate() {
 	for i := range pc.spec.Containers {
 		pc.validateContainer(fmt.Sprintf("%s.containers[%d]", f, i), &pc.spec.Containers[i], false, seen)
 	}
+	pc.validateHostPorts()
 	if sc := pc.spec.SecurityContext; sc != nil {
 		pc.validatePodSecurityContext(f+".securityContext", sc)
 	}
@@ -63,6 +64,28 @@ func (pc *podCheck) validate() {
 	}
 	if n := pc.spec.ServiceAccountName; n != "" && !IsDNS1123Subdomain(n) {
 		pc.add(f+".serviceAccountName", "invalid name %q: must be a DNS-1123 subdomain", n)
+	}
+}
+
+// validateHostPorts refuses two ports of the containers binding the same
+// host port, protocol and address, as Kubernetes does.
+func (pc *podCheck) validateHostPorts() {
+	bound := map[string]bool{}
+	for i, c := range pc.spec.Containers {
+		for j, p := range c.Ports {
+			if p.HostPort == 0 {
+				continue
+			}
+			proto := p.Protocol
+			if proto == "" {
+				proto = ProtocolTCP
+			}
+			key := fmt.Sprintf("%s/%s/%d", proto, p.HostIP, p.HostPort)
+			if bound[key] {
+				pc.add(fmt.Sprintf("%s.containers[%d].ports[%d].hostPort", pc.field, i, j), "duplicate host port %d/%s: another port of this pod binds it", p.HostPort, proto)
+			}
+			bound[key] = true
+		}
 	}
 }
 

@@ -258,6 +258,11 @@ func TestValidatePodFields(t *testing.T) {
 			pod + `.volumes[1].projected.sources[1].secret.items[0].path: duplicate path "conf" in this volume (also spec.template.spec.volumes[1].projected.sources[0].configMap.items[0].path)`,
 			pod + ".volumes[1].projected.sources[2]: must have exactly one source (configMap, secret or downwardAPI), has 0",
 		}},
+		{"duplicate host ports", func(ds *DaemonSet) {
+			ds.Spec.Template.Spec.Containers = append(ds.Spec.Template.Spec.Containers, Container{
+				Name: "second", Image: "x:1", Ports: []ContainerPort{{ContainerPort: 80, HostPort: 8080}, {ContainerPort: 81, HostPort: 8080, Protocol: ProtocolUDP}},
+			})
+		}, []string{pod + ".containers[1].ports[0].hostPort: duplicate host port 8080/TCP: another port of this pod binds it"}},
 		{"image pull secrets and service account", func(ds *DaemonSet) {
 			ds.Spec.Template.Spec.ImagePullSecrets = []LocalObjectReference{{Name: "regcred"}, {Name: "Reg_Cred"}}
 			ds.Spec.Template.Spec.ServiceAccountName = "Agent"
@@ -355,6 +360,8 @@ spec:
 			[]string{`x.yaml:15: spec.template.spec.containers[0].volumeMounts[0].subPath: must not contain a '..' element: "../../etc/shadow" would leave the volume`}},
 		{"capability that does not exist", withContainer("apps/v1", "        securityContext:\n          capabilities:\n            add: [NET_ADMIN, SYS_MAGIC]\n"),
 			[]string{`x.yaml:16: spec.template.spec.containers[0].securityContext.capabilities.add[1]: unknown capability "SYS_MAGIC": want ALL or a Linux capability such as NET_ADMIN (with or without CAP_)`}},
+		{"grpc probe", withContainer("apps/v1", "        livenessProbe:\n          grpc: {port: 9090}\n"),
+			[]string{"x.yaml:15: spec.template.spec.containers[0].livenessProbe.grpc: gRPC probes are not supported on edge devices yet: use an exec probe running grpc_health_probe, or httpGet/tcpSocket"}},
 		{"unknown security field", withContainer("apps/v1", "        securityContext:\n          runAsRoot: true\n"),
 			[]string{"x.yaml:15: spec.template.spec.containers[0].securityContext.runAsRoot: unknown field"}},
 	}
