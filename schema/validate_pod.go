@@ -100,9 +100,9 @@ func validateObjectName(errs *fieldErrors, field, kind, name string) {
 	}
 }
 
-// validateContainer checks one init (init true) or main container; seen
-// maps the container names met so far to their field paths.
-func (pc *podCheck) validateContainer(field string, c *Container, init bool, seen map[string]string) {
+// validateContainer checks one init (isInit) or main container; seen maps
+// the container names met so far to their field paths.
+func (pc *podCheck) validateContainer(field string, c *Container, isInit bool, seen map[string]string) {
 	switch {
 	case c.Name == "":
 		pc.add(field+".name", "required")
@@ -124,7 +124,7 @@ func (pc *podCheck) validateContainer(field string, c *Container, init bool, see
 	default:
 		pc.add(field+".imagePullPolicy", "unsupported value %q: want Always, IfNotPresent or Never", c.ImagePullPolicy)
 	}
-	pc.validateRestartPolicy(field, c, init)
+	pc.validateRestartPolicy(field, c, isInit)
 	for i := range c.Env {
 		pc.validateEnvVar(fmt.Sprintf("%s.env[%d]", field, i), &c.Env[i])
 	}
@@ -164,8 +164,8 @@ func alsoIn(other, field string) string {
 // validateRestartPolicy allows restartPolicy Always on init containers only
 // (a sidecar), and forbids probes and hooks on the other init containers,
 // which run to completion (Kubernetes' rules).
-func (pc *podCheck) validateRestartPolicy(field string, c *Container, init bool) {
-	if !init {
+func (pc *podCheck) validateRestartPolicy(field string, c *Container, isInit bool) {
+	if !isInit {
 		if c.RestartPolicy != nil {
 			pc.add(field+".restartPolicy", "only allowed on init containers (restartPolicy: Always makes a sidecar)")
 		}
