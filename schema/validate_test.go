@@ -301,3 +301,19 @@ func TestNameChecks(t *testing.T) {
 	assert.NotEmpty(t, LabelKeyProblem("a/"))
 	assert.Empty(t, LabelValueProblem(""))
 }
+
+func TestSetDefaultsNewFields(t *testing.T) {
+	ds := &DaemonSet{Spec: DaemonSetSpec{Template: PodTemplateSpec{Spec: PodSpec{
+		InitContainers: []Container{{Image: "setup:1", Ports: []ContainerPort{{ContainerPort: 1}}}},
+		Containers:     []Container{{Image: "app:1", StartupProbe: &Probe{Exec: &ExecAction{Command: []string{"true"}}}}},
+		Volumes:        []Volume{{Name: "scratch"}, {Name: "logs", HostPath: &HostPathVolumeSource{Path: "/var/log"}}},
+	}}}}
+	SetDefaults(ds)
+	pod := ds.Spec.Template.Spec
+	assert.Equal(t, PullIfNotPresent, pod.InitContainers[0].ImagePullPolicy)
+	assert.Equal(t, ProtocolTCP, pod.InitContainers[0].Ports[0].Protocol)
+	assert.Equal(t, Probe{Exec: &ExecAction{Command: []string{"true"}}, TimeoutSeconds: 1, PeriodSeconds: 10, SuccessThreshold: 1, FailureThreshold: 3}, *pod.Containers[0].StartupProbe)
+	assert.Equal(t, &EmptyDirVolumeSource{}, pod.Volumes[0].EmptyDir, "a volume without a source is an emptyDir")
+	assert.Nil(t, pod.Volumes[1].EmptyDir)
+	assert.Empty(t, pod.Containers[0].TerminationMessagePath, "left unset so that old templates keep their hash")
+}
