@@ -19,6 +19,16 @@ const (
 	SecretTypeDockerConfigJSON = "kubernetes.io/dockerconfigjson"
 	SecretTypeTLS              = "kubernetes.io/tls"
 
+	SecretTypeDockerConfig        = "kubernetes.io/dockercfg"
+	SecretTypeBasicAuth           = "kubernetes.io/basic-auth"
+	SecretTypeSSHAuth             = "kubernetes.io/ssh-auth"
+	SecretTypeServiceAccountToken = "kubernetes.io/service-account-token"
+	ServiceAccountNameAnnotation  = "kubernetes.io/service-account.name"
+	DockerConfigKey               = ".dockercfg"
+	BasicAuthUsernameKey          = "username"
+	BasicAuthPasswordKey          = "password"
+	SSHAuthPrivateKey             = "ssh-privatekey"
+
 	// DockerConfigJSONKey is the key of a dockerconfigjson Secret.
 	DockerConfigJSONKey = ".dockerconfigjson"
 	// TLSCertKey and TLSPrivateKeyKey are the keys of a tls Secret.
