@@ -54,6 +54,9 @@ type Config struct {
 	// ConnTimeout bounds each Publish, Subscribe and Unsubscribe made by
 	// the agent itself; default 10 s.
 	ConnTimeout time.Duration
+	// SeccompProfileDir holds the profiles of seccompProfile type
+	// Localhost; default DefaultSeccompProfileDir, the kubelet's.
+	SeccompProfileDir string
 }
 
 func (c Config) withDefaults() Config {
@@ -74,6 +77,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ConnTimeout <= 0 {
 		c.ConnTimeout = 10 * time.Second
+	}
+	if c.SeccompProfileDir == "" {
+		c.SeccompProfileDir = DefaultSeccompProfileDir
 	}
 	return c
 }
@@ -103,11 +109,12 @@ type Agent struct {
 	inboxMu sync.Mutex        // guards inbox
 	inbox   map[string][]byte // latest payload per topic, not yet processed
 
-	mu        sync.Mutex            // guards connected, missing, observed, published
+	mu        sync.Mutex            // guards connected, missing, observed, published, node
 	connected bool                  // between OnConnect and OnConnectionLost
 	missing   map[string]bool       // topics of objects referenced but not cached
 	observed  *schema.ObservedState // latest computed observed state
 	published []byte                // payload of the last successful observed publish
+	node      nodeFacts             // the node's announced labels, addresses, capacity
 
 	pubMu sync.Mutex // serialises observed publishes so an older state never lands last
 

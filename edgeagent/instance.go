@@ -20,6 +20,7 @@ type instance struct {
 	pull         retryState
 	pullErr      string // engine message of the last failed pull
 	lastPhase    string // phase reported by the previous pass
+	lastBlock    string // message of the last build error that held the instance
 	readySince   *time.Time
 	exited       map[string]bool      // container ids whose exit was counted
 	runningSince map[string]time.Time // when this agent saw each container start
@@ -66,12 +67,15 @@ func (a *Agent) syncInstance(ctx context.Context, p *pass, k instanceKey, found 
 	if err := a.cfg.Policy.Check(rev.Template); err != nil {
 		return a.refuse(ctx, inst, found, err, p.now)
 	}
-	specs, err := BuildSpecs(a.cfg.NodeName, k.DaemonSet, k.Revision, rev.Template)
+	built, err := a.buildInstance(k, rev.Template)
+	if st, blocked := a.buildBlocked(ctx, inst, found, err, p.now); blocked {
+		return st
+	}
 	if err != nil {
 		a.removeGroup(ctx, found)
 		return a.fail(ctx, inst, containerGroup{}, err.Error(), p.now)
 	}
-	s := &instanceSync{a: a, p: p, inst: inst, tmpl: rev.Template, specs: specs, found: found}
+	s := &instanceSync{a: a, p: p, inst: inst, tmpl: rev.Template, specs: built.Containers, found: found}
 	s.run(ctx)
 	return s.status(ctx)
 }
@@ -226,7 +230,11 @@ func (s *instanceSync) pullMissing(ctx context.Context) bool {
 		if _, ok := s.found[i]; ok {
 			continue
 		}
-		err := s.a.rt.PullImage(ctx, c.Image, pullPolicy(c), s.a.cfg.RegistryAuth)
+		auth := s.a.cfg.RegistryAuth
+		if s.specs[i].PullAuth != nil {
+			auth = s.specs[i].PullAuth
+		}
+		err := s.a.rt.PullImage(ctx, c.Image, pullPolicy(c), auth)
 		if err != nil {
 			inst.pull = s.a.cfg.RestartBackoff.next(inst.pull, now, 0)
 			inst.pullErr = err.Error()

@@ -45,6 +45,7 @@ func (a *Agent) reconcile(ctx context.Context) time.Duration {
 	}
 	a.probes.retain(p.active)
 	a.forget(append(desired, keep...))
+	a.sweepPods(append(desired, keep...))
 	a.finishPass(ctx, statuses)
 	return a.untilNextPass(now)
 }
