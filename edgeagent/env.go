@@ -68,8 +68,11 @@ func (r envResolver) resolve(path string, c schema.Container) ([]string, map[str
 }
 
 // wrapField prefixes err with the field path, except a *ConfigError,
-// which keeps Kubernetes' wording.
+// which keeps Kubernetes' wording; nil stays nil.
 func wrapField(path string, err error) error {
+	if err == nil {
+		return nil
+	}
 	if _, ok := err.(*ConfigError); ok {
 		return err
 	}
