@@ -9,9 +9,11 @@
 //	probe workers (readiness, liveness) ---- poke ----------+    (also every
 //	                                                             ResyncInterval)
 //	pass: accept desired (verify, persist in agent.db, subscribe missing
-//	revisions) -> cache verified revisions -> List containers -> remove
-//	leftovers -> per desired instance: policy, BuildSpecs, pull, create,
-//	start, restart under backoff -> publish ObservedState if it changed.
+//	revisions, ConfigMaps and Secrets) -> cache verified objects -> List
+//	containers -> remove leftovers -> per desired instance: policy,
+//	BuildInstance (env, volumes written under DataDir/pods/{uid}), pull,
+//	create, start, restart under backoff -> remove the files of instances
+//	gone -> publish ObservedState if it changed.
 //
 // Runtime is implemented by edgeagent/docker and, in memory, by
 // edgeagent/fake. Conn is the MQTT connection as the agent needs it; the
