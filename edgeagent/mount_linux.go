@@ -11,11 +11,12 @@ import (
 
 // mountTmpfs mounts a tmpfs on dir (mode 0777, size sizeBytes, or the
 // kernel's default of half the memory when 0) unless one is mounted there
-// already. Without the privilege to mount it fails with a clear reason.
-func mountTmpfs(dir string, sizeBytes int64) error {
-	mounted, err := isMountPoint(dir)
-	if err != nil || mounted {
-		return err
+// already; mounted reports that it mounted one now. Without the privilege
+// to mount it fails with a clear reason.
+func mountTmpfs(dir string, sizeBytes int64) (mounted bool, err error) {
+	already, err := isMountPoint(dir)
+	if err != nil || already {
+		return false, err
 	}
 	opts := "mode=0777"
 	if sizeBytes > 0 {
@@ -23,12 +24,12 @@ func mountTmpfs(dir string, sizeBytes int64) error {
 	}
 	err = unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts)
 	if errors.Is(err, unix.EPERM) {
-		return fmt.Errorf("mount tmpfs on %s: %w (medium Memory needs an agent allowed to mount: root or CAP_SYS_ADMIN)", dir, err)
+		return false, fmt.Errorf("mount tmpfs on %s: %w (medium Memory needs an agent allowed to mount: root or CAP_SYS_ADMIN)", dir, err)
 	}
 	if err != nil {
-		return fmt.Errorf("mount tmpfs on %s: %w", dir, err)
+		return false, fmt.Errorf("mount tmpfs on %s: %w", dir, err)
 	}
-	return nil
+	return true, nil
 }
 
 // unmountAll unmounts dir until it is no longer a mount point; a

@@ -9,8 +9,8 @@ import (
 
 var errNoTmpfs = errors.New("emptyDir medium Memory needs Linux")
 
-func mountTmpfs(dir string, _ int64) error {
-	return fmt.Errorf("mount tmpfs on %s: %w", dir, errNoTmpfs)
+func mountTmpfs(dir string, _ int64) (bool, error) {
+	return false, fmt.Errorf("mount tmpfs on %s: %w", dir, errNoTmpfs)
 }
 
 func unmountAll(string) error { return nil }

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -95,6 +97,10 @@ func BuildInstance(ic InstanceContext, t schema.PodTemplateSpec) (InstanceSpec, 
 		return InstanceSpec{}, err
 	}
 	if ic.DataDir != "" {
+		// Secret files live below: only the agent may traverse.
+		if err := os.MkdirAll(filepath.Join(ic.DataDir, "pods"), 0o700); err != nil {
+			return InstanceSpec{}, fmt.Errorf("instance files: %w", err)
+		}
 		if err := p.prepare(time.Now()); err != nil {
 			return InstanceSpec{}, err
 		}

@@ -301,16 +301,20 @@ func prepareVolume(vs volumeSetup, fsGroup *int64, now time.Time) error {
 
 // prepareEmptyDir creates the directory (0777, as the kubelet does), with
 // medium Memory a tmpfs of sizeLimit mounted on it, and with fsGroup the
-// group ownership of a writable volume.
+// group ownership of a writable volume. Mode and ownership are set once,
+// when the directory (or its tmpfs) is new: what the containers change
+// later is theirs.
 func prepareEmptyDir(dir string, ed schema.EmptyDirVolumeSource, fsGroup *int64) error {
-	created := false
+	fresh := false
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(dir, 0o777); err != nil {
 			return err
 		}
-		created = true
+		fresh = true
 	}
-	if ed.Medium == schema.StorageMediumMemory {
+	switch ed.Medium {
+	case schema.StorageMediumDefault:
+	case schema.StorageMediumMemory:
 		var size int64
 		if ed.SizeLimit != nil {
 			var err error
@@ -318,13 +322,15 @@ func prepareEmptyDir(dir string, ed schema.EmptyDirVolumeSource, fsGroup *int64)
 				return fmt.Errorf("sizeLimit: %w", err)
 			}
 		}
-		if err := mountTmpfs(dir, size); err != nil {
+		mounted, err := mountTmpfs(dir, size)
+		if err != nil {
 			return err
 		}
-	} else if ed.Medium != schema.StorageMediumDefault {
+		fresh = fresh || mounted
+	default:
 		return fmt.Errorf("emptyDir medium %q is not supported", ed.Medium)
 	}
-	if !created && ed.Medium != schema.StorageMediumMemory {
+	if !fresh {
 		return nil
 	}
 	if err := os.Chmod(dir, 0o777); err != nil {
