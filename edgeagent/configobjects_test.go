@@ -130,15 +130,6 @@ func (h *harness) sendSecretFor(node string, s schema.Secret) string {
 	return hash
 }
 
-func messageIs(msg string) func(schema.InstanceStatus) error {
-	return func(st schema.InstanceStatus) error {
-		if st.Message != msg {
-			return fmt.Errorf("phase %s message %q, want %q", st.Phase, st.Message, msg)
-		}
-		return nil
-	}
-}
-
 func (h *harness) volumeFile(rev schema.Revision, file string) (string, error) {
 	uid := edgeagent.PodUID(testNode, rev.DaemonSet, rev.Hash)
 	b, err := os.ReadFile(filepath.Join(h.dir, "pods", uid, "volumes", "kubernetes.io~configmap", "config", file))

@@ -1,7 +1,7 @@
 package edgeagent
 
 import (
-	"crypto/sha1" //nolint:gosec // RFC 4122 name-based (version 5) UUIDs are defined over SHA-1.
+	"crypto/sha1" // RFC 4122 name-based (version 5) UUIDs are defined over SHA-1
 	"crypto/sha256"
 	"fmt"
 	"strings"
@@ -91,7 +91,7 @@ var podUIDNamespace = [16]byte{0x6b, 0x3e, 0x1c, 0x52, 0x0f, 0x9a, 0x4e, 0x27, 0
 // a name-based (version 5) UUID of the three, so it survives agent
 // restarts and a new revision is a new uid, as a new pod is in Kubernetes.
 func PodUID(node, daemonSet, revision string) string {
-	h := sha1.New() //nolint:gosec // see the import
+	h := sha1.New()
 	h.Write(podUIDNamespace[:])
 	h.Write([]byte(node + "\x00" + daemonSet + "\x00" + revision))
 	var u [16]byte

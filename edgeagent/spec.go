@@ -279,13 +279,6 @@ func containerLabels(ic InstanceContext, container string, i int, grace time.Dur
 	}
 }
 
-func cloneStrings(s []string) []string {
-	if s == nil {
-		return nil
-	}
-	return append([]string(nil), s...)
-}
-
 func portBindings(ports []schema.ContainerPort) []PortBinding {
 	var out []PortBinding
 	for _, p := range ports {
