@@ -11,6 +11,16 @@ import "strings"
 // expand replaces the $(VAR) references of input using vars; references
 // to names vars lacks stay as written.
 func expand(input string, vars map[string]string) string {
+	return expandWith(input, func(name string) string {
+		if v, ok := vars[name]; ok {
+			return v
+		}
+		return "$(" + name + ")"
+	})
+}
+
+// expandWith replaces each $(NAME) reference of input with mapping(NAME).
+func expandWith(input string, mapping func(name string) string) string {
 	var buf strings.Builder
 	checkpoint := 0
 	for cursor := 0; cursor < len(input); cursor++ {
@@ -19,15 +29,10 @@ func expand(input string, vars map[string]string) string {
 		}
 		buf.WriteString(input[checkpoint:cursor])
 		read, isVar, advance := readVariableName(input[cursor+1:])
-		switch {
-		case !isVar:
+		if isVar {
+			buf.WriteString(mapping(read))
+		} else {
 			buf.WriteString(read)
-		default:
-			if v, ok := vars[read]; ok {
-				buf.WriteString(v)
-			} else {
-				buf.WriteString("$(" + read + ")")
-			}
 		}
 		cursor += advance
 		checkpoint = cursor + 1

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -218,7 +219,7 @@ func containerMounts(ic InstanceContext, vols map[string]volumeSetup, c schema.C
 		}
 		sub, err := subPathOf(vm, vars)
 		if err != nil {
-			return nil, nil, fmt.Errorf("volumeMounts[%d]: %w", i, err)
+			return nil, nil, wrapField(fmt.Sprintf("volumeMounts[%d]", i), err)
 		}
 		if ic.DataDir == "" && vs.hostPath == nil {
 			continue
@@ -238,11 +239,24 @@ func containerMounts(ic InstanceContext, vols map[string]volumeSetup, c schema.C
 }
 
 // subPathOf returns the mount's subPath (subPathExpr expanded), which must
-// stay inside the volume.
+// stay inside the volume. As in the kubelet, a subPathExpr referring to a
+// variable that is undefined or empty is a *ConfigError: the instance
+// waits until its environment provides it.
 func subPathOf(vm schema.VolumeMount, vars map[string]string) (string, error) {
 	sub, field := vm.SubPath, "subPath"
 	if vm.SubPathExpr != "" {
-		sub, field = expand(vm.SubPathExpr, vars), "subPathExpr"
+		var missing []string
+		sub = expandWith(vm.SubPathExpr, func(name string) string {
+			if vars[name] == "" && !slices.Contains(missing, name) {
+				missing = append(missing, name)
+			}
+			return vars[name]
+		})
+		if len(missing) > 0 {
+			slices.Sort(missing)
+			return "", &ConfigError{Message: fmt.Sprintf("volumeMount %q: subPathExpr %q: missing value for %s", vm.Name, vm.SubPathExpr, strings.Join(missing, ", "))}
+		}
+		field = "subPathExpr"
 	}
 	if sub == "" {
 		return "", nil

@@ -355,6 +355,18 @@ func TestBuildInstanceRefusesBadSubPaths(t *testing.T) {
 	}
 }
 
+func TestSubPathExprNeedsItsVariables(t *testing.T) {
+	tmpl := schema.PodTemplateSpec{Spec: schema.PodSpec{
+		Volumes: []schema.Volume{{Name: "v", EmptyDir: &schema.EmptyDirVolumeSource{}}},
+		Containers: []schema.Container{{Name: "c", Image: "x:1", Env: []schema.EnvVar{{Name: "EMPTY"}},
+			VolumeMounts: []schema.VolumeMount{{Name: "v", MountPath: "/v", SubPathExpr: "$(EMPTY)/$(UNSET)/$(UNSET)"}}}},
+	}}
+	_, err := BuildInstance(testContext(), tmpl)
+	var cfgErr *ConfigError
+	require.ErrorAs(t, err, &cfgErr)
+	assert.EqualError(t, err, `volumeMount "v": subPathExpr "$(EMPTY)/$(UNSET)/$(UNSET)": missing value for EMPTY, UNSET`)
+}
+
 func TestBuildInstanceMountErrorWaits(t *testing.T) {
 	ic := testContext()
 	ic.DataDir = t.TempDir()
