@@ -262,7 +262,11 @@ func subPathOf(vm schema.VolumeMount, vars map[string]string) (string, error) {
 		return "", nil
 	}
 	if filepath.IsAbs(sub) || !filepath.IsLocal(sub) {
-		return "", fmt.Errorf("%s: %q must be a relative path that does not contain '..'", field, sub)
+		written := vm.SubPath
+		if field == "subPathExpr" {
+			written = vm.SubPathExpr // its expansion may hold a secret
+		}
+		return "", fmt.Errorf("%s: %q must be a relative path that does not contain '..'", field, written)
 	}
 	return filepath.Clean(sub), nil
 }
