@@ -156,11 +156,18 @@ func (a *Agent) restoreConfigObjects(st localState) {
 	}
 }
 
+// pendingObject is a config object the desired state lists that has not
+// arrived yet.
+type pendingObject struct {
+	kind, namespace, name string // kind is "configmap" or "secret"
+}
+
+func (p pendingObject) String() string { return p.kind + " " + p.namespace + "/" + p.name }
+
 // configObjectsFor returns the ConfigMaps and Secrets of namespace ns that
-// the desired state lists, by name, and the names of those listed but not
-// yet received (the instance waits for them rather than report them
-// missing).
-func (a *Agent) configObjectsFor(ns string) (cms map[string]schema.ConfigMap, secrets map[string]schema.Secret, pending []string) {
+// the desired state lists, by name, and those listed but not yet received
+// (an instance waits for them rather than report them missing).
+func (a *Agent) configObjectsFor(ns string) (cms map[string]schema.ConfigMap, secrets map[string]schema.Secret, pending []pendingObject) {
 	cms, secrets = map[string]schema.ConfigMap{}, map[string]schema.Secret{}
 	if a.desired == nil {
 		return cms, secrets, nil
@@ -172,7 +179,7 @@ func (a *Agent) configObjectsFor(ns string) (cms map[string]schema.ConfigMap, se
 		if cm, ok := a.configMaps[r.Hash]; ok {
 			cms[r.Name] = cm
 		} else {
-			pending = append(pending, "configmap "+ns+"/"+r.Name)
+			pending = append(pending, pendingObject{"configmap", ns, r.Name})
 		}
 	}
 	for _, r := range a.desired.Secrets {
@@ -182,7 +189,7 @@ func (a *Agent) configObjectsFor(ns string) (cms map[string]schema.ConfigMap, se
 		if s, ok := a.secrets[r.Hash]; ok {
 			secrets[r.Name] = s
 		} else {
-			pending = append(pending, "secret "+ns+"/"+r.Name)
+			pending = append(pending, pendingObject{"secret", ns, r.Name})
 		}
 	}
 	return cms, secrets, pending

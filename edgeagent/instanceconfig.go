@@ -53,7 +53,7 @@ func (e *waitingForConfigError) Error() string {
 func (a *Agent) buildInstance(k instanceKey, t schema.PodTemplateSpec) (InstanceSpec, error) {
 	ic := a.instanceContext(k)
 	cms, secrets, pending := a.configObjectsFor(ic.Namespace())
-	if waiting := referencedPending(t, ic.Namespace(), pending); len(waiting) > 0 {
+	if waiting := referencedPending(t, pending); len(waiting) > 0 {
 		return InstanceSpec{}, &waitingForConfigError{objects: waiting}
 	}
 	ic.ConfigMaps, ic.Secrets = cms, secrets
@@ -72,16 +72,14 @@ func (a *Agent) instanceContext(k instanceKey) InstanceContext {
 	return ic
 }
 
-// referencedPending keeps the pending objects ("configmap ns/x") that t
+// referencedPending returns, as "configmap ns/x", the pending objects t
 // references.
-func referencedPending(t schema.PodTemplateSpec, ns string, pending []string) []string {
+func referencedPending(t schema.PodTemplateSpec, pending []pendingObject) []string {
 	refs := t.References()
 	var out []string
 	for _, p := range pending {
-		kind, key, _ := strings.Cut(p, " ")
-		name := strings.TrimPrefix(key, ns+"/")
-		if kind == "configmap" && slices.Contains(refs.ConfigMaps, name) || kind == "secret" && slices.Contains(refs.Secrets, name) {
-			out = append(out, p)
+		if p.kind == "configmap" && slices.Contains(refs.ConfigMaps, p.name) || p.kind == "secret" && slices.Contains(refs.Secrets, p.name) {
+			out = append(out, p.String())
 		}
 	}
 	return out
