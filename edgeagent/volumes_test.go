@@ -355,6 +355,27 @@ func TestBuildInstanceRefusesBadSubPaths(t *testing.T) {
 	}
 }
 
+// TestSubPathSwappedForASymlinkIsHeld: a container that can write its
+// volume may replace a subPath with a symlink out of it; the check at the
+// next pass holds the instance (no container is created or restarted).
+func TestSubPathSwappedForASymlinkIsHeld(t *testing.T) {
+	ic := testContext()
+	ic.DataDir = t.TempDir()
+	tmpl := schema.PodTemplateSpec{Spec: schema.PodSpec{
+		Volumes:    []schema.Volume{{Name: "v", EmptyDir: &schema.EmptyDirVolumeSource{}}},
+		Containers: []schema.Container{{Name: "c", Image: "x:1", VolumeMounts: []schema.VolumeMount{{Name: "v", MountPath: "/v", SubPath: "data"}}}},
+	}}
+	_, err := BuildInstance(ic, tmpl)
+	require.NoError(t, err)
+	sub := filepath.Join(volumeDir(ic.DataDir, ic.PodUID(), volumeKindEmptyDir, "v"), "data")
+	require.NoError(t, os.Remove(sub))
+	require.NoError(t, os.Symlink("/", sub))
+	_, err = BuildInstance(ic, tmpl)
+	var me *mountError
+	require.ErrorAs(t, err, &me)
+	assert.ErrorContains(t, err, "outside the volume")
+}
+
 func TestSubPathExprNeedsItsVariables(t *testing.T) {
 	tmpl := schema.PodTemplateSpec{Spec: schema.PodSpec{
 		Volumes: []schema.Volume{{Name: "v", EmptyDir: &schema.EmptyDirVolumeSource{}}},
