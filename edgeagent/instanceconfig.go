@@ -107,7 +107,8 @@ func (a *Agent) buildBlocked(ctx context.Context, inst *instance, found containe
 		return schema.InstanceStatus{}, false
 	}
 	if len(found) > 0 && allRunning(found) {
-		return a.report(inst, found, "", "", now), true
+		// Running, with the reason a restart would not happen.
+		return a.report(inst, found, "", err.Error(), now), true
 	}
 	if reason != "" && (inst.lastPhase != phase || inst.lastBlock != err.Error()) {
 		a.event(ctx, schema.EventWarning, reason, inst.key.DaemonSet, err.Error())
