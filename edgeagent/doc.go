@@ -10,13 +10,14 @@
 //	  liveness) ---------------------------- poke ----------+    ResyncInterval)
 //	postStart hooks ------------------------ poke ----------+
 //	pass: accept desired (verify, persist in agent.db, subscribe missing
-//	revisions) -> cache verified revisions -> List containers -> remove
-//	leftovers (preStop, stop, remove) -> per desired instance: policy,
-//	BuildInstance, init containers one at a time to completion (sidecars
-//	started), pull, create, start, restart under backoff (reading the
-//	termination message of each exit) -> publish ObservedState if it
-//	changed ->
-//	kubelet-style log links (KubeletLogs, if Config.KubeletLogDir is set).
+//	revisions, ConfigMaps and Secrets) -> cache verified objects -> List
+//	containers -> remove leftovers (preStop, stop, remove) -> per desired
+//	instance: policy, BuildInstance (env, volumes written under
+//	DataDir/pods/{uid}), init containers one at a time to completion
+//	(sidecars started), pull, create, start, restart under backoff
+//	(reading the termination message of each exit) -> remove the files of
+//	instances gone -> publish ObservedState if it changed -> kubelet-style
+//	log links (KubeletLogs, if Config.KubeletLogDir is set).
 //
 // Kubernetes pod semantics kept: init containers in order, each to exit 0,
 // re-run only when the instance is recreated (never on adoption while its

@@ -20,6 +20,7 @@ type instance struct {
 	pull         retryState
 	pullErr      string // engine message of the last failed pull
 	lastPhase    string // phase reported by the previous pass
+	lastBlock    string // message of the last build error that held the instance
 	readySince   *time.Time
 	// sawMain: this agent has seen the instance's main containers; when
 	// they are all gone the instance is recreated, init containers first.
@@ -80,31 +81,16 @@ func (a *Agent) syncInstance(ctx context.Context, p *pass, k instanceKey, found 
 		return a.refuse(ctx, inst, found, err, p.now)
 	}
 	spec, err := a.buildInstance(k, rev.Template)
-	var cfgErr *ConfigError
-	switch {
-	case errors.As(err, &cfgErr):
-		return a.configError(ctx, inst, found, cfgErr, p.now)
-	case err != nil:
+	if st, blocked := a.buildBlocked(ctx, inst, found, err, p.now); blocked {
+		return st
+	}
+	if err != nil {
 		a.removeGroup(ctx, found)
 		return a.fail(ctx, inst, containerGroup{}, err.Error(), p.now)
 	}
 	s := &instanceSync{a: a, p: p, inst: inst, tmpl: rev.Template, spec: spec, found: found}
 	s.run(ctx)
 	return s.status(ctx)
-}
-
-// buildInstance is the one call of BuildInstance, so that its inputs can
-// grow in one place.
-func (a *Agent) buildInstance(k instanceKey, t schema.PodTemplateSpec) (InstanceSpec, error) {
-	spec, err := BuildInstance(a.cfg.NodeName, k.DaemonSet, k.Revision, t)
-	if err != nil {
-		return InstanceSpec{}, err
-	}
-	if len(spec.Init) != len(t.Spec.InitContainers) || len(spec.Containers) != len(t.Spec.Containers) {
-		return InstanceSpec{}, fmt.Errorf("template of %s revision %s: built %d init and %d containers for %d and %d in the template",
-			k.DaemonSet, k.Revision, len(spec.Init), len(spec.Containers), len(t.Spec.InitContainers), len(t.Spec.Containers))
-	}
-	return spec, nil
 }
 
 // run drives the instance one step: recreate it when broken, run its init
@@ -148,16 +134,6 @@ func (a *Agent) refuse(ctx context.Context, inst *instance, found containerGroup
 		a.event(ctx, schema.EventWarning, "Refused", inst.key.DaemonSet, err.Error())
 	}
 	return inst.status(schema.PhaseRefused, err.Error(), false, containerGroup{}, now)
-}
-
-// configError reports an instance whose containers cannot be built until
-// a config object appears. As in Kubernetes, containers already running
-// are left alone; nothing is created or restarted.
-func (a *Agent) configError(ctx context.Context, inst *instance, found containerGroup, err *ConfigError, now time.Time) schema.InstanceStatus {
-	if inst.lastPhase != schema.PhaseCreateContainerConfigError {
-		a.event(ctx, schema.EventWarning, "Failed", inst.key.DaemonSet, "Error: "+err.Message)
-	}
-	return inst.status(schema.PhaseCreateContainerConfigError, err.Message, false, found, now)
 }
 
 func (a *Agent) fail(ctx context.Context, inst *instance, found containerGroup, msg string, now time.Time) schema.InstanceStatus {

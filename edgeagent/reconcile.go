@@ -64,6 +64,7 @@ func (a *Agent) reconcile(ctx context.Context) time.Duration {
 	a.probes.retain(p.active)
 	a.hooks.retain(liveContainers(statuses))
 	a.forget(append(desired, keep...))
+	a.sweepPods(append(desired, keep...))
 	a.finishPass(ctx, statuses)
 	a.syncKubeletLogs(list)
 	return a.untilNextPass(now)

@@ -286,7 +286,9 @@ func validateObjectRefs(errs *fieldErrors, field string, refs []ObjectRef) {
 		if !IsDNS1123Subdomain(r.Name) {
 			errs.add(f+".name", "invalid name %q: must be a DNS-1123 subdomain", r.Name)
 		}
-		validateRevisionHash(errs, f+".hash", r.Hash)
+		if !revisionHashRE.MatchString(r.Hash) {
+			errs.add(f+".hash", "invalid content hash %q: want 20 lowercase hex digits", r.Hash)
+		}
 		if key := r.Namespace + "/" + r.Name; seen[key] {
 			errs.add(f, "duplicate reference to %s", key)
 		} else {

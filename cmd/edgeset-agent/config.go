@@ -42,6 +42,7 @@ type fileConfig struct {
 	DataDir    string `mapstructure:"data-dir"`
 	Runtime    string `mapstructure:"runtime"`
 	DockerHost string `mapstructure:"docker-host"`
+	SeccompDir string `mapstructure:"seccomp-profile-dir"`
 
 	Labels         []string      `mapstructure:"labels"`
 	Taints         []string      `mapstructure:"taints"`
@@ -88,6 +89,7 @@ func addFlags(f *pflag.FlagSet) {
 	f.String("data-dir", defaultDataDir, "directory of the local state (agent.db); its filesystem is watched for DiskPressure")
 	f.String("runtime", defaultRuntime, "container runtime: docker, or fake (in memory, for trials)")
 	f.String("docker-host", "", "Docker engine address (default: DOCKER_HOST or the local socket)")
+	f.String("seccomp-profile-dir", edgeagent.DefaultSeccompProfileDir, "directory of the seccomp profiles of seccompProfile type Localhost")
 	f.StringSlice("labels", nil, "node labels, key=value,...")
 	f.StringSlice("taints", nil, "node taints, key[=value]:Effect,... (NoSchedule, PreferNoSchedule, NoExecute)")
 	f.Duration("status-interval", defaultStatusInterval, "how often the node is re-measured (published only on change)")
@@ -181,7 +183,8 @@ func (fc fileConfig) resolve(hostname func() (string, error)) (settings, error) 
 		announce: announce,
 	}
 	s.node = edgeagent.NodeOptions{
-		Agent: edgeagent.Config{NodeName: node, DataDir: fc.DataDir, Policy: fc.policy(), RegistryAuth: auth, KubeletLogDir: fc.KubeletLogDir},
+		Agent: edgeagent.Config{NodeName: node, DataDir: fc.DataDir, Policy: fc.policy(), RegistryAuth: auth,
+			KubeletLogDir: fc.KubeletLogDir, SeccompProfileDir: fc.SeccompDir},
 		MQTT: mqttclient.Options{
 			BrokerURL: fc.BrokerURL, Password: token, KeepAlive: fc.KeepAlive,
 			CAFile: fc.CAFile, CertFile: fc.CertFile, KeyFile: fc.KeyFile,
