@@ -142,6 +142,7 @@ func TestDockerConfigObjects(t *testing.T) {
 	} {
 		assert.Contains(t, out, want)
 	}
+	t.Logf("what the daemon saw:\n%s", out)
 	assert.Regexp(t, `env: POD_NAME=reader-[a-z0-9]{5}\n`, out)
 	f.requireInspect(t, key, reader, hostDir)
 	st, err := os.Stat(hostDir)
