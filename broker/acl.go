@@ -23,8 +23,13 @@ var nodeReads = map[string]bool{
 	schema.TopicLogsRequest: true,
 }
 
-// revisionPrefix starts every revision topic.
-const revisionPrefix = schema.TopicPrefix + "revisions/"
+// revisionPrefix starts every revision topic, configMapPrefix every
+// ConfigMap topic (schema.ConfigMapTopic): content-addressed public
+// objects that any node may read one at a time.
+var (
+	revisionPrefix  = schema.RevisionTopic("")
+	configMapPrefix = schema.ConfigMapTopic("")
+)
 
 // allowed is the ACL: whether identity may publish (write) or subscribe to /
 // receive (read) topic, which for a subscription is the filter. It denies by
@@ -38,8 +43,10 @@ func allowed(identity, topic string, write bool) bool {
 	if !ValidNodeName(identity) {
 		return false
 	}
-	if hash, ok := strings.CutPrefix(topic, revisionPrefix); ok {
-		return !write && validLevel(hash)
+	for _, prefix := range []string{revisionPrefix, configMapPrefix} {
+		if hash, ok := strings.CutPrefix(topic, prefix); ok {
+			return !write && validLevel(hash)
+		}
 	}
 	kind, ok := strings.CutPrefix(topic, schema.TopicPrefix+"nodes/"+identity+"/")
 	if !ok {
@@ -47,6 +54,10 @@ func allowed(identity, topic string, write bool) bool {
 	}
 	if write {
 		return nodeWrites[kind]
+	}
+	if hash, ok := strings.CutPrefix(kind, schema.TopicSecretsPrefix); ok {
+		// The node's own secrets (schema.NodeSecretTopic), one at a time.
+		return validLevel(hash)
 	}
 	return nodeReads[kind]
 }

@@ -364,3 +364,41 @@ func TestDamagedRetainedStoreIsSetAside(t *testing.T) {
 	subscribe(t, mustDial(t, again.Addr(), again.controller()), "edgeset/#", &in)
 	checkFor(t, wait, 10*time.Millisecond, in.has(desired, "gen 1"))
 }
+
+// TestNodeCannotReadOtherNodesSecrets: a node's secrets reach it on its own
+// exact topics only; another node can neither name them nor match them with
+// a wildcard, while both may read a ConfigMap topic.
+func TestNodeCannotReadOtherNodesSecrets(t *testing.T) {
+	tb := startBroker(t, Options{})
+	ctl := mustDial(t, tb.Addr(), tb.controller())
+	b := mustDial(t, tb.Addr(), tb.node("node-b"))
+	const hash = "0123456789abcdef0123"
+	secretA := schema.NodeSecretTopic("node-a", hash)
+	secretB := schema.NodeSecretTopic("node-b", hash)
+	configMap := schema.ConfigMapTopic(hash)
+
+	var in inbox
+	for _, filter := range []string{secretA, "edgeset/v1/nodes/node-a/secrets/#", "edgeset/v1/nodes/node-a/secrets/+",
+		"edgeset/v1/nodes/+/secrets/" + hash, "edgeset/v1/nodes/node-b/secrets/+", "edgeset/v1/configmaps/+"} {
+		if code := subscribe(t, b, filter, &in); code != suback80 {
+			t.Errorf("node-b subscribe %s: SUBACK %#x, want %#x", filter, code, suback80)
+		}
+	}
+	for _, filter := range []string{secretB, configMap} {
+		if code := subscribe(t, b, filter, &in); code != 1 {
+			t.Errorf("node-b subscribe %s: SUBACK %#x, want 1", filter, code)
+		}
+	}
+	publish(t, ctl, secretA, 1, true, "secret of a")
+	publish(t, ctl, configMap, 1, true, "cm")
+	publish(t, ctl, secretB, 1, true, "secret of b") // delivered after the others
+	checkFor(t, wait, 10*time.Millisecond, in.has(secretB, "secret of b"))
+	for _, m := range in.all() {
+		if m.topic != secretB && m.topic != configMap {
+			t.Errorf("node-b received %q on %s", m.payload, m.topic)
+		}
+	}
+	if err := in.has(configMap, "cm")(); err != nil {
+		t.Error(err)
+	}
+}

@@ -17,7 +17,9 @@
 //
 // ACL. A node may publish only to its own status, online, observed, events and
 // logs/response topics, and subscribe only to its own desired and logs/request
-// topics and to exact revision topics edgeset/v1/revisions/{hash}. Wildcard
+// topics, its own secret topics edgeset/v1/nodes/{node}/secrets/{hash}, and
+// exact revision and ConfigMap topics edgeset/v1/revisions/{hash} and
+// edgeset/v1/configmaps/{hash}. Wildcard
 // filters from nodes are refused. A node's will message must be allowed by the
 // same rules (its own online topic) or the connection is refused.
 //

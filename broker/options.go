@@ -53,6 +53,11 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// DefaultMaxPacketSize is Limits.MaxPacketSize unless set: the largest
+// MQTT packet the broker accepts, and so the largest message the
+// controller can deliver through it.
+const DefaultMaxPacketSize = 256 << 10
+
 // Limits bounds the resources one client, or all of them, may use. The
 // defaults keep an idle node connection small; docs/security.md explains each.
 type Limits struct {
@@ -86,7 +91,7 @@ type Limits struct {
 // Defaults of Limits.
 const (
 	defaultMaxClients       = 100_000
-	defaultMaxPacketSize    = 256 << 10
+	defaultMaxPacketSize    = DefaultMaxPacketSize
 	defaultMaxPendingWrites = 256
 	defaultMaxInflight      = 4096
 	defaultReceiveMaximum   = 128

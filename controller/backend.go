@@ -26,63 +26,6 @@ func (c *Controller) apiHandler() http.Handler {
 	return api.NewServer(c, c.token, c.metrics.handler(), c.log)
 }
 
-// ApplyManifests decodes, validates and applies every daemonset of data.
-// Nothing is applied unless every object is valid. An unchanged manifest is
-// a no-op. Every accepted change is durable before it returns, and every
-// daemonset applied records opts.Source as who applied it last.
-func (c *Controller) ApplyManifests(ctx context.Context, source string, data []byte, opts api.ApplyOptions) ([]api.ApplyResult, error) {
-	objs, warnings, err := schema.Decode(source, data)
-	if err != nil {
-		return nil, err
-	}
-	if err := compileAll(objs); err != nil {
-		return nil, err
-	}
-	c.passMu.Lock()
-	defer c.passMu.Unlock()
-	results := make([]api.ApplyResult, 0, len(objs))
-	for _, obj := range objs {
-		r, err := c.applyOne(obj.DaemonSet, opts.DryRun)
-		if err != nil {
-			return results, err
-		}
-		if !opts.DryRun {
-			if err := c.setSource(r.Key, opts.Source); err != nil {
-				return results, err
-			}
-		}
-		r.Warnings = warningsFor(warnings, obj.Source)
-		results = append(results, r)
-	}
-	if !opts.DryRun {
-		c.wake()
-	}
-	return results, nil
-}
-
-// compileAll compiles every object's placement policy, so a daemonset that
-// placement rejects is reported with its field paths before anything is
-// applied.
-func compileAll(objs []schema.Object) error {
-	var verr schema.ValidationError
-	for _, obj := range objs {
-		if obj.DaemonSet == nil {
-			verr.Errors = append(verr.Errors, schema.FieldError{File: obj.Source.File, Line: obj.Source.Line, Field: "kind",
-				Message: "only DaemonSet objects can be applied"})
-			continue
-		}
-		if _, err := placement.Compile(obj.DaemonSet); err != nil {
-			for _, fe := range placementErrors(err) {
-				verr.Errors = append(verr.Errors, schema.FieldError{File: obj.Source.File, Line: obj.Source.Line, Field: fe.Path, Message: fe.Detail})
-			}
-		}
-	}
-	if len(verr.Errors) > 0 {
-		return &verr
-	}
-	return nil
-}
-
 // placementErrors unpacks placement.Compile's joined field errors.
 func placementErrors(err error) []*placement.FieldError {
 	var out []*placement.FieldError
@@ -119,87 +62,6 @@ func warningsFor(ws []schema.Warning, src schema.Source) []string {
 	return out
 }
 
-// applyOne stores one validated daemonset and its revision.
-func (c *Controller) applyOne(ds *schema.DaemonSet, dryRun bool) (api.ApplyResult, error) {
-	key := ds.Key()
-	res := api.ApplyResult{Kind: schema.KindDaemonSet, Key: key}
-	old, err := c.store.GetDaemonSet(key)
-	existed := err == nil
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return res, err
-	}
-	if dryRun {
-		return c.dryRun(res, old, existed, ds), nil
-	}
-	now := time.Now()
-	rec, changed, err := c.store.PutDaemonSet(ds, now)
-	if err != nil {
-		return res, err
-	}
-	rev, _, err := c.store.EnsureRevision(key, rec.DaemonSet.Spec.Template, ds.Metadata.Annotations[ChangeCauseAnnotation], now)
-	if err != nil {
-		return res, err
-	}
-	if rec.CurrentRevision != rev.Hash && (changed || rec.CurrentRevision == "") {
-		if rec, err = c.store.SetCurrentRevision(key, rev.Hash, now); err != nil {
-			return res, err
-		}
-	}
-	res.Action = applyAction(existed && old.DeletedAt == nil, changed)
-	res.Generation, res.Revision = rec.Generation, rev.Number
-	if err := c.pruneRevisions(rec); err != nil {
-		return res, err
-	}
-	if res.Action != api.ActionUnchanged {
-		c.events.add(dsObject(key), schema.EventNormal, "Applied", fmt.Sprintf("%s: generation %d, revision %d", res.Action, rec.Generation, rev.Number))
-	}
-	return res, c.remember(rec)
-}
-
-func applyAction(existed, changed bool) api.ApplyAction {
-	switch {
-	case !existed:
-		return api.ActionCreated
-	case changed:
-		return api.ActionConfigured
-	}
-	return api.ActionUnchanged
-}
-
-// setSource records who applied the daemonset key last, in the store and
-// the working state.
-func (c *Controller) setSource(key, source string) error {
-	rec, err := c.store.SetDaemonSetSource(key, source)
-	if err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.state.daemonsets[key]; ok {
-		e.rec.Source = rec.Source
-	}
-	return nil
-}
-
-// dryRun says what applying ds would do, without storing anything, and on
-// how many of the current nodes placement puts it before and after.
-func (c *Controller) dryRun(res api.ApplyResult, old store.DaemonSetRecord, existed bool, ds *schema.DaemonSet) api.ApplyResult {
-	res.Action = api.ActionCreated
-	now := time.Now()
-	nodes, _ := c.registry.Snapshot(now, c.cfg.NodeOfflineGrace)
-	res.NodesAfter = placedNodes(ds, nodes, now)
-	if existed && old.DeletedAt == nil {
-		res.NodesBefore = placedNodes(&old.DaemonSet, nodes, now)
-		res.Action = api.ActionUnchanged
-		res.Generation = old.Generation
-		if schema.TemplateHash(old.DaemonSet.Spec.Template) != schema.TemplateHash(ds.Spec.Template) ||
-			!sameDaemonSet(old.DaemonSet, *ds) {
-			res.Action = api.ActionConfigured
-		}
-	}
-	return res
-}
-
 // placedNodes counts the nodes placement starts ds on at now; zero when ds
 // does not compile (ApplyManifests rejected it already).
 func placedNodes(ds *schema.DaemonSet, nodes []schema.Node, now time.Time) int {
@@ -214,14 +76,6 @@ func placedNodes(ds *schema.DaemonSet, nodes []schema.Node, now time.Time) int {
 		}
 	}
 	return n
-}
-
-// sameDaemonSet compares whole manifests, as the store does: a change of
-// metadata only (labels, annotations) is a change too.
-func sameDaemonSet(a, b schema.DaemonSet) bool {
-	ja, _ := schema.Encode(a)
-	jb, _ := schema.Encode(b)
-	return string(ja) == string(jb)
 }
 
 // pruneRevisions keeps revisionHistoryLimit old revisions of a daemonset,
@@ -475,8 +329,9 @@ func (c *Controller) DeleteNode(ctx context.Context, name string) error {
 	delete(c.state.dirtyNodes, name)
 	c.state.deletedNodes[name] = true
 	c.state.current[name] = reconcile.NodeDesired{Generation: rec.Generation, Instances: rec.Instances}
+	c.state.topics.dirty = true
+	m := desiredMessage(name, c.state.current[name])
 	c.mu.Unlock()
-	m := desiredMessage(name, rec.Generation, rec.Instances)
 	if err := c.publish(ctx, m.Topic, m.Payload, true); err != nil {
 		c.log.Warn("publish empty desired state of deleted node; republished on reconnection", "node", name, "err", err)
 	}

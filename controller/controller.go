@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -259,7 +260,25 @@ func (c *Controller) requestRepublish() {
 // in-process subscription never drops.
 func (c *Controller) onDrop(clientID, topic string) {
 	c.metrics.brokerDrops.Inc()
-	if _, kind, ok := schema.ParseNodeTopic(topic); ok && kind == schema.TopicDesired {
+	if repairedByRepublish(topic) {
 		c.requestRepublish()
 	}
+}
+
+// repairedByRepublish reports whether a message dropped on its way to a
+// node is one the republish sends again: a desired state, a ConfigMap or
+// one of the node's Secrets.
+func repairedByRepublish(topic string) bool {
+	if _, kind, ok := schema.ParseNodeTopic(topic); ok && kind == schema.TopicDesired {
+		return true
+	}
+	if strings.HasPrefix(topic, schema.ConfigMapTopic("")) {
+		return true
+	}
+	rest, ok := strings.CutPrefix(topic, schema.TopicPrefix+"nodes/")
+	if !ok {
+		return false
+	}
+	_, kind, _ := strings.Cut(rest, "/")
+	return strings.HasPrefix(kind, schema.TopicSecretsPrefix)
 }

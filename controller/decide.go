@@ -20,6 +20,7 @@ type snapshot struct {
 	Observed      map[string]schema.ObservedState
 	Online        map[string]bool
 	OfflineSince  map[string]time.Time
+	Configs       reconcile.Configs
 }
 
 // dsSnapshot is one daemonset as a pass sees it.
@@ -96,6 +97,7 @@ func planInput(s snapshot, revs func(dsSnapshot) reconcile.RevisionFunc) reconci
 		Current:       s.Current,
 		Observed:      s.Observed,
 		Online:        s.Online,
+		Configs:       s.Configs,
 		DaemonSets:    make([]reconcile.DaemonSetState, 0, len(s.DaemonSets)),
 	}
 	for _, ds := range s.DaemonSets {

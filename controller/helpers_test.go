@@ -59,6 +59,12 @@ func testLogger(t testing.TB) *slog.Logger {
 // 127.0.0.1:0 unless set) until stop or the end of the test.
 func startController(t testing.TB, cfg Config) *testController {
 	t.Helper()
+	return startControllerLogging(t, cfg, testLogger(t))
+}
+
+// startControllerLogging is startController logging to log.
+func startControllerLogging(t testing.TB, cfg Config, log *slog.Logger) *testController {
+	t.Helper()
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
 	}
@@ -68,7 +74,7 @@ func startController(t testing.TB, cfg Config) *testController {
 	if cfg.APIAddr == "" {
 		cfg.APIAddr = "127.0.0.1:0"
 	}
-	c, err := New(cfg, testLogger(t))
+	c, err := New(cfg, log)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	tc := &testController{Controller: c, cfg: cfg, cancel: cancel, done: make(chan error, 1)}

@@ -147,7 +147,8 @@ func (c *Controller) reportFailures(node string, old, now schema.ObservedState) 
 func failedPhase(phase string) bool {
 	switch phase {
 	case schema.PhaseCrashLoopBackOff, schema.PhaseImagePullBackOff, schema.PhaseErrImagePull,
-		schema.PhaseFailed, schema.PhaseRefused:
+		schema.PhaseFailed, schema.PhaseRefused, schema.PhaseInitError, schema.PhaseInitCrashLoopBackOff,
+		schema.PhaseCreateContainerConfigError:
 		return true
 	}
 	return false

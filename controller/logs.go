@@ -105,10 +105,11 @@ func (c *Controller) Logs(ctx context.Context, req api.LogsRequest) (io.ReadClos
 		return nil, err
 	}
 	s := c.logs.add(id, req.Node)
-	r := &logReader{c: c, ctx: ctx, id: id, node: req.Node, stream: s, follow: req.Follow, deadline: time.Now().Add(logFollowLimit)}
+	follow := req.Follow && !req.Previous
+	r := &logReader{c: c, ctx: ctx, id: id, node: req.Node, stream: s, follow: follow, deadline: time.Now().Add(logFollowLimit)}
 	lr := schema.LogRequest{
 		SchemaVersion: schema.WireVersion, Node: req.Node, ID: id, DaemonSet: req.DaemonSet,
-		Container: req.Container, Tail: req.Tail, Follow: req.Follow,
+		Container: req.Container, Tail: req.Tail, Follow: follow, Previous: req.Previous,
 	}
 	if err := c.publishLogRequest(ctx, lr); err != nil {
 		c.logs.remove(id)
@@ -130,7 +131,7 @@ func (c *Controller) Logs(ctx context.Context, req api.LogsRequest) (io.ReadClos
 
 // chunkError classifies the error a node answered before any log.
 func chunkError(node, msg string) error {
-	if strings.HasPrefix(msg, "no instance of daemonset") || strings.Contains(msg, "has no container") {
+	if strings.HasPrefix(msg, "no instance of daemonset") || strings.Contains(msg, "has no container") || strings.Contains(msg, "no terminated run") {
 		return fmt.Errorf("%w: node %s: %s", api.ErrNotFound, node, msg)
 	}
 	return fmt.Errorf("%w: node %s: %s", api.ErrUnavailable, node, msg)

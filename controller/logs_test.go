@@ -65,3 +65,22 @@ func TestLogReaderOrdersChunks(t *testing.T) {
 	assert.EqualError(t, err, "node gw-1: engine went away")
 	assert.False(t, errors.Is(err, io.EOF))
 }
+
+// TestChunkErrorClassifies: what a node answers before any log is a
+// missing thing (404) or the node failing (503).
+func TestChunkErrorClassifies(t *testing.T) {
+	tests := []struct {
+		msg string
+		is  error
+	}{
+		{"no instance of daemonset edge/x on this node", api.ErrNotFound},
+		{`daemonset edge/x has no container "y" on this node (containers: main)`, api.ErrNotFound},
+		{`container "main" of daemonset edge/x has no terminated run on this node`, api.ErrNotFound},
+		{"list containers: engine down", api.ErrUnavailable},
+	}
+	for _, tc := range tests {
+		err := chunkError("gw-1", tc.msg)
+		assert.ErrorIs(t, err, tc.is, tc.msg)
+		assert.Contains(t, err.Error(), "node gw-1: "+tc.msg)
+	}
+}

@@ -190,11 +190,18 @@ func (c *Controller) applyDesired(now time.Time, plan reconcile.Output) ([]mqttc
 		return nil, err
 	}
 	if len(plan.Desired) == 0 {
-		return nil, nil
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if !c.state.topics.dirty {
+			return nil, nil
+		}
+		publish, clear := c.configTopicsLocked()
+		return append(publish, clear...), nil
 	}
 	recs := make(map[string]store.DesiredRecord, len(plan.Desired))
 	for node, nd := range plan.Desired {
-		recs[node] = store.DesiredRecord{Node: node, Instances: nd.Instances, PublishedAt: now}
+		recs[node] = store.DesiredRecord{Node: node, Instances: nd.Instances,
+			ConfigMaps: nd.ConfigMaps, Secrets: nd.Secrets, PublishedAt: now}
 	}
 	storeStart := time.Now()
 	gens, err := c.store.PutDesiredBatch(recs)
@@ -209,12 +216,18 @@ func (c *Controller) applyDesired(now time.Time, plan reconcile.Output) ([]mqttc
 	msgs := revMsgs
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	var desired []mqttclient.Message
 	for node, nd := range plan.Desired {
 		nd.Generation = gens[node]
 		c.state.current[node] = nd
-		msgs = append(msgs, desiredMessage(node, nd.Generation, nd.Instances))
+		desired = append(desired, desiredMessage(node, nd))
 	}
-	return msgs, nil
+	// Config objects go before the desired states that reference them;
+	// the topics nobody references any more are cleared after them.
+	publish, clear := c.configTopicsLocked()
+	msgs = append(msgs, publish...)
+	msgs = append(msgs, desired...)
+	return append(msgs, clear...), nil
 }
 
 // newRevisions loads the templates of revisions that desired states now
@@ -268,6 +281,7 @@ func (c *Controller) forget(nodes []string) error {
 		delete(c.state.current, node)
 		delete(c.state.observed, node)
 		delete(c.state.deletedNodes, node)
+		c.state.topics.dirty = true
 		c.mu.Unlock()
 	}
 	return nil

@@ -9,16 +9,17 @@ package controller
 //	start ────────────────────────────┘   apply the changed ones, handle the
 //	                                      removed ones
 //
-// A daemonset applied from a file records Source "file:PATH"; that is how a
-// file's daemonsets are found again after a restart. An invalid file changes
-// nothing (an event on "source/PATH", a log line with every problem, a note
-// on /readyz) while the files around it still apply. A daemonset that left
-// its file, or whose file was removed, is deleted only with Config.Prune;
-// otherwise it is kept and logged. A daemonset applied through the API by
-// anyone else records another Source and is never pruned here; the file
-// takes it back the next time the file changes or the controller starts
-// (a rescan re-applies only files whose content changed, so a hand change
-// is not fought every minute).
+// An object (DaemonSet, ConfigMap, Secret) applied from a file records
+// Source "file:PATH"; that is how a file's objects are found again after a
+// restart. A file's objects are applied in one transaction. An invalid file
+// changes nothing (an event on "source/PATH", a log line with every problem,
+// a note on /readyz) while the files around it still apply. An object that
+// left its file, or whose file was removed, is deleted only with
+// Config.Prune; otherwise it is kept and logged. An object applied through
+// the API by anyone else records another Source and is never pruned here;
+// the file takes it back the next time the file changes or the controller
+// starts (a rescan re-applies only files whose content changed, so a hand
+// change is not fought every minute).
 //
 // /readyz stays 200 with an invalid file: the controller serves, applies the
 // valid files and keeps the invalid file's last good daemonsets, so taking
@@ -26,6 +27,7 @@ package controller
 // The body lists each invalid file after "ok".
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -228,6 +230,7 @@ func (t *sourceTable) list() []api.Source {
 	for _, st := range t.files {
 		v := st.view
 		v.DaemonSets = slices.Clone(v.DaemonSets)
+		v.ConfigMaps, v.Secrets = slices.Clone(v.ConfigMaps), slices.Clone(v.Secrets)
 		v.Errors = slices.Clone(v.Errors)
 		out = append(out, v)
 	}
@@ -249,9 +252,10 @@ func (c *Controller) applySource(ctx context.Context, path string, data []byte, 
 	keep := make(map[string]bool, len(results)+1)
 	var changes []string
 	for _, r := range results {
-		keep[r.Key] = true
+		obj := objectName(r.Kind, r.Key)
+		keep[obj] = true
 		if r.Action != api.ActionUnchanged {
-			changes = append(changes, fmt.Sprintf("daemonset/%s %s", r.Key, r.Action))
+			changes = append(changes, fmt.Sprintf("%s %s", obj, r.Action))
 		}
 	}
 	if len(changes) > 0 {
@@ -259,9 +263,9 @@ func (c *Controller) applySource(ctx context.Context, path string, data []byte, 
 		c.events.add(sourceObject(path), schema.EventNormal, "Applied", strings.Join(changes, ", "))
 	}
 	owned := c.pruneSource(ctx, path, keep)
-	c.sources.set(path, sourceState{hash: sum, view: api.Source{
-		Path: path, Status: api.SourceApplied, DaemonSets: owned, LastApplied: &now,
-	}})
+	c.sources.set(path, sourceState{hash: sum, view: owned.view(api.Source{
+		Path: path, Status: api.SourceApplied, LastApplied: &now,
+	})})
 }
 
 // reportInvalid records that path could not be applied, with every
@@ -277,9 +281,9 @@ func (c *Controller) reportInvalid(path string, err error, sum [sha256.Size]byte
 	c.events.add(sourceObject(path), schema.EventWarning, "InvalidManifest",
 		fmt.Sprintf("nothing applied, %d problem(s): %s", len(problems), strings.Join(problems, "; ")))
 	owned, lastApplied := c.ownedBy(path), c.sources.lastApplied(path)
-	c.sources.set(path, sourceState{hash: sum, view: api.Source{
-		Path: path, Status: api.SourceInvalid, DaemonSets: owned, LastApplied: lastApplied, Errors: problems,
-	}})
+	c.sources.set(path, sourceState{hash: sum, view: owned.view(api.Source{
+		Path: path, Status: api.SourceInvalid, LastApplied: lastApplied, Errors: problems,
+	})})
 }
 
 // problemLines lists every problem of an apply error, one per line.
@@ -305,12 +309,12 @@ func (c *Controller) removeMissing(ctx context.Context, present map[string]bool)
 			gone[s.Path] = true
 		}
 	}
-	recs, err := c.store.ListDaemonSets()
+	sources, err := c.fileSources()
 	if err != nil {
-		c.log.Error("list daemonsets for removed manifest files", "err", err)
+		c.log.Error("list objects for removed manifest files", "err", err)
 		return
 	}
-	for path := range fileSources(recs) {
+	for path := range sources {
 		if !present[path] {
 			gone[path] = true
 		}
@@ -333,48 +337,115 @@ func (c *Controller) removeSource(ctx context.Context, path string) {
 		c.log.Info("manifest file removed", "source", path, "kept", owned, "prune", c.cfg.Prune)
 		c.events.add(sourceObject(path), schema.EventNormal, "Removed", msg)
 	}
-	c.sources.set(path, sourceState{view: api.Source{
-		Path: path, Status: api.SourceRemoved, DaemonSets: owned, LastApplied: c.sources.lastApplied(path),
-	}})
+	c.sources.set(path, sourceState{view: owned.view(api.Source{
+		Path: path, Status: api.SourceRemoved, LastApplied: c.sources.lastApplied(path),
+	})})
 }
 
-// pruneSource deletes the daemonsets path manages that keep does not name,
-// when Config.Prune is set; otherwise it keeps them, logging each when keep
-// is not nil (a changed file; removeSource logs a removed one). It returns the
-// daemonsets path manages afterwards, sorted.
-func (c *Controller) pruneSource(ctx context.Context, path string, keep map[string]bool) []string {
-	owned := c.ownedBy(path)
-	var left []string
-	for _, key := range owned {
+// pruneSource deletes the objects path manages that keep (by
+// objectName) does not name, when Config.Prune is set; otherwise it keeps
+// them, logging each when keep is not nil (a changed file; removeSource
+// logs a removed one). It returns the objects path manages afterwards,
+// sorted.
+func (c *Controller) pruneSource(ctx context.Context, path string, keep map[string]bool) ownedObjects {
+	var left ownedObjects
+	for _, obj := range c.ownedBy(path) {
 		switch {
-		case keep[key]:
-			left = append(left, key)
+		case keep[obj]:
+			left = append(left, obj)
 		case !c.cfg.Prune:
 			if keep != nil {
-				c.log.Info("daemonset no longer in its manifest file; kept (prune is off)", "source", path, "daemonset", key)
+				c.log.Info("object no longer in its manifest file; kept (prune is off)", "source", path, "object", obj)
 			}
-			left = append(left, key)
+			left = append(left, obj)
 		default:
-			if err := c.DeleteDaemonSet(ctx, key, false); err != nil && !errors.Is(err, api.ErrNotFound) {
-				c.log.Error("prune daemonset", "source", path, "daemonset", key, "err", err)
-				left = append(left, key)
+			if err := c.deleteObject(ctx, obj); err != nil && !errors.Is(err, api.ErrNotFound) {
+				c.log.Error("prune object", "source", path, "object", obj, "err", err)
+				left = append(left, obj)
 				continue
 			}
-			c.log.Info("pruned daemonset no longer in its manifest file", "source", path, "daemonset", key)
-			c.events.add(sourceObject(path), schema.EventNormal, "Pruned", "daemonset/"+key+" pruned")
+			c.log.Info("pruned object no longer in its manifest file", "source", path, "object", obj)
+			c.events.add(sourceObject(path), schema.EventNormal, "Pruned", obj+" pruned")
 		}
 	}
 	return left
 }
 
-// ownedBy lists, sorted, the live daemonsets whose Source is the file path.
-func (c *Controller) ownedBy(path string) []string {
-	recs, err := c.store.ListDaemonSets()
+// deleteObject deletes the object named "kind/namespace/name".
+func (c *Controller) deleteObject(ctx context.Context, obj string) error {
+	kind, key, _ := strings.Cut(obj, "/")
+	switch kind + "/" {
+	case configMapObject:
+		return c.DeleteConfigMap(ctx, key)
+	case secretObject:
+		return c.DeleteSecret(ctx, key)
+	}
+	return c.DeleteDaemonSet(ctx, key, false)
+}
+
+// ownedObjects are objects by objectName, sorted.
+type ownedObjects []string
+
+// view fills in the source's DaemonSets, ConfigMaps and Secrets.
+func (o ownedObjects) view(src api.Source) api.Source {
+	for _, obj := range o {
+		kind, key, _ := strings.Cut(obj, "/")
+		switch kind + "/" {
+		case configMapObject:
+			src.ConfigMaps = append(src.ConfigMaps, key)
+		case secretObject:
+			src.Secrets = append(src.Secrets, key)
+		default:
+			src.DaemonSets = append(src.DaemonSets, key)
+		}
+	}
+	return src
+}
+
+// objectName is "daemonset/ns/name", "configmap/ns/name" or
+// "secret/ns/name" for an object of kind (an apply result's Kind).
+func objectName(kind, key string) string {
+	return strings.ToLower(cmp.Or(kind, schema.KindDaemonSet)) + "/" + key
+}
+
+// ownedBy lists, sorted, the live objects whose Source is the file path.
+func (c *Controller) ownedBy(path string) ownedObjects {
+	sources, err := c.fileSources()
 	if err != nil {
-		c.log.Error("list daemonsets of a manifest file", "source", path, "err", err)
+		c.log.Error("list objects of a manifest file", "source", path, "err", err)
 		return nil
 	}
-	return fileSources(recs)[path]
+	return sources[path]
+}
+
+// fileSources groups the live objects applied from files by file path.
+func (c *Controller) fileSources() (map[string]ownedObjects, error) {
+	recs, err := c.store.ListDaemonSets()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]ownedObjects{}
+	for path, keys := range fileSources(recs) {
+		for _, k := range keys {
+			out[path] = append(out[path], objectName(schema.KindDaemonSet, k))
+		}
+	}
+	c.mu.Lock()
+	for key, r := range c.state.configMaps {
+		if path, ok := strings.CutPrefix(r.Source, fileSourcePrefix); ok {
+			out[path] = append(out[path], configMapObject+key)
+		}
+	}
+	for key, r := range c.state.secrets {
+		if path, ok := strings.CutPrefix(r.Source, fileSourcePrefix); ok {
+			out[path] = append(out[path], secretObject+key)
+		}
+	}
+	c.mu.Unlock()
+	for _, objs := range out {
+		slices.Sort(objs)
+	}
+	return out, nil
 }
 
 // fileSources groups the live daemonsets applied from files by file path;

@@ -17,6 +17,7 @@ import (
 
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/controller/store"
+	"github.com/edgeset/edgeset/schema"
 )
 
 // dsYAML is a daemonset manifest in namespace files.
@@ -198,4 +199,75 @@ func TestFileSources(t *testing.T) {
 		rec("d", "cli:/tmp/x.yaml", false), rec("e", "", false), rec("f", "file:x.yaml", true),
 	})
 	assert.Equal(t, map[string][]string{"x.yaml": {"ns/a", "ns/b"}, "y.yaml": {"ns/c"}}, got)
+}
+
+// TestManifestsFileOwnsConfigObjects: ConfigMaps and Secrets applied from a
+// file belong to it like its daemonsets: listed on the source and pruned
+// with it.
+func TestManifestsFileOwnsConfigObjects(t *testing.T) {
+	// No watcher: the test drives pruneSource and removeSource itself.
+	path := filepath.Join(t.TempDir(), "agent.yaml")
+	tc := startController(t, Config{Prune: true})
+	_, err := tc.applyObjects([]schema.Object{
+		configMapObj("edge", "agent-config", map[string]string{"k": "v"}),
+		secretObj("edge", "api-key", map[string]string{"token": secretValue}), agentDS(false),
+		configMapObj("edge", "left-out", nil),
+	}, nil, applyRequest{source: fileSourcePrefix + path})
+	require.NoError(t, err)
+	assert.Equal(t, ownedObjects{"configmap/edge/agent-config", "configmap/edge/left-out", "daemonset/edge/agent", "secret/edge/api-key"},
+		tc.ownedBy(path))
+
+	left := tc.pruneSource(context.Background(), path, map[string]bool{
+		"configmap/edge/agent-config": true, "daemonset/edge/agent": true, "secret/edge/api-key": true})
+	assert.Equal(t, ownedObjects{"configmap/edge/agent-config", "daemonset/edge/agent", "secret/edge/api-key"}, left)
+	assert.Equal(t, api.Source{Path: path, DaemonSets: []string{"edge/agent"}, ConfigMaps: []string{"edge/agent-config"},
+		Secrets: []string{"edge/api-key"}}, left.view(api.Source{Path: path}))
+	_, err = tc.api.GetConfigMap(context.Background(), "edge/left-out")
+	assert.ErrorIs(t, err, api.ErrNotFound, "an object that left its file is pruned")
+
+	// The file is gone: everything it applied is pruned.
+	tc.removeSource(context.Background(), path)
+	assert.Empty(t, tc.ownedBy(path))
+	secrets, err := tc.api.ListSecrets(context.Background(), false)
+	require.NoError(t, err)
+	assert.Empty(t, secrets)
+}
+
+// TestManifestsDirConfigObjects runs the watcher over a file holding a
+// ConfigMap, a Secret and a daemonset.
+func TestManifestsDirConfigObjects(t *testing.T) {
+	if _, _, err := schema.Decode("probe.yaml", []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")); err != nil {
+		t.Skip("schema.Decode does not decode ConfigMaps yet (the schema part of issue 12)")
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "agent.yaml")
+	writeFile(t, path, `apiVersion: v1
+kind: ConfigMap
+metadata: {name: agent-config, namespace: files}
+data: {agent.yaml: "level: info"}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: api-key, namespace: files}
+stringData: {token: `+secretValue+`}
+---
+`+dsYAML("one", "one:1"))
+	tc := startController(t, Config{ManifestsDir: dir, Prune: true})
+	tc.expectImage(t, "files/one", "one:1")
+	src := tc.expectSource(t, path, api.SourceApplied)
+	assert.Equal(t, []string{"files/agent-config"}, src.ConfigMaps)
+	assert.Equal(t, []string{"files/api-key"}, src.Secrets)
+	s, err := tc.api.GetSecret(context.Background(), "files/api-key", true)
+	require.NoError(t, err)
+	assert.Equal(t, secretValue, string(s.Data["token"]), "stringData is merged into data")
+
+	require.NoError(t, os.Remove(path))
+	tc.expectGone(t, "files/one")
+	checkFor(t, wait, 20*time.Millisecond, func() error {
+		cms, err := tc.api.ListConfigMaps(context.Background())
+		if err != nil || len(cms) > 0 {
+			return fmt.Errorf("configmaps %v after the file went (err %v)", cms, err)
+		}
+		return nil
+	})
 }

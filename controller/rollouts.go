@@ -103,6 +103,20 @@ func withAnnotation(m map[string]string, k, v string) map[string]string {
 	return out
 }
 
+// withoutAnnotation returns a copy of m without key k, nil when empty.
+func withoutAnnotation(m map[string]string, k string) map[string]string {
+	out := make(map[string]string, len(m))
+	for key, val := range m {
+		if key != k {
+			out[key] = val
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
 // undo makes an earlier revision's template current again.
 func (c *Controller) undo(e *dsEntry, to int64) error {
 	key := e.rec.Key()
@@ -116,6 +130,11 @@ func (c *Controller) undo(e *dsEntry, to int64) error {
 	}
 	ds := e.rec.DaemonSet
 	ds.Spec.Template = target.Template
+	// The config hash is the controller's, recomputed for the configs of
+	// now; it does not belong in the operator's manifest.
+	if _, ok := ds.Spec.Template.Metadata.Annotations[ConfigHashAnnotation]; ok {
+		ds.Spec.Template.Metadata.Annotations = withoutAnnotation(ds.Spec.Template.Metadata.Annotations, ConfigHashAnnotation)
+	}
 	return c.reapply(&ds, fmt.Sprintf("rollout undo to revision %d", target.Number))
 }
 
@@ -140,10 +159,15 @@ func undoTarget(revs []store.Revision, current string, to int64) (store.Revision
 // reapply stores a changed daemonset as an operator action.
 func (c *Controller) reapply(ds *schema.DaemonSet, cause string) error {
 	ds.Metadata.Annotations = withAnnotation(ds.Metadata.Annotations, ChangeCauseAnnotation, cause)
-	res, err := c.applyOne(ds, false)
+	objs := []schema.Object{{DaemonSet: ds}}
+	if err := checkObjects(objs, deliveryLimit); err != nil {
+		return err
+	}
+	results, err := c.applyObjectsLocked(objs, nil, applyRequest{keepSource: true})
 	if err != nil {
 		return err
 	}
+	res := results[0]
 	c.events.add(dsObject(res.Key), schema.EventNormal, "RolloutChanged", fmt.Sprintf("%s: revision %d", cause, res.Revision))
 	return nil
 }
@@ -204,12 +228,15 @@ func (c *Controller) DeleteInstance(ctx context.Context, key, node string) error
 	if !ok || len(kept) == len(cur.Instances) {
 		return fmt.Errorf("%w: daemonset %s has no instance on node %q", api.ErrNotFound, key, node)
 	}
-	rec, err := c.store.PutDesired(node, store.DesiredRecord{Node: node, Instances: kept, PublishedAt: time.Now()})
+	// The config references stay until the next pass recomputes them.
+	rec, err := c.store.PutDesired(node, store.DesiredRecord{Node: node, Instances: kept,
+		ConfigMaps: cur.ConfigMaps, Secrets: cur.Secrets, PublishedAt: time.Now()})
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
-	c.state.current[node] = reconcile.NodeDesired{Generation: rec.Generation, Instances: kept}
+	c.state.current[node] = reconcile.NodeDesired{Generation: rec.Generation, Instances: kept,
+		ConfigMaps: cur.ConfigMaps, Secrets: cur.Secrets}
 	c.mu.Unlock()
 	c.events.add(dsObject(key), schema.EventNormal, "InstanceDeleted", "instance on node "+node+" deleted by the operator")
 	c.wake()

@@ -27,6 +27,14 @@ type fleetState struct {
 	status map[string]dsStatus
 	// dirtyNodes are nodes whose record must be written to the store.
 	dirtyNodes map[string]bool
+	// configMaps and secrets are every stored config object by
+	// "namespace/name"; revisionRefs the config references of every
+	// stored revision's template, by revision hash.
+	configMaps   map[string]store.ConfigMapRecord
+	secrets      map[string]store.SecretRecord
+	revisionRefs map[string]schema.ConfigRefs
+	// topics are the config object topics published retained (config.go).
+	topics configTopics
 	// deletedNodes were deleted by the operator: their empty desired state
 	// is published once, then they are forgotten. A node with a desired
 	// state that is merely unknown to the registry (a restarted controller
@@ -63,9 +71,13 @@ func loadFleetState(st *store.Store, reg *registry.Registry, grace time.Duration
 		status:       map[string]dsStatus{},
 		dirtyNodes:   map[string]bool{},
 		deletedNodes: map[string]bool{},
+		configMaps:   map[string]store.ConfigMapRecord{},
+		secrets:      map[string]store.SecretRecord{},
+		revisionRefs: map[string]schema.ConfigRefs{},
+		topics:       newConfigTopics(),
 	}
 	steps := []func(*store.Store, *registry.Registry, time.Duration) error{
-		fs.loadDaemonSets, fs.loadDesired, fs.loadNodes,
+		fs.loadDaemonSets, fs.loadConfigs, fs.loadDesired, fs.loadNodes,
 	}
 	for _, step := range steps {
 		if err := step(st, reg, grace); err != nil {
@@ -112,7 +124,9 @@ func (fs *fleetState) loadDesired(st *store.Store, _ *registry.Registry, _ time.
 		return err
 	}
 	for _, rec := range recs {
-		fs.current[rec.Node] = reconcile.NodeDesired{Generation: rec.Generation, Instances: rec.Instances}
+		fs.current[rec.Node] = reconcile.NodeDesired{Generation: rec.Generation, Instances: rec.Instances,
+			ConfigMaps: rec.ConfigMaps, Secrets: rec.Secrets}
+		fs.topics.add(rec.Node, rec.ConfigMaps, rec.Secrets)
 		for _, in := range rec.Instances {
 			if _, ok := fs.revisions[in.Revision]; ok {
 				continue
@@ -180,6 +194,7 @@ func (c *Controller) snapshotLocked(now time.Time) snapshot {
 		Now: now, Nodes: nodes, NodesChangeAt: changeAt,
 		Current:  c.plannableLocked(nodes),
 		Observed: c.state.observed,
+		Configs:  c.configsLocked(),
 	}
 	s.Online, s.OfflineSince = c.registry.Presence()
 	for key, e := range c.state.daemonsets {

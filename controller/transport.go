@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/edgeset/edgeset/broker"
+	"github.com/edgeset/edgeset/controller/reconcile"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 )
@@ -156,12 +157,14 @@ func (c *Controller) publishAll(ctx context.Context, msgs []mqttclient.Message) 
 }
 
 // desiredMessage encodes a node's desired state as published.
-func desiredMessage(node string, generation uint64, instances []schema.DesiredInstance) mqttclient.Message {
+func desiredMessage(node string, d reconcile.NodeDesired) mqttclient.Message {
+	instances := d.Instances
 	if instances == nil {
 		instances = []schema.DesiredInstance{}
 	}
 	payload, _ := json.Marshal(schema.DesiredState{
-		SchemaVersion: schema.WireVersion, Node: node, Generation: generation, Instances: instances,
+		SchemaVersion: schema.WireVersion, Node: node, Generation: d.Generation, Instances: instances,
+		ConfigMaps: d.ConfigMaps, Secrets: d.Secrets,
 	})
 	return mqttclient.Message{Topic: schema.NodeTopic(node, schema.TopicDesired), Payload: payload, Retained: true}
 }
@@ -214,8 +217,9 @@ func (c *Controller) republishAll(ctx context.Context) error {
 	return nil
 }
 
-// republishMessages lists revisions first, then desired states, so an
-// agent never waits for a template it was told to run.
+// republishMessages lists revisions and config objects first, then
+// desired states, so an agent never waits for a template or config object
+// it was told to use.
 func (c *Controller) republishMessages() []mqttclient.Message {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -223,9 +227,9 @@ func (c *Controller) republishMessages() []mqttclient.Message {
 	for _, hash := range sortedKeys(c.state.revisions) {
 		msgs = append(msgs, revisionMessage(c.state.revisions[hash]))
 	}
+	msgs = append(msgs, c.publishedConfigMessagesLocked()...)
 	for _, node := range sortedKeys(c.state.current) {
-		d := c.state.current[node]
-		msgs = append(msgs, desiredMessage(node, d.Generation, d.Instances))
+		msgs = append(msgs, desiredMessage(node, c.state.current[node]))
 	}
 	return msgs
 }

@@ -40,6 +40,10 @@ type Config struct {
 	Policy LocalPolicy
 	// RegistryAuth is passed to every image pull; nil pulls anonymously.
 	RegistryAuth *RegistryAuth
+	// KubeletLogDir, when set, is the root under which the agent keeps the
+	// kubelet's pods/ and containers/ log layout (see KubeletLogs) for log
+	// shippers; /var/log on a device. Empty disables it.
+	KubeletLogDir string
 	// Clock defaults to time.Now; tests inject their own.
 	Clock func() time.Time
 	// ResyncInterval is the period of the level-triggered reconcile pass
@@ -54,6 +58,9 @@ type Config struct {
 	// ConnTimeout bounds each Publish, Subscribe and Unsubscribe made by
 	// the agent itself; default 10 s.
 	ConnTimeout time.Duration
+	// SeccompProfileDir holds the profiles of seccompProfile type
+	// Localhost; default DefaultSeccompProfileDir, the kubelet's.
+	SeccompProfileDir string
 }
 
 func (c Config) withDefaults() Config {
@@ -74,6 +81,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ConnTimeout <= 0 {
 		c.ConnTimeout = 10 * time.Second
+	}
+	if c.SeccompProfileDir == "" {
+		c.SeccompProfileDir = DefaultSeccompProfileDir
 	}
 	return c
 }
@@ -98,16 +108,18 @@ type Agent struct {
 	log    *slog.Logger
 	store  stateStore
 	probes *prober
+	hooks  *hooks
 	wake   chan struct{} // capacity 1: a pending request for a pass
 
 	inboxMu sync.Mutex        // guards inbox
 	inbox   map[string][]byte // latest payload per topic, not yet processed
 
-	mu        sync.Mutex            // guards connected, missing, observed, published
+	mu        sync.Mutex            // guards connected, missing, observed, published, node
 	connected bool                  // between OnConnect and OnConnectionLost
-	missing   map[string]bool       // revision hashes referenced but not cached
+	missing   map[string]bool       // topics of objects referenced but not cached
 	observed  *schema.ObservedState // latest computed observed state
 	published []byte                // payload of the last successful observed publish
+	node      nodeFacts             // the node's announced labels, addresses, capacity
 
 	pubMu sync.Mutex // serialises observed publishes so an older state never lands last
 
@@ -115,10 +127,13 @@ type Agent struct {
 	started atomic.Bool   // Run has been called
 
 	// loop-owned
-	desired   *schema.DesiredState
-	revisions map[string]schema.Revision
-	applied   uint64
-	instances map[instanceKey]*instance
+	desired    *schema.DesiredState
+	revisions  map[string]schema.Revision
+	configMaps map[string]schema.ConfigMap // by content hash
+	secrets    map[string]schema.Secret    // by content hash
+	applied    uint64
+	instances  map[instanceKey]*instance
+	klogs      *KubeletLogs // nil unless Config.KubeletLogDir is set
 }
 
 // New opens the local state and returns an agent ready to Run. It makes no
@@ -136,8 +151,16 @@ func New(cfg Config, rt Runtime, conn Conn) (*Agent, error) {
 		cfg: cfg, rt: rt, conn: conn, log: cfg.Logger.With("node", cfg.NodeName), store: store,
 		wake: make(chan struct{}, 1), inbox: map[string][]byte{}, missing: map[string]bool{},
 		revisions: map[string]schema.Revision{}, instances: map[instanceKey]*instance{},
+		configMaps: map[string]schema.ConfigMap{}, secrets: map[string]schema.Secret{},
 	}
 	a.probes = newProber(rt, a.poke, a.log)
+	a.hooks = newHooks(a.probes.runHandler, a.poke)
+	if cfg.KubeletLogDir != "" {
+		if a.klogs, err = NewKubeletLogs(cfg.KubeletLogDir); err != nil {
+			_ = store.close()
+			return nil, err
+		}
+	}
 	a.restore(st)
 	return a, nil
 }
@@ -185,7 +208,7 @@ func openStore(cfg Config) (stateStore, localState, error) {
 	return s, st, nil
 }
 
-// restore adopts the persisted state, re-verifying each revision's hash.
+// restore adopts the persisted state, re-verifying each object's hash.
 func (a *Agent) restore(st localState) {
 	a.applied = st.applied
 	for h, rev := range st.revisions {
@@ -195,12 +218,13 @@ func (a *Agent) restore(st localState) {
 		}
 		a.revisions[h] = rev
 	}
+	a.restoreConfigObjects(st)
 	if st.desired != nil && st.desired.Node == a.cfg.NodeName {
 		a.desired = st.desired
 		a.log.Info("restored desired state", "generation", st.desired.Generation, "instances", len(st.desired.Instances))
 	}
 	a.mu.Lock()
-	a.missing = a.missingRevisions()
+	a.missing = a.missingTopics()
 	a.mu.Unlock()
 }
 
@@ -215,6 +239,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	g.Go(func() error { a.loop(gctx); return nil })
 	err := g.Wait()
 	a.probes.stopAll()
+	a.hooks.stopAll()
 	return errors.Join(err, a.store.close())
 }
 
@@ -275,20 +300,20 @@ func olderDesired(payload, pending []byte) bool {
 }
 
 // OnConnect is called after every (re)connection to the broker: it
-// subscribes to the node's desired state and to every revision still
-// missing, and republishes the current observed state.
+// subscribes to the node's desired state and to every revision, ConfigMap
+// and Secret still missing, and republishes the current observed state.
 func (a *Agent) OnConnect(ctx context.Context) error {
 	a.mu.Lock()
 	a.connected = true
-	hashes := sortedKeys(a.missing)
+	topics := sortedKeys(a.missing)
 	a.mu.Unlock()
 	var errs []error
 	if err := a.conn.Subscribe(ctx, a.desiredTopic()); err != nil {
 		errs = append(errs, fmt.Errorf("subscribe %s: %w", a.desiredTopic(), err))
 	}
-	for _, h := range hashes {
-		if err := a.conn.Subscribe(ctx, schema.RevisionTopic(h)); err != nil {
-			errs = append(errs, fmt.Errorf("subscribe %s: %w", schema.RevisionTopic(h), err))
+	for _, topic := range topics {
+		if err := a.conn.Subscribe(ctx, topic); err != nil {
+			errs = append(errs, fmt.Errorf("subscribe %s: %w", topic, err))
 		}
 	}
 	if err := a.publishObserved(ctx, true); err != nil {

@@ -19,6 +19,9 @@ func TestDecodeDesiredState(t *testing.T) {
 		{"other version", `{"schemaVersion":2,"node":"n","generation":2,"instances":[]}`, "schemaVersion"},
 		{"missing revision", `{"schemaVersion":1,"node":"n","instances":[{"daemonSet":"a/x"}]}`, "instances[0].revision"},
 		{"duplicate", `{"schemaVersion":1,"node":"n","instances":[{"daemonSet":"a/x","revision":"0123456789abcdef0123"},{"daemonSet":"a/x","revision":"0123456789abcdef0123"}]}`, "instances[1]: duplicate a/x"},
+		{"config refs", `{"schemaVersion":1,"node":"n","instances":[],"configMaps":[{"namespace":"a","name":"c","hash":"0123456789abcdef0123"}],"secrets":[{"namespace":"a","name":"s","hash":"abcdefabcdefabcdef01"}]}`, ""},
+		{"wildcard configmap hash", `{"schemaVersion":1,"node":"n","instances":[],"configMaps":[{"namespace":"a","name":"c","hash":"#"}]}`, `configMaps[0].hash: invalid content hash "#"`},
+		{"secret without name", `{"schemaVersion":1,"node":"n","instances":[],"secrets":[{"namespace":"a","hash":"0123456789abcdef0123"}]}`, "secrets[0].name: invalid name \"\""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

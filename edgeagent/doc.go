@@ -6,12 +6,27 @@
 //
 //	MQTT owner --HandleMessage--> inbox (latest per topic) --+
 //	runtime Events ------------------------- poke ----------+--> loop: one pass
-//	probe workers (readiness, liveness) ---- poke ----------+    (also every
-//	                                                             ResyncInterval)
+//	probe workers (startup, readiness,                       |    (also every
+//	  liveness) ---------------------------- poke ----------+    ResyncInterval)
+//	postStart hooks ------------------------ poke ----------+
 //	pass: accept desired (verify, persist in agent.db, subscribe missing
-//	revisions) -> cache verified revisions -> List containers -> remove
-//	leftovers -> per desired instance: policy, BuildSpecs, pull, create,
-//	start, restart under backoff -> publish ObservedState if it changed.
+//	revisions, ConfigMaps and Secrets) -> cache verified objects -> List
+//	containers -> remove leftovers (preStop, stop, remove) -> per desired
+//	instance: policy, BuildInstance (env, volumes written under
+//	DataDir/pods/{uid}), init containers one at a time to completion
+//	(sidecars started), pull, create, start, restart under backoff
+//	(reading the termination message of each exit) -> remove the files of
+//	instances gone -> publish ObservedState if it changed -> kubelet-style
+//	log links (KubeletLogs, if Config.KubeletLogDir is set).
+//
+// Kubernetes pod semantics kept: init containers in order, each to exit 0,
+// re-run only when the instance is recreated (never on adoption while its
+// main containers exist); sidecars (restartPolicy Always) started in order
+// and stopped after the main containers; startupProbe gating the other
+// probes; postStart failure and startup/liveness failure restart the
+// container under the backoff; preStop before every stop, within the grace
+// period. Without a pause container the network namespace belongs to the
+// first sidecar, else to the first main container (see network.go).
 //
 // Runtime is implemented by edgeagent/docker and, in memory, by
 // edgeagent/fake. Conn is the MQTT connection as the agent needs it; the

@@ -14,4 +14,18 @@ var (
 	// its own (unreachable, shutting down, failing internally) rather than
 	// because of the request; the same call may succeed later.
 	ErrUnavailable = errors.New("container engine unavailable")
+	// ErrRunAsRoot: runAsNonRoot is set and the image would run as root
+	// (or its user cannot be verified to be non-root).
+	ErrRunAsRoot = errors.New("container has runAsNonRoot and image will run as root")
 )
+
+// ConfigError is why an instance's containers cannot be built yet: a
+// referenced ConfigMap, Secret or key is missing. The instance reports
+// schema.PhaseCreateContainerConfigError with Message and is retried when
+// the desired state or a config object changes, as in Kubernetes.
+type ConfigError struct {
+	// Message is Kubernetes' wording, e.g. `configmap "x" not found`.
+	Message string
+}
+
+func (e *ConfigError) Error() string { return e.Message }

@@ -20,16 +20,27 @@ type instance struct {
 	pull         retryState
 	pullErr      string // engine message of the last failed pull
 	lastPhase    string // phase reported by the previous pass
+	lastBlock    string // message of the last build error that held the instance
 	readySince   *time.Time
-	exited       map[string]bool      // container ids whose exit was counted
-	runningSince map[string]time.Time // when this agent saw each container start
-	killReason   map[string]string    // container ids stopped by a liveness probe
+	// sawMain: this agent has seen the instance's main containers; when
+	// they are all gone the instance is recreated, init containers first.
+	sawMain      bool
+	exited       map[string]string     // container ids whose exit was counted: how it ended (exitMessage)
+	runningSince map[string]time.Time  // when this agent saw each container start
+	killReason   map[string]killReason // container ids this agent stopped to restart them
+}
+
+// killReason is why the agent stopped a container it then restarts: the
+// event reason and message of the restart.
+type killReason struct {
+	reason  string // "Unhealthy", "FailedPostStartHook"
+	message string
 }
 
 func (a *Agent) tracker(k instanceKey) *instance {
 	inst, ok := a.instances[k]
 	if !ok {
-		inst = &instance{key: k, exited: map[string]bool{}, runningSince: map[string]time.Time{}, killReason: map[string]string{}}
+		inst = &instance{key: k, exited: map[string]string{}, runningSince: map[string]time.Time{}, killReason: map[string]killReason{}}
 		a.instances[k] = inst
 	}
 	return inst
@@ -38,14 +49,17 @@ func (a *Agent) tracker(k instanceKey) *instance {
 // instanceSync reconciles one instance within a pass. phase and message are
 // set by the step that keeps the instance from running.
 type instanceSync struct {
-	a       *Agent
-	p       *pass
-	inst    *instance
-	tmpl    schema.PodTemplateSpec
-	specs   []ContainerSpec
-	found   containerGroup
-	phase   string
-	message string
+	a     *Agent
+	p     *pass
+	inst  *instance
+	tmpl  schema.PodTemplateSpec
+	spec  InstanceSpec
+	found containerGroup
+	// initializing: the pass is running the init sequence, so failures
+	// report the Init: phases.
+	initializing bool
+	phase        string
+	message      string
 }
 
 // syncInstance brings one instance to its template and returns its status.
@@ -66,32 +80,47 @@ func (a *Agent) syncInstance(ctx context.Context, p *pass, k instanceKey, found 
 	if err := a.cfg.Policy.Check(rev.Template); err != nil {
 		return a.refuse(ctx, inst, found, err, p.now)
 	}
-	specs, err := BuildSpecs(a.cfg.NodeName, k.DaemonSet, k.Revision, rev.Template)
+	spec, err := a.buildInstance(k, rev.Template)
+	if st, blocked := a.buildBlocked(ctx, inst, found, err, p.now); blocked {
+		return st
+	}
 	if err != nil {
 		a.removeGroup(ctx, found)
 		return a.fail(ctx, inst, containerGroup{}, err.Error(), p.now)
 	}
-	s := &instanceSync{a: a, p: p, inst: inst, tmpl: rev.Template, specs: specs, found: found}
+	s := &instanceSync{a: a, p: p, inst: inst, tmpl: rev.Template, spec: spec, found: found}
 	s.run(ctx)
 	return s.status(ctx)
 }
 
+// run drives the instance one step: recreate it when broken, run its init
+// containers in order until they have all completed (sidecars started),
+// then create, start and restart its long-running containers.
 func (s *instanceSync) run(ctx context.Context) {
-	s.dropUnknownIndexes(ctx)
+	s.dropUnknownSlots(ctx)
+	s.recreateIfBroken(ctx)
+	if !s.found.hasMain() {
+		s.initializing = true
+		if !s.runInit(ctx) {
+			return
+		}
+		s.initializing = false
+	}
 	if !s.ensureCreated(ctx) {
 		return
 	}
-	s.applyLiveness(ctx)
+	s.inst.sawMain = true
+	s.applyKills(ctx)
 	s.startContainers(ctx)
 }
 
 // report builds a status without acting. An empty phase derives it from the
-// containers: Running when all run, Pending otherwise.
+// containers: Running when all main containers run, Pending otherwise.
 func (a *Agent) report(inst *instance, found containerGroup, phase, msg string, now time.Time) schema.InstanceStatus {
 	ready := false
 	if phase == "" {
 		phase = schema.PhasePending
-		if len(found) > 0 && allRunning(found) {
+		if found.hasMain() && mainsRunning(found) {
 			phase, ready = schema.PhaseRunning, true
 		}
 	}
@@ -132,18 +161,25 @@ func (inst *instance) status(phase, msg string, ready bool, found containerGroup
 	}
 }
 
+// containerIDs lists the main containers in template order, then the init
+// containers in template order.
 func containerIDs(g containerGroup) []string {
-	idx := g.indexes()
-	ids := make([]string, 0, len(idx))
-	for i := len(idx) - 1; i >= 0; i-- {
-		ids = append(ids, g[idx[i]].ID)
+	order := g.stopOrder()
+	ids := make([]string, 0, len(order))
+	for _, init := range []bool{false, true} {
+		for i := len(order) - 1; i >= 0; i-- {
+			if order[i].init == init {
+				ids = append(ids, g[order[i]].ID)
+			}
+		}
 	}
 	return ids
 }
 
-func allRunning(g containerGroup) bool {
-	for _, c := range g {
-		if !c.Running {
+// mainsRunning reports whether every main container of g runs.
+func mainsRunning(g containerGroup) bool {
+	for sl, c := range g {
+		if !sl.init && !c.Running {
 			return false
 		}
 	}
@@ -169,64 +205,151 @@ func (s *instanceSync) blockOn(err error, msg string) {
 	s.block(schema.PhaseFailed, msg)
 }
 
-// dropUnknownIndexes removes containers at indexes the template lacks.
-func (s *instanceSync) dropUnknownIndexes(ctx context.Context) {
-	for i, c := range s.found {
-		if i >= len(s.specs) {
-			s.a.removeContainer(ctx, c)
-			delete(s.found, i)
+// specAt is the ContainerSpec of a slot.
+func (s *instanceSync) specAt(sl slot) ContainerSpec {
+	if sl.init {
+		return s.spec.Init[sl.index]
+	}
+	return s.spec.Containers[sl.index]
+}
+
+// containerAt is the template container of a slot.
+func (s *instanceSync) containerAt(sl slot) schema.Container {
+	return templateContainer(s.tmpl.Spec, sl)
+}
+
+func templateContainer(p schema.PodSpec, sl slot) schema.Container {
+	if sl.init {
+		return p.InitContainers[sl.index]
+	}
+	return p.Containers[sl.index]
+}
+
+// hasSlot reports whether the template has the slot.
+func hasSlot(p schema.PodSpec, sl slot) bool {
+	if sl.init {
+		return sl.index < len(p.InitContainers)
+	}
+	return sl.index < len(p.Containers)
+}
+
+// longRunning returns the slots that run for the instance's life: the
+// sidecars in template order, then the main containers.
+func (s *instanceSync) longRunning() []slot {
+	var out []slot
+	for i := range s.tmpl.Spec.InitContainers {
+		if isSidecar(s.tmpl.Spec, initSlot(i)) {
+			out = append(out, initSlot(i))
+		}
+	}
+	for i := range s.tmpl.Spec.Containers {
+		out = append(out, mainSlot(i))
+	}
+	return out
+}
+
+// dropUnknownSlots removes containers in slots the template lacks.
+func (s *instanceSync) dropUnknownSlots(ctx context.Context) {
+	for _, sl := range s.found.stopOrder() {
+		if !hasSlot(s.tmpl.Spec, sl) {
+			s.a.removeContainer(ctx, s.found, s.found[sl])
+			delete(s.found, sl)
 		}
 	}
 }
 
-// ensureCreated pulls and creates the missing containers. It reports false
-// when the instance cannot proceed in this pass.
+// recreateIfBroken removes the whole instance, so that it starts again
+// from its first init container, when the owner of its network namespace
+// is gone while other containers joined it, or when its main containers
+// were all removed after this agent saw them.
+func (s *instanceSync) recreateIfBroken(ctx context.Context) {
+	if len(s.found) == 0 {
+		return
+	}
+	why := ""
+	if owner, ok := networkOwner(s.tmpl.Spec); ok {
+		if _, has := s.found[owner]; !has && s.anyJoins() {
+			why = "the owner of its network namespace is gone"
+		}
+	}
+	if why == "" && s.inst.sawMain && !s.found.hasMain() {
+		why = "its containers are gone"
+	}
+	if why == "" {
+		return
+	}
+	s.a.log.Info("recreating instance: "+why, "daemonSet", s.inst.key.DaemonSet, "revision", s.inst.key.Revision)
+	s.a.removeGroup(ctx, s.found)
+	s.found = containerGroup{}
+	s.inst.sawMain = false
+}
+
+// anyJoins reports whether a container found joined the network owner.
+func (s *instanceSync) anyJoins() bool {
+	for sl := range s.found {
+		if joinsNetwork(s.tmpl.Spec, sl) {
+			return true
+		}
+	}
+	return false
+}
+
+// ensureCreated pulls and creates the missing long-running containers. It
+// reports false when the instance cannot proceed in this pass.
 func (s *instanceSync) ensureCreated(ctx context.Context) bool {
-	if len(s.found) == len(s.specs) {
+	var missing []slot
+	for _, sl := range s.longRunning() {
+		if _, ok := s.found[sl]; !ok {
+			missing = append(missing, sl)
+		}
+	}
+	if len(missing) == 0 {
 		return true
 	}
-	if _, ok := s.found[0]; !ok && SharesNetwork(s.tmpl) && len(s.found) > 0 {
-		// The followers' network namespace is gone with the first container.
-		s.a.removeGroup(ctx, s.found)
-		s.found = containerGroup{}
-	}
-	if !s.pullMissing(ctx) {
+	if !s.pullMissing(ctx, missing) {
 		return false
 	}
-	for i, spec := range s.specs {
-		if _, ok := s.found[i]; ok {
-			continue
-		}
-		if i > 0 && SharesNetwork(s.tmpl) {
-			spec.NetworkOf = s.found[0].ID
-		}
-		c, err := s.a.create(ctx, spec)
-		if errors.Is(err, errNameInFlux) {
-			s.block(schema.PhasePending, err.Error())
+	for _, sl := range missing {
+		if !s.createSlot(ctx, sl) {
 			return false
 		}
-		if err != nil {
-			s.blockOn(err, err.Error())
-			return false
-		}
-		s.found[i] = c
 	}
 	return true
 }
 
+// createSlot creates the container of one slot, joined to the network
+// owner when it shares the instance's network namespace.
+func (s *instanceSync) createSlot(ctx context.Context, sl slot) bool {
+	spec := s.specAt(sl)
+	if joinsNetwork(s.tmpl.Spec, sl) {
+		owner, _ := networkOwner(s.tmpl.Spec)
+		spec.NetworkOf = s.found[owner].ID
+	}
+	c, err := s.a.create(ctx, spec)
+	if errors.Is(err, errNameInFlux) {
+		s.block(schema.PhasePending, err.Error())
+		return false
+	}
+	if err != nil {
+		s.blockOn(err, err.Error())
+		return false
+	}
+	s.found[sl] = c
+	return true
+}
+
 // pullMissing pulls the images of the containers to create, under the
-// pull backoff.
-func (s *instanceSync) pullMissing(ctx context.Context) bool {
+// pull backoff, each with its own credentials (ContainerSpec.PullAuth) or
+// else the device's.
+func (s *instanceSync) pullMissing(ctx context.Context, slots []slot) bool {
 	inst, now := s.inst, s.p.now
 	if inst.pull.waiting(now) {
 		s.block(schema.PhaseImagePullBackOff, fmt.Sprintf("back-off pulling image: %s", inst.pullErr))
 		return false
 	}
-	for i, c := range s.tmpl.Spec.Containers {
-		if _, ok := s.found[i]; ok {
-			continue
-		}
-		err := s.a.rt.PullImage(ctx, c.Image, pullPolicy(c), s.a.cfg.RegistryAuth)
+	for _, sl := range slots {
+		spec := s.specAt(sl)
+		err := s.a.rt.PullImage(ctx, spec.Image, pullPolicy(s.containerAt(sl)), pullAuth(spec, s.a.cfg.RegistryAuth))
 		if err != nil {
 			inst.pull = s.a.cfg.RestartBackoff.next(inst.pull, now, 0)
 			inst.pullErr = err.Error()
@@ -237,6 +360,15 @@ func (s *instanceSync) pullMissing(ctx context.Context) bool {
 	}
 	inst.pull, inst.pullErr = retryState{}, ""
 	return true
+}
+
+// pullAuth is the credential of a container's pull: its own (from the
+// template's imagePullSecrets), else the device's.
+func pullAuth(spec ContainerSpec, device *RegistryAuth) *RegistryAuth {
+	if spec.PullAuth != nil {
+		return spec.PullAuth
+	}
+	return device
 }
 
 // pullPolicy applies Kubernetes' default: Always for ":latest" or untagged
@@ -256,7 +388,7 @@ func pullPolicy(c schema.Container) string {
 }
 
 // create creates one container. A name already in use is adopted when the
-// container there is the same one (same instance and index).
+// container there is the same one (same instance and slot).
 func (a *Agent) create(ctx context.Context, spec ContainerSpec) (ContainerState, error) {
 	id, err := a.rt.Create(ctx, spec)
 	if errors.Is(err, ErrNameConflict) {
@@ -286,7 +418,7 @@ func (a *Agent) adoptByName(ctx context.Context, spec ContainerSpec) (ContainerS
 	if err != nil {
 		return ContainerState{}, fmt.Errorf("create container %s: name in use, and inspecting it failed: %w", spec.Name, err)
 	}
-	for _, l := range []string{LabelManaged, LabelNode, LabelDaemonSet, LabelRevision, LabelIndex} {
+	for _, l := range []string{LabelManaged, LabelNode, LabelDaemonSet, LabelRevision, LabelIndex, LabelInitIndex} {
 		if c.Labels[l] != spec.Labels[l] {
 			return ContainerState{}, fmt.Errorf("create container %s: name in use by another container (%s %q, want %q)", spec.Name, l, c.Labels[l], spec.Labels[l])
 		}

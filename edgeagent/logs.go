@@ -1,6 +1,7 @@
 package edgeagent
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"errors"
@@ -183,22 +184,17 @@ func (s *LogServer) stream(ctx context.Context, req schema.LogRequest) {
 		s.finish(ctx, req.ID, 0, "", err.Error())
 		return
 	}
-	rc, err := s.opts.Runtime.Logs(ctx, c.ID, req.Tail, req.Follow)
-	if err != nil {
-		s.finish(ctx, req.ID, 0, "", fmt.Sprintf("read logs of container %s: %v", c.Name, err))
-		return
-	}
-	stopClose := context.AfterFunc(ctx, func() { rc.Close() })
-	defer func() {
-		if stopClose() {
-			rc.Close()
-		}
-	}()
 	limit := req.MaxBytes
 	if limit == 0 {
 		limit = schema.DefaultLogBytes
 	}
-	seq, note, err := s.copyChunks(ctx, req.ID, rc, limit)
+	src, closeLog, err := s.openLog(ctx, c, req, limit)
+	if err != nil {
+		s.finish(ctx, req.ID, 0, "", err.Error())
+		return
+	}
+	defer closeLog()
+	seq, note, err := s.copyChunks(ctx, req.ID, src, limit)
 	errMsg := ""
 	switch {
 	case s.base.Err() != nil || errors.Is(ctx.Err(), context.Canceled):
@@ -210,6 +206,34 @@ func (s *LogServer) stream(ctx context.Context, req schema.LogRequest) {
 		errMsg = fmt.Sprintf("read logs of container %s: %v", c.Name, err)
 	}
 	s.finish(ctx, req.ID, seq, note, errMsg)
+}
+
+// openLog opens c's log as req asks; closeLog closes it, and ctx ending
+// closes it early.
+func (s *LogServer) openLog(ctx context.Context, c ContainerState, req schema.LogRequest, limit int) (src io.Reader, closeLog func(), err error) {
+	opts, ownTail, err := logOptions(c, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	rc, err := s.opts.Runtime.Logs(ctx, c.ID, opts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read logs of container %s: %v", c.Name, err)
+	}
+	stopClose := context.AfterFunc(ctx, func() { rc.Close() })
+	closeLog = func() {
+		if stopClose() {
+			rc.Close()
+		}
+	}
+	if ownTail == 0 {
+		return rc, closeLog, nil
+	}
+	tail, err := lastLines(rc, ownTail, limit)
+	if err != nil {
+		closeLog()
+		return nil, nil, fmt.Errorf("read logs of container %s: %v", c.Name, err)
+	}
+	return tail, closeLog, nil
 }
 
 // copyChunks publishes rc in chunks of at most schema.MaxLogChunkBytes,
@@ -277,6 +301,67 @@ func (s *LogServer) publish(ctx context.Context, c schema.LogChunk) error {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.PublishTimeout)
 	defer cancel()
 	return s.opts.Conn.Publish(ctx, s.responseTopic(), payload, false)
+}
+
+// logOptions maps a request to the engine's log options. For the previous
+// run of a container restarted in place it returns the tail for the agent
+// to apply itself (ownTail): an engine applies tail before until, so it
+// would tail the current run and then cut it away.
+func logOptions(c ContainerState, req schema.LogRequest) (opts LogOptions, ownTail int, err error) {
+	opts = LogOptions{Tail: req.Tail, Follow: req.Follow}
+	if !req.Previous {
+		return opts, 0, nil
+	}
+	if opts, err = previousRun(c, opts); err != nil {
+		return opts, 0, err
+	}
+	if !opts.Until.IsZero() {
+		ownTail, opts.Tail = opts.Tail, 0
+	}
+	return opts, ownTail, nil
+}
+
+// lastLines reads r to its end and returns its last n lines, keeping no
+// more than about limit bytes of them (a single longer line is kept whole,
+// for copyChunks to cut).
+func lastLines(r io.Reader, n, limit int) (io.Reader, error) {
+	br := bufio.NewReader(r)
+	var lines []string
+	size := 0
+	for {
+		line, err := br.ReadString('\n')
+		if line != "" {
+			lines = append(lines, line)
+			size += len(line)
+			for len(lines) > n || len(lines) > 1 && size > limit {
+				size -= len(lines[0])
+				lines = lines[1:]
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return strings.NewReader(strings.Join(lines, "")), nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// previousRun selects the log of c's last terminated run: for a container
+// restarted in place (running, with the FinishedAt of an earlier run) the
+// log until its current run started, for an exited container its log.
+// Neither follows. A container that has not terminated yet has no
+// previous run.
+func previousRun(c ContainerState, opts LogOptions) (LogOptions, error) {
+	opts.Follow = false
+	switch {
+	case !c.Running && !c.StartedAt.IsZero():
+		return opts, nil
+	case c.Running && !c.FinishedAt.IsZero():
+		opts.Until = c.StartedAt
+		return opts, nil
+	}
+	return opts, fmt.Errorf("container %q of daemonset %s has no terminated run on this node", c.Labels[LabelContainer], c.Labels[LabelDaemonSet])
 }
 
 // findContainer returns the container of daemonset ds on this node named

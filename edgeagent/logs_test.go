@@ -20,7 +20,8 @@ func logRuntime(t *testing.T, lines int) *fake.Runtime {
 	t.Helper()
 	rt := fake.New()
 	rt.AddImage("img")
-	rt.LogOutput = func(c edgeagent.ContainerState, tail int, follow bool) (io.ReadCloser, error) {
+	rt.LogOutput = func(c edgeagent.ContainerState, opts edgeagent.LogOptions) (io.ReadCloser, error) {
+		tail := opts.Tail
 		var b strings.Builder
 		start := 0
 		if tail > 0 {
@@ -145,7 +146,7 @@ func TestLogServerStreams(t *testing.T) {
 func TestLogServerChunksKeepRunesWhole(t *testing.T) {
 	rt := logRuntime(t, 0)
 	text := strings.Repeat("é", schema.MaxLogChunkBytes) + "\xff end"
-	rt.LogOutput = func(edgeagent.ContainerState, int, bool) (io.ReadCloser, error) {
+	rt.LogOutput = func(edgeagent.ContainerState, edgeagent.LogOptions) (io.ReadCloser, error) {
 		return io.NopCloser(strings.NewReader(text)), nil
 	}
 	s, conn := startLogServer(t, edgeagent.LogServerOptions{Runtime: rt})
@@ -185,7 +186,7 @@ func (b *blockingLog) Close() error {
 
 func TestLogServerFollowCancelAndLimits(t *testing.T) {
 	rt := logRuntime(t, 0)
-	rt.LogOutput = func(edgeagent.ContainerState, int, bool) (io.ReadCloser, error) {
+	rt.LogOutput = func(edgeagent.ContainerState, edgeagent.LogOptions) (io.ReadCloser, error) {
 		return &blockingLog{closed: make(chan struct{})}, nil
 	}
 	s, conn := startLogServer(t, edgeagent.LogServerOptions{Runtime: rt, MaxStreams: 1, FollowMax: time.Hour})
@@ -229,12 +230,77 @@ func TestLogServerFollowCancelAndLimits(t *testing.T) {
 
 func TestLogServerFollowEndsAfterFollowMax(t *testing.T) {
 	rt := logRuntime(t, 0)
-	rt.LogOutput = func(edgeagent.ContainerState, int, bool) (io.ReadCloser, error) {
+	rt.LogOutput = func(edgeagent.ContainerState, edgeagent.LogOptions) (io.ReadCloser, error) {
 		return &blockingLog{closed: make(chan struct{})}, nil
 	}
 	s, conn := startLogServer(t, edgeagent.LogServerOptions{Runtime: rt, FollowMax: 50 * time.Millisecond})
 	got, gotErr := serve(t, s, conn, schema.LogRequest{ID: "fm", DaemonSet: "edge/agent", Follow: true})
 	if gotErr != "" || !strings.HasPrefix(got, "hello\n") || !strings.Contains(got, "log stream ended after 50ms") {
 		t.Fatalf("got %q (error %q)", got, gotErr)
+	}
+}
+
+func TestLogServerPrevious(t *testing.T) {
+	rt := logRuntime(t, 3)
+	var mu sync.Mutex
+	var got []edgeagent.LogOptions
+	lines := rt.LogOutput
+	rt.LogOutput = func(c edgeagent.ContainerState, opts edgeagent.LogOptions) (io.ReadCloser, error) {
+		mu.Lock()
+		got = append(got, opts)
+		mu.Unlock()
+		return lines(c, opts)
+	}
+	s, conn := startLogServer(t, edgeagent.LogServerOptions{Runtime: rt})
+	byName := func(name string) edgeagent.ContainerState {
+		for _, c := range rt.Containers() {
+			if c.Labels[edgeagent.LabelContainer] == name {
+				return c
+			}
+		}
+		t.Fatalf("no container %s", name)
+		return edgeagent.ContainerState{}
+	}
+
+	text, errMsg := serve(t, s, conn, schema.LogRequest{ID: "p1", DaemonSet: "edge/agent", Previous: true})
+	if text != "" || errMsg != `container "main" of daemonset edge/agent has no terminated run on this node` {
+		t.Fatalf("never restarted: got %q (error %q)", text, errMsg)
+	}
+
+	ctx := context.Background()
+	main := byName("main")
+	if err := rt.Crash(main.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(ctx, main.ID); err != nil {
+		t.Fatal(err)
+	}
+	restarted := byName("main")
+	text, errMsg = serve(t, s, conn, schema.LogRequest{ID: "p2", DaemonSet: "edge/agent", Previous: true, Follow: true, Tail: 2})
+	if errMsg != "" || text != "main line 1\nmain line 2\n" {
+		t.Fatalf("restarted in place: got %q (error %q)", text, errMsg)
+	}
+	mu.Lock()
+	last := got[len(got)-1]
+	mu.Unlock()
+	// The previous run ends where the current one started; the agent
+	// tails it itself, as an engine tails before it applies until.
+	if want := (edgeagent.LogOptions{Until: restarted.StartedAt}); last != want {
+		t.Fatalf("restarted in place: log options %+v, want %+v", last, want)
+	}
+
+	sidecar := byName("sidecar")
+	if err := rt.Crash(sidecar.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	text, errMsg = serve(t, s, conn, schema.LogRequest{ID: "p3", DaemonSet: "edge/agent", Container: "sidecar", Previous: true})
+	if errMsg != "" || text != "sidecar line 0\nsidecar line 1\nsidecar line 2\n" {
+		t.Fatalf("exited: got %q (error %q)", text, errMsg)
+	}
+	mu.Lock()
+	last = got[len(got)-1]
+	mu.Unlock()
+	if last != (edgeagent.LogOptions{}) {
+		t.Fatalf("exited: log options %+v, want the whole log", last)
 	}
 }

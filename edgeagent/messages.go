@@ -23,15 +23,27 @@ func (a *Agent) processInbox(ctx context.Context) {
 		}
 	}
 	for topic, b := range msgs {
-		hash, ok := strings.CutPrefix(topic, schema.TopicPrefix+"revisions/")
-		if !ok {
-			a.log.Debug("ignoring message on unexpected topic", "topic", topic)
-			continue
-		}
-		if !a.handleRevision(ctx, hash, b) {
+		if !a.handleObject(ctx, topic, b) {
 			a.requeue(topic, b)
 		}
 	}
+}
+
+// handleObject dispatches a content-addressed message (a revision, a
+// ConfigMap or one of this node's Secrets) by its topic. It returns false
+// only when the object was acceptable but could not be persisted.
+func (a *Agent) handleObject(ctx context.Context, topic string, b []byte) bool {
+	if hash, ok := strings.CutPrefix(topic, schema.RevisionTopic("")); ok {
+		return a.handleRevision(ctx, hash, b)
+	}
+	if hash, ok := strings.CutPrefix(topic, schema.ConfigMapTopic("")); ok {
+		return a.handleConfigMap(ctx, hash, b)
+	}
+	if hash, ok := strings.CutPrefix(topic, schema.NodeSecretTopic(a.cfg.NodeName, "")); ok {
+		return a.handleSecret(ctx, hash, b)
+	}
+	a.log.Debug("ignoring message on unexpected topic", "topic", topic)
+	return true
 }
 
 // requeue puts back a message that could not be persisted, unless a newer
@@ -65,6 +77,8 @@ func (a *Agent) handleDesired(ctx context.Context, b []byte) bool {
 		return false
 	}
 	a.desired = &ds
+	dropKeys(a.configMaps, refHashes(ds.ConfigMaps))
+	dropKeys(a.secrets, refHashes(ds.Secrets))
 	a.log.Info("accepted desired state", "generation", ds.Generation, "instances", len(ds.Instances))
 	a.updateSubscriptions(ctx)
 	return true
@@ -73,10 +87,7 @@ func (a *Agent) handleDesired(ctx context.Context, b []byte) bool {
 // handleRevision verifies and caches a revision the desired state is
 // waiting for. It returns false only when it could not be persisted.
 func (a *Agent) handleRevision(ctx context.Context, hash string, b []byte) bool {
-	a.mu.Lock()
-	wanted := a.missing[hash]
-	a.mu.Unlock()
-	if !wanted {
+	if !a.waitingFor(schema.RevisionTopic(hash)) {
 		a.log.Debug("ignoring revision not waited for", "revision", hash)
 		return true
 	}
@@ -115,26 +126,43 @@ func (a *Agent) checkRevision(hash string, rev schema.Revision) error {
 	return fmt.Errorf("revision %s is not referenced by the desired state", hash)
 }
 
-// missingRevisions returns the hashes the desired state references that are
-// not cached.
-func (a *Agent) missingRevisions() map[string]bool {
+// waitingFor reports whether topic is the topic of a missing object.
+func (a *Agent) waitingFor(topic string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.missing[topic]
+}
+
+// missingTopics returns the topics of what the desired state references
+// and is not cached: revisions, ConfigMaps and this node's Secrets.
+func (a *Agent) missingTopics() map[string]bool {
 	out := map[string]bool{}
 	if a.desired == nil {
 		return out
 	}
 	for _, in := range a.desired.Instances {
 		if _, ok := a.revisions[in.Revision]; !ok {
-			out[in.Revision] = true
+			out[schema.RevisionTopic(in.Revision)] = true
+		}
+	}
+	for _, r := range a.desired.ConfigMaps {
+		if _, ok := a.configMaps[r.Hash]; !ok {
+			out[schema.ConfigMapTopic(r.Hash)] = true
+		}
+	}
+	for _, r := range a.desired.Secrets {
+		if _, ok := a.secrets[r.Hash]; !ok {
+			out[schema.NodeSecretTopic(a.cfg.NodeName, r.Hash)] = true
 		}
 	}
 	return out
 }
 
-// updateSubscriptions recomputes the missing revisions and, when connected,
+// updateSubscriptions recomputes the missing objects and, when connected,
 // subscribes to the new ones and unsubscribes from those no longer needed.
 // Failures are left to the next OnConnect, which subscribes to all missing.
 func (a *Agent) updateSubscriptions(ctx context.Context) {
-	next := a.missingRevisions()
+	next := a.missingTopics()
 	a.mu.Lock()
 	prev := a.missing
 	a.missing = next
@@ -143,14 +171,14 @@ func (a *Agent) updateSubscriptions(ctx context.Context) {
 	if !connected {
 		return
 	}
-	for _, h := range sortedKeys(next) {
-		if !prev[h] {
-			a.subscribe(ctx, schema.RevisionTopic(h))
+	for _, topic := range sortedKeys(next) {
+		if !prev[topic] {
+			a.subscribe(ctx, topic)
 		}
 	}
-	for _, h := range sortedKeys(prev) {
-		if !next[h] {
-			a.unsubscribe(ctx, schema.RevisionTopic(h))
+	for _, topic := range sortedKeys(prev) {
+		if !next[topic] {
+			a.unsubscribe(ctx, topic)
 		}
 	}
 }

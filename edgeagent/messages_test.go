@@ -43,7 +43,7 @@ func TestDesiredStateRetriedWhenNotPersisted(t *testing.T) {
 	a.processInbox(context.Background())
 	require.NotNil(t, a.desired)
 	assert.Equal(t, uint64(1), a.desired.Generation)
-	assert.Equal(t, map[string]bool{"0123456789abcdef0123": true}, a.missing)
+	assert.Equal(t, map[string]bool{schema.RevisionTopic("0123456789abcdef0123"): true}, a.missing)
 	st, err := a.store.load()
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), st.desired.Generation)

@@ -110,6 +110,9 @@ func (n *Node) Client() *mqttclient.Client { return n.client }
 func (n *Node) Run(ctx context.Context) error {
 	connCtx, stopConn := context.WithCancel(context.Background())
 	defer stopConn()
+	// The downward API (status.hostIP, node labels) is known before the
+	// first pass, broker or not.
+	n.agent.SetNodeStatus(n.opts.Status(ctx))
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return n.agent.Run(gctx) })
 	g.Go(func() error { return n.statusLoop(gctx) })
@@ -206,10 +209,12 @@ func (n *Node) statusLoop(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			if n.client.Connected() {
-				if err := n.publishStatus(ctx, false); err != nil {
-					n.log.Debug("publish status", "err", err)
-				}
+			if !n.client.Connected() {
+				n.agent.SetNodeStatus(n.opts.Status(ctx))
+				continue
+			}
+			if err := n.publishStatus(ctx, false); err != nil {
+				n.log.Debug("publish status", "err", err)
 			}
 		}
 	}
@@ -220,6 +225,7 @@ func (n *Node) statusLoop(ctx context.Context) error {
 func (n *Node) publishStatus(ctx context.Context, force bool) error {
 	st := n.opts.Status(ctx)
 	st.SchemaVersion, st.Node = schema.WireVersion, n.opts.Agent.NodeName
+	n.agent.SetNodeStatus(st)
 	n.mu.Lock()
 	same := n.lastStatus != nil && reflect.DeepEqual(*n.lastStatus, st)
 	n.mu.Unlock()

@@ -20,6 +20,9 @@ type probeKind int
 const (
 	readiness probeKind = iota
 	liveness
+	// startup gates the other two: they run once it has succeeded, and
+	// its failureThreshold failures restart the container.
+	startup
 )
 
 // probeKey identifies one probe worker.
@@ -36,8 +39,9 @@ type probeTarget struct {
 	ports     []schema.ContainerPort
 }
 
-// livenessFailure is a liveness probe that failed failureThreshold times in
-// a row during the container run that started at startedAt.
+// livenessFailure is a liveness or startup probe that failed
+// failureThreshold times in a row during the container run that started at
+// startedAt.
 type livenessFailure struct {
 	startedAt time.Time
 	message   string
@@ -63,9 +67,10 @@ type prober struct {
 	client *http.Client
 	wg     sync.WaitGroup
 
-	mu       sync.Mutex // guards workers, ready, failures
+	mu       sync.Mutex // guards workers, ready, started, failures
 	workers  map[probeKey]probeWorker
-	ready    map[string]readyState
+	ready    map[string]readyState // readiness by container id
+	started  map[string]readyState // startup probe success by container id
 	failures map[string]livenessFailure
 }
 
@@ -77,7 +82,7 @@ func newProber(rt Runtime, poke func(), log *slog.Logger) *prober {
 	}
 	return &prober{
 		rt: rt, poke: poke, log: log, second: time.Second, client: &http.Client{Transport: tr},
-		workers: map[probeKey]probeWorker{}, ready: map[string]readyState{}, failures: map[string]livenessFailure{},
+		workers: map[probeKey]probeWorker{}, ready: map[string]readyState{}, started: map[string]readyState{}, failures: map[string]livenessFailure{},
 	}
 }
 
@@ -92,8 +97,11 @@ func (p *prober) ensure(ctx context.Context, k probeKey, t probeTarget, pr schem
 		}
 		w.cancel()
 	}
-	if k.kind == readiness {
+	switch k.kind {
+	case readiness:
 		p.ready[t.id] = readyState{startedAt: t.startedAt}
+	case startup:
+		p.started[t.id] = readyState{startedAt: t.startedAt}
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	p.workers[k] = probeWorker{startedAt: t.startedAt, cancel: cancel}
@@ -109,8 +117,11 @@ func (p *prober) retain(active map[probeKey]bool) {
 		if !active[k] {
 			w.cancel()
 			delete(p.workers, k)
-			if k.kind == readiness {
+			switch k.kind {
+			case readiness:
 				delete(p.ready, k.id)
+			case startup:
+				delete(p.started, k.id)
 			}
 		}
 	}
@@ -128,6 +139,15 @@ func (p *prober) isReady(id string, startedAt time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r, ok := p.ready[id]
+	return ok && r.ready && r.startedAt.Equal(startedAt)
+}
+
+// isStarted reports whether the startup probe succeeded for the container
+// run that started at startedAt.
+func (p *prober) isStarted(id string, startedAt time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, ok := p.started[id]
 	return ok && r.ready && r.startedAt.Equal(startedAt)
 }
 
@@ -159,7 +179,8 @@ func withProbeDefaults(pr schema.Probe) schema.Probe {
 }
 
 // run probes after the initial delay and then every period until ctx ends
-// or, for liveness, until the failure threshold is reached.
+// or, for liveness, until the failure threshold is reached, or, for
+// startup, until it succeeds or reaches the failure threshold.
 func (p *prober) run(ctx context.Context, k probeKey, t probeTarget, pr schema.Probe) {
 	defer p.wg.Done()
 	if sleepCtx(ctx, time.Duration(pr.InitialDelaySeconds)*p.second) != nil {
@@ -190,20 +211,24 @@ func (p *prober) run(ctx context.Context, k probeKey, t probeTarget, pr schema.P
 }
 
 // record applies one probe outcome; it reports true when the worker is done
-// (a liveness failure, handed to the loop).
+// (a liveness or startup failure, handed to the loop, or a startup
+// success).
 func (p *prober) record(k probeKey, t probeTarget, pr schema.Probe, successes, failures int32, err error) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if w, ok := p.workers[k]; !ok || !w.startedAt.Equal(t.startedAt) {
 		return true
 	}
-	if k.kind == liveness {
-		if failures < pr.FailureThreshold {
-			return false
+	switch k.kind {
+	case liveness:
+		return p.failedLocked(t, pr, failures, err, "liveness")
+	case startup:
+		if successes > 0 {
+			p.started[t.id] = readyState{startedAt: t.startedAt, ready: true}
+			p.poke()
+			return true
 		}
-		p.failures[t.id] = livenessFailure{startedAt: t.startedAt, message: fmt.Sprintf("liveness probe failed %d times: %v", failures, err)}
-		p.poke()
-		return true
+		return p.failedLocked(t, pr, failures, err, "startup")
 	}
 	r := p.ready[t.id]
 	switch {
@@ -218,6 +243,17 @@ func (p *prober) record(k probeKey, t probeTarget, pr schema.Probe, successes, f
 	p.ready[t.id] = r
 	p.poke()
 	return false
+}
+
+// failedLocked hands a liveness or startup failure to the loop once the
+// failure threshold is reached, and reports whether it was.
+func (p *prober) failedLocked(t probeTarget, pr schema.Probe, failures int32, err error, kind string) bool {
+	if failures < pr.FailureThreshold {
+		return false
+	}
+	p.failures[t.id] = livenessFailure{startedAt: t.startedAt, message: fmt.Sprintf("%s probe failed %d times: %v", kind, failures, err)}
+	p.poke()
+	return true
 }
 
 // check runs the probe once with its timeout; nil is success.

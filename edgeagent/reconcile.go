@@ -10,9 +10,27 @@ import (
 	"github.com/edgeset/edgeset/schema"
 )
 
+// slot is a container's place in its instance's template: an init
+// container (sidecars included) or a main container, by index.
+type slot struct {
+	init  bool
+	index int
+}
+
+func mainSlot(i int) slot { return slot{index: i} }
+func initSlot(i int) slot { return slot{init: true, index: i} }
+
+// String is the slot's template field path, for messages.
+func (s slot) String() string {
+	if s.init {
+		return "initContainers[" + strconv.Itoa(s.index) + "]"
+	}
+	return "containers[" + strconv.Itoa(s.index) + "]"
+}
+
 // containerGroup is the containers of one instance found on the engine, by
-// their template index.
-type containerGroup map[int]ContainerState
+// their template slot.
+type containerGroup map[slot]ContainerState
 
 // pass carries what one reconcile pass shares across instances.
 type pass struct {
@@ -44,8 +62,11 @@ func (a *Agent) reconcile(ctx context.Context) time.Duration {
 		statuses = append(statuses, a.syncInstance(ctx, p, k, groups[k], true))
 	}
 	a.probes.retain(p.active)
+	a.hooks.retain(liveContainers(statuses))
 	a.forget(append(desired, keep...))
+	a.sweepPods(append(desired, keep...))
 	a.finishPass(ctx, statuses)
+	a.syncKubeletLogs(list)
 	return a.untilNextPass(now)
 }
 
@@ -58,7 +79,7 @@ func (a *Agent) removeLeftovers(ctx context.Context, desired []instanceKey, grou
 		return sortedGroupKeys(groups)
 	}
 	for _, c := range surplus {
-		a.removeContainer(ctx, c)
+		a.removeContainer(ctx, nil, c)
 	}
 	keep, remove := planLeftovers(desired, a.hasRevision, groups)
 	for _, k := range remove {
@@ -66,6 +87,17 @@ func (a *Agent) removeLeftovers(ctx context.Context, desired []instanceKey, grou
 		a.removeGroup(ctx, groups[k])
 	}
 	return keep
+}
+
+// liveContainers is the set of containers the statuses report.
+func liveContainers(statuses []schema.InstanceStatus) map[string]bool {
+	live := map[string]bool{}
+	for _, st := range statuses {
+		for _, id := range st.ContainerIDs {
+			live[id] = true
+		}
+	}
+	return live
 }
 
 func (a *Agent) desiredInstances() []instanceKey {
@@ -80,14 +112,15 @@ func (a *Agent) hasRevision(hash string) bool {
 	return ok
 }
 
-// inventory groups managed containers by instance and template index. A
-// container with malformed labels, or a duplicate of another at the same
-// index, is surplus; of duplicates the oldest running one is kept.
+// inventory groups managed containers by instance and template slot
+// (LabelIndex for a main container, LabelInitIndex for an init container).
+// A container with malformed labels, or a duplicate of another in the same
+// slot, is surplus; of duplicates the oldest running one is kept.
 func inventory(list []ContainerState) (map[instanceKey]containerGroup, []ContainerState) {
 	groups := map[instanceKey]containerGroup{}
 	var surplus []ContainerState
 	for _, c := range list {
-		key, idx, ok := containerIdentity(c)
+		key, sl, ok := containerIdentity(c)
 		if !ok {
 			surplus = append(surplus, c)
 			continue
@@ -97,24 +130,44 @@ func inventory(list []ContainerState) (map[instanceKey]containerGroup, []Contain
 			g = containerGroup{}
 			groups[key] = g
 		}
-		if prev, dup := g[idx]; dup {
+		if prev, dup := g[sl]; dup {
 			keep, drop := preferContainer(prev, c)
-			g[idx] = keep
+			g[sl] = keep
 			surplus = append(surplus, drop)
 			continue
 		}
-		g[idx] = c
+		g[sl] = c
 	}
 	return groups, surplus
 }
 
-func containerIdentity(c ContainerState) (instanceKey, int, bool) {
+func containerIdentity(c ContainerState) (instanceKey, slot, bool) {
 	ds, rev := c.Labels[LabelDaemonSet], c.Labels[LabelRevision]
-	idx, err := strconv.Atoi(c.Labels[LabelIndex])
-	if ds == "" || rev == "" || err != nil || idx < 0 {
-		return instanceKey{}, 0, false
+	sl, ok := labelSlot(c.Labels)
+	if ds == "" || rev == "" || !ok {
+		return instanceKey{}, slot{}, false
 	}
-	return instanceKey{DaemonSet: ds, Revision: rev}, idx, true
+	return instanceKey{DaemonSet: ds, Revision: rev}, sl, true
+}
+
+// labelSlot reads a container's slot from exactly one of LabelIndex and
+// LabelInitIndex.
+func labelSlot(labels map[string]string) (slot, bool) {
+	main, hasMain := labels[LabelIndex]
+	init, hasInit := labels[LabelInitIndex]
+	if hasMain == hasInit {
+		return slot{}, false
+	}
+	v, sl := main, mainSlot(0)
+	if hasInit {
+		v, sl = init, initSlot(0)
+	}
+	idx, err := strconv.Atoi(v)
+	if err != nil || idx < 0 {
+		return slot{}, false
+	}
+	sl.index = idx
+	return sl, true
 }
 
 // preferContainer orders two duplicates: a running one before a stopped
@@ -207,28 +260,47 @@ func (g containerGroup) anyRunning() bool {
 	return false
 }
 
-// indexes returns the group's template indexes, highest first, so followers
-// stop before the container owning their network namespace.
-func (g containerGroup) indexes() []int {
-	idx := make([]int, 0, len(g))
-	for i := range g {
-		idx = append(idx, i)
+// stopOrder returns the group's slots in the order Kubernetes stops a
+// pod's containers: main containers highest index first (followers before
+// the owner of their network namespace), then init containers highest
+// index first (sidecars in reverse start order).
+func (g containerGroup) stopOrder() []slot {
+	slots := make([]slot, 0, len(g))
+	for sl := range g {
+		slots = append(slots, sl)
 	}
-	sort.Sort(sort.Reverse(sort.IntSlice(idx)))
-	return idx
+	sort.Slice(slots, func(i, j int) bool {
+		if slots[i].init != slots[j].init {
+			return !slots[i].init
+		}
+		return slots[i].index > slots[j].index
+	})
+	return slots
 }
 
-// removeGroup stops and removes every container of an instance.
+// hasMain reports whether any main container of the instance exists.
+func (g containerGroup) hasMain() bool {
+	for sl := range g {
+		if !sl.init {
+			return true
+		}
+	}
+	return false
+}
+
+// removeGroup stops and removes every container of an instance, in
+// stopOrder.
 func (a *Agent) removeGroup(ctx context.Context, g containerGroup) {
-	for _, i := range g.indexes() {
-		a.removeContainer(ctx, g[i])
+	for _, sl := range g.stopOrder() {
+		a.removeContainer(ctx, g, g[sl])
 	}
 }
 
-// removeContainer stops c with the grace recorded on it, then removes it.
-func (a *Agent) removeContainer(ctx context.Context, c ContainerState) {
+// removeContainer stops c (see stopContainer), then removes it. g is c's
+// instance, for the address a preStop httpGet hook reaches.
+func (a *Agent) removeContainer(ctx context.Context, g containerGroup, c ContainerState) {
 	if c.Running {
-		if err := a.rt.Stop(ctx, c.ID, labelGrace(c.Labels)); err != nil {
+		if err := a.stopContainer(ctx, g, c, labelGrace(c.Labels)); err != nil {
 			a.log.Warn("stop container failed; removing anyway", "container", c.Name, "err", err)
 		}
 	}

@@ -13,6 +13,13 @@ func managedContainer(id, ds, rev, idx string, running bool, created time.Time) 
 	}}
 }
 
+func initContainer(id, ds, rev, idx string, created time.Time) ContainerState {
+	c := managedContainer(id, ds, rev, "", false, created)
+	delete(c.Labels, LabelIndex)
+	c.Labels[LabelInitIndex] = idx
+	return c
+}
+
 func TestInventory(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	list := []ContainerState{
@@ -23,22 +30,29 @@ func TestInventory(t *testing.T) {
 		managedContainer("no-index", "a/x", "r1", "", true, t0),
 		managedContainer("no-rev", "a/x", "", "0", true, t0),
 		managedContainer("other", "a/y", "r9", "0", false, t0),
+		initContainer("setup", "a/x", "r1", "0", t0),
+		initContainer("bad-init-index", "a/x", "r1", "-1", t0),
 	}
+	both := managedContainer("both-indexes", "a/x", "r1", "2", true, t0)
+	both.Labels[LabelInitIndex] = "2"
+	list = append(list, both)
 	groups, surplus := inventory(list)
-	assert.Equal(t, "old-running", groups[instanceKey{DaemonSet: "a/x", Revision: "r1"}][0].ID, "oldest running duplicate kept")
-	assert.Equal(t, "follower", groups[instanceKey{DaemonSet: "a/x", Revision: "r1"}][1].ID)
-	assert.Equal(t, "other", groups[instanceKey{DaemonSet: "a/y", Revision: "r9"}][0].ID)
+	x := groups[instanceKey{DaemonSet: "a/x", Revision: "r1"}]
+	assert.Equal(t, "old-running", x[mainSlot(0)].ID, "oldest running duplicate kept")
+	assert.Equal(t, "follower", x[mainSlot(1)].ID)
+	assert.Equal(t, "setup", x[initSlot(0)].ID, "an init container has its own slot")
+	assert.Equal(t, "other", groups[instanceKey{DaemonSet: "a/y", Revision: "r9"}][mainSlot(0)].ID)
 	var ids []string
 	for _, c := range surplus {
 		ids = append(ids, c.ID)
 	}
-	assert.ElementsMatch(t, []string{"young-running", "old-stopped", "no-index", "no-rev"}, ids)
+	assert.ElementsMatch(t, []string{"young-running", "old-stopped", "no-index", "no-rev", "bad-init-index", "both-indexes"}, ids)
 }
 
 func TestPlanLeftovers(t *testing.T) {
 	key := func(ds, rev string) instanceKey { return instanceKey{DaemonSet: ds, Revision: rev} }
-	running := containerGroup{0: {Running: true}}
-	stopped := containerGroup{0: {Running: false}}
+	running := containerGroup{mainSlot(0): {Running: true}}
+	stopped := containerGroup{mainSlot(0): {Running: false}}
 	tests := []struct {
 		name       string
 		desired    []instanceKey
@@ -98,4 +112,11 @@ func TestPlanLeftovers(t *testing.T) {
 			assert.Equal(t, tc.drop, drop, "remove")
 		})
 	}
+}
+
+func TestStopOrder(t *testing.T) {
+	g := containerGroup{mainSlot(0): {}, mainSlot(2): {}, mainSlot(1): {}, initSlot(0): {}, initSlot(3): {}, initSlot(1): {}}
+	assert.Equal(t, []slot{mainSlot(2), mainSlot(1), mainSlot(0), initSlot(3), initSlot(1), initSlot(0)}, g.stopOrder(),
+		"main containers first, followers before their owner, then sidecars in reverse order")
+	assert.Equal(t, []slot{}, containerGroup{}.stopOrder())
 }

@@ -15,6 +15,12 @@ const (
 	LabelRevision  = "io.edgeset.revision"  // template hash
 	LabelContainer = "io.edgeset.container" // container name in the template
 	LabelIndex     = "io.edgeset.index"     // container position in the template, "0" owns the network namespace
+	LabelPodName   = "io.edgeset.pod-name"  // the instance's stable pod-like name (metadata.name)
+	LabelPodUID    = "io.edgeset.pod-uid"   // the instance's uid (metadata.uid)
+	// LabelInitIndex marks an init container (sidecars included) with its
+	// position among the template's initContainers; init containers carry
+	// no LabelIndex.
+	LabelInitIndex = "io.edgeset.init-index"
 )
 
 // Runtime is the container engine as the agent needs it. The Docker
@@ -51,7 +57,22 @@ type Runtime interface {
 	// or the stream fails; the caller re-subscribes after an error.
 	Events(ctx context.Context) (<-chan RuntimeEvent, <-chan error)
 	// Logs returns the container's log stream (stdout and stderr merged).
-	Logs(ctx context.Context, id string, tail int, follow bool) (io.ReadCloser, error)
+	Logs(ctx context.Context, id string, opts LogOptions) (io.ReadCloser, error)
+	// ReadFile returns up to limit bytes of the file at path inside a
+	// container, running or not (termination messages); a missing file is
+	// ErrNotFound.
+	ReadFile(ctx context.Context, id, path string, limit int64) ([]byte, error)
+}
+
+// LogOptions selects part of a container's log.
+type LogOptions struct {
+	// Tail is the number of last lines; zero or less is all.
+	Tail int
+	// Follow streams new lines until ctx ends.
+	Follow bool
+	// Until, when set, ends the log at that instant (the previous run of a
+	// restarted container ends where the current one started).
+	Until time.Time
 }
 
 // RuntimeInfo describes the container engine.
@@ -87,6 +108,35 @@ type ContainerSpec struct {
 	Memory    int64 // memory limit in bytes; 0 is unlimited
 	// StopTimeout is the template's terminationGracePeriodSeconds.
 	StopTimeout time.Duration
+	// PullAuth is the credential for this image chosen from the template's
+	// imagePullSecrets; nil uses the device's own (Config.RegistryAuth).
+	PullAuth *RegistryAuth
+
+	// WorkingDir overrides the image's working directory when set.
+	WorkingDir string
+	// User is "uid" or "uid:gid" (runAsUser, runAsGroup); empty keeps the
+	// image's user.
+	User string
+	// RunAsNonRoot makes Create refuse (ErrRunAsRoot) an image that would
+	// run as uid 0, or whose user is not numeric, when User sets no uid.
+	RunAsNonRoot bool
+	// GroupAdd are supplementary groups (fsGroup, supplementalGroups).
+	GroupAdd []string
+	// CapAdd and CapDrop are Linux capabilities without the CAP_ prefix,
+	// or ALL.
+	CapAdd  []string
+	CapDrop []string
+	// ReadOnlyRootfs mounts the container's root filesystem read-only.
+	ReadOnlyRootfs bool
+	// NoNewPrivileges is allowPrivilegeEscalation: false.
+	NoNewPrivileges bool
+	// Seccomp is "" (the engine's default profile), "unconfined", or the
+	// host path of a profile file (Localhost).
+	Seccomp string
+	// UnmaskedProc is procMount: Unmasked.
+	UnmaskedProc bool
+	// Sysctls are namespaced kernel parameters.
+	Sysctls map[string]string
 }
 
 // PortBinding publishes a container port on the host.
@@ -102,6 +152,9 @@ type Mount struct {
 	Source   string
 	Target   string
 	ReadOnly bool
+	// Propagation is "" (private), "rslave" (HostToContainer) or "rshared"
+	// (Bidirectional).
+	Propagation string
 }
 
 // ContainerState is one container as the engine reports it.
@@ -118,6 +171,11 @@ type ContainerState struct {
 	// IPAddress is the container's address on its network, empty with host
 	// networking (probes then use 127.0.0.1).
 	IPAddress string
+	// OOMKilled reports that the last run ended by the kernel's OOM killer.
+	OOMKilled bool
+	// LogPath is the engine's log file of the container, if it keeps one
+	// (Docker's json-file driver).
+	LogPath string
 }
 
 // RuntimeEvent is a lifecycle event of a managed container.

@@ -3,7 +3,10 @@ package edgeagent
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -64,24 +67,189 @@ func isNameChar(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-'
 }
 
-// BuildSpecs maps a revision's template to the containers of one instance on
-// node, in template order. It is pure: NetworkOf is left empty and is filled
-// in at create time with the id of the first container when containers share
-// its network namespace (see SharesNetwork).
-func BuildSpecs(node, daemonSet, revision string, t schema.PodTemplateSpec) ([]ContainerSpec, error) {
-	if len(t.Spec.Containers) == 0 {
-		return nil, fmt.Errorf("template of %s revision %s: spec.containers is empty", daemonSet, revision)
+// InstanceSpec is every container of one instance, as BuildInstance builds
+// it.
+type InstanceSpec struct {
+	// Init are the init containers in template order. Those with
+	// restartPolicy Always (sidecars) keep running beside Containers.
+	Init []ContainerSpec
+	// Containers are the main containers in template order.
+	Containers []ContainerSpec
+}
+
+// BuildInstance maps a revision's template to every container of one
+// instance and, when ic.DataDir is set, prepares what they mount on the
+// host: configMap, secret, downwardAPI and projected volumes written (or
+// updated in place) the kubelet's atomic way, emptyDirs created (tmpfs for
+// medium Memory), hostPath types applied, subPaths created and checked,
+// and one empty termination-log file per container. Calling it again for a
+// running instance is how changed config objects reach its files; it
+// never changes what a created container was given.
+//
+// A missing ConfigMap, Secret or key that is not optional is a
+// *ConfigError with the kubelet's message; a volume that cannot be
+// prepared on the host is an error naming it ("MountVolume.SetUp failed
+// for volume ..."), to retry later; any other error names the template
+// field.
+func BuildInstance(ic InstanceContext, t schema.PodTemplateSpec) (InstanceSpec, error) {
+	p, err := planInstance(ic, t)
+	if err != nil {
+		return InstanceSpec{}, err
 	}
-	grace := stopGrace(t.Spec)
-	specs := make([]ContainerSpec, 0, len(t.Spec.Containers))
-	for i, c := range t.Spec.Containers {
-		s, err := buildSpec(node, daemonSet, revision, t.Spec, i, grace)
-		if err != nil {
-			return nil, fmt.Errorf("template of %s revision %s: spec.containers[%d] (%s): %w", daemonSet, revision, i, c.Name, err)
+	if ic.DataDir != "" {
+		// Secret files live below: only the agent may traverse.
+		if err := os.MkdirAll(filepath.Join(ic.DataDir, "pods"), 0o700); err != nil {
+			return InstanceSpec{}, fmt.Errorf("instance files: %w", err)
 		}
-		specs = append(specs, s)
+		if err := p.prepare(time.Now()); err != nil {
+			return InstanceSpec{}, err
+		}
 	}
-	return specs, nil
+	return p.spec, nil
+}
+
+// BuildSpecs returns the main containers BuildInstance builds for node,
+// daemonSet and revision with nothing else known: no config objects, no
+// node addresses, no data dir (so no file is written or mounted).
+func BuildSpecs(node, daemonSet, revision string, t schema.PodTemplateSpec) ([]ContainerSpec, error) {
+	spec, err := BuildInstance(InstanceContext{Node: node, DaemonSet: daemonSet, Revision: revision}, t)
+	return spec.Containers, err
+}
+
+// instancePlan is an instance's containers and what to prepare on the
+// host for them, computed without I/O.
+type instancePlan struct {
+	spec     InstanceSpec
+	volumes  []volumeSetup
+	fsGroup  *int64
+	subPaths []subPathSetup
+	termLogs []string
+}
+
+// planInstance computes the instance's containers and host preparations.
+func planInstance(ic InstanceContext, t schema.PodTemplateSpec) (instancePlan, error) {
+	fail := func(err error) (instancePlan, error) {
+		if _, ok := err.(*ConfigError); ok {
+			return instancePlan{}, err
+		}
+		return instancePlan{}, fmt.Errorf("template of %s revision %s: %w", ic.DaemonSet, ic.Revision, err)
+	}
+	if len(t.Spec.Containers) == 0 {
+		return fail(errors.New("spec.containers is empty"))
+	}
+	f := newPodFields(ic, t)
+	vols, err := planVolumes(ic, f, t.Spec)
+	if err != nil {
+		return fail(err)
+	}
+	b := &containerBuilder{ic: ic, t: t, vols: vols, grace: stopGrace(t.Spec), env: envResolver{ic: ic, fields: f, spec: t.Spec}}
+	p := instancePlan{}
+	if t.Spec.SecurityContext != nil {
+		p.fsGroup = t.Spec.SecurityContext.FSGroup
+	}
+	for _, v := range t.Spec.Volumes {
+		p.volumes = append(p.volumes, vols[v.Name])
+	}
+	for i, c := range t.Spec.InitContainers {
+		s, err := b.build(&p, fmt.Sprintf("spec.initContainers[%d]", i), c, i)
+		if err != nil {
+			return fail(err)
+		}
+		delete(s.Labels, LabelIndex)
+		s.Labels[LabelInitIndex] = strconv.Itoa(i)
+		p.spec.Init = append(p.spec.Init, s)
+	}
+	for i, c := range t.Spec.Containers {
+		s, err := b.build(&p, fmt.Sprintf("spec.containers[%d]", i), c, i)
+		if err != nil {
+			return fail(err)
+		}
+		p.spec.Containers = append(p.spec.Containers, s)
+	}
+	return p, nil
+}
+
+// prepare makes every volume, subPath and termination log ready on the
+// host, in that order.
+func (p instancePlan) prepare(now time.Time) error {
+	for _, v := range p.volumes {
+		if err := prepareVolume(v, p.fsGroup, now); err != nil {
+			return err
+		}
+	}
+	for _, s := range p.subPaths {
+		if err := prepareSubPath(s); err != nil {
+			return err
+		}
+	}
+	for _, path := range p.termLogs {
+		if err := prepareTerminationLog(path); err != nil {
+			return fmt.Errorf("termination log %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// containerBuilder builds the ContainerSpecs of one instance.
+type containerBuilder struct {
+	ic    InstanceContext
+	t     schema.PodTemplateSpec
+	vols  map[string]volumeSetup
+	grace time.Duration
+	env   envResolver
+}
+
+// build maps container c (at path, index i of its list) and records its
+// subPaths and termination log in p.
+func (b *containerBuilder) build(p *instancePlan, path string, c schema.Container, i int) (ContainerSpec, error) {
+	wrap := func(err error) error { return wrapField(fmt.Sprintf("%s (%s)", path, c.Name), err) }
+	env, vars, err := b.env.resolve(path, c)
+	if err != nil {
+		return ContainerSpec{}, err
+	}
+	ic, spec := b.ic, b.t.Spec
+	s := ContainerSpec{
+		Name:        ContainerName(ic.Node, ic.DaemonSet, ic.Revision, c.Name),
+		Image:       c.Image,
+		Labels:      containerLabels(ic, c.Name, i, b.grace),
+		Entrypoint:  expandAll(c.Command, vars),
+		Cmd:         expandAll(c.Args, vars),
+		Env:         env,
+		HostNetwork: spec.HostNetwork,
+		HostPID:     spec.HostPID,
+		StopTimeout: b.grace,
+		WorkingDir:  c.WorkingDir,
+		PullAuth:    pullAuthFor(c.Image, spec.ImagePullSecrets, ic.Secrets),
+	}
+	seccompDir := ic.SeccompProfileDir
+	if seccompDir == "" {
+		seccompDir = DefaultSeccompProfileDir
+	}
+	if err := applySecurity(&s, spec, c, seccompDir); err != nil {
+		return ContainerSpec{}, wrap(err)
+	}
+	if !spec.HostNetwork {
+		s.Ports = portBindings(c.Ports)
+	}
+	mounts, subs, err := containerMounts(ic, b.vols, c, vars)
+	if err != nil {
+		return ContainerSpec{}, wrap(err)
+	}
+	s.Mounts = mounts
+	p.subPaths = append(p.subPaths, subs...)
+	if ic.DataDir != "" {
+		logPath := terminationLogPath(ic.DataDir, ic.PodUID(), c.Name)
+		target := c.TerminationMessagePath
+		if target == "" {
+			target = schema.DefaultTerminationMessagePath
+		}
+		s.Mounts = append(s.Mounts, Mount{Source: logPath, Target: target})
+		p.termLogs = append(p.termLogs, logPath)
+	}
+	if s.NanoCPUs, s.Memory, err = limits(c.Resources.Limits); err != nil {
+		return ContainerSpec{}, wrap(err)
+	}
+	return s, nil
 }
 
 // SharesNetwork reports whether the containers after the first join the
@@ -97,61 +265,18 @@ func stopGrace(p schema.PodSpec) time.Duration {
 	return time.Duration(*p.TerminationGracePeriodSeconds) * time.Second
 }
 
-func buildSpec(node, daemonSet, revision string, p schema.PodSpec, i int, grace time.Duration) (ContainerSpec, error) {
-	c := p.Containers[i]
-	s := ContainerSpec{
-		Name:        ContainerName(node, daemonSet, revision, c.Name),
-		Image:       c.Image,
-		Labels:      containerLabels(node, daemonSet, revision, c.Name, i, grace),
-		Entrypoint:  cloneStrings(c.Command),
-		Cmd:         cloneStrings(c.Args),
-		Env:         envList(c.Env),
-		HostNetwork: p.HostNetwork,
-		HostPID:     p.HostPID,
-		Privileged:  c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged,
-		StopTimeout: grace,
-	}
-	if !p.HostNetwork {
-		s.Ports = portBindings(c.Ports)
-	}
-	var err error
-	if s.Mounts, err = mounts(c.VolumeMounts, p.Volumes); err != nil {
-		return ContainerSpec{}, err
-	}
-	if s.NanoCPUs, s.Memory, err = limits(c.Resources.Limits); err != nil {
-		return ContainerSpec{}, err
-	}
-	return s, nil
-}
-
-func containerLabels(node, daemonSet, revision, container string, i int, grace time.Duration) map[string]string {
+func containerLabels(ic InstanceContext, container string, i int, grace time.Duration) map[string]string {
 	return map[string]string{
 		LabelManaged:   "true",
-		LabelNode:      node,
-		LabelDaemonSet: daemonSet,
-		LabelRevision:  revision,
+		LabelNode:      ic.Node,
+		LabelDaemonSet: ic.DaemonSet,
+		LabelRevision:  ic.Revision,
 		LabelContainer: container,
 		LabelIndex:     strconv.Itoa(i),
 		LabelStopGrace: strconv.FormatInt(int64(grace/time.Second), 10),
+		LabelPodName:   ic.PodName(),
+		LabelPodUID:    ic.PodUID(),
 	}
-}
-
-func cloneStrings(s []string) []string {
-	if s == nil {
-		return nil
-	}
-	return append([]string(nil), s...)
-}
-
-func envList(env []schema.EnvVar) []string {
-	if len(env) == 0 {
-		return nil
-	}
-	out := make([]string, len(env))
-	for i, e := range env {
-		out[i] = e.Name + "=" + e.Value
-	}
-	return out
 }
 
 func portBindings(ports []schema.ContainerPort) []PortBinding {
@@ -167,27 +292,6 @@ func portBindings(ports []schema.ContainerPort) []PortBinding {
 		out = append(out, PortBinding{ContainerPort: int(p.ContainerPort), HostPort: int(p.HostPort), HostIP: p.HostIP, Protocol: proto})
 	}
 	return out
-}
-
-func mounts(vms []schema.VolumeMount, vols []schema.Volume) ([]Mount, error) {
-	var out []Mount
-	for i, vm := range vms {
-		src, ok := hostPathOf(vols, vm.Name)
-		if !ok {
-			return nil, fmt.Errorf("volumeMounts[%d]: no hostPath volume named %q", i, vm.Name)
-		}
-		out = append(out, Mount{Source: src, Target: vm.MountPath, ReadOnly: vm.ReadOnly})
-	}
-	return out, nil
-}
-
-func hostPathOf(vols []schema.Volume, name string) (string, bool) {
-	for _, v := range vols {
-		if v.Name == name && v.HostPath != nil {
-			return v.HostPath.Path, true
-		}
-	}
-	return "", false
 }
 
 func limits(l schema.ResourceList) (nanoCPUs, memory int64, err error) {

@@ -64,6 +64,7 @@ func TestBuildSpecs(t *testing.T) {
 		Labels: map[string]string{
 			LabelManaged: "true", LabelNode: "gw-1", LabelDaemonSet: "edge/logs", LabelRevision: "0123456789abcdef",
 			LabelContainer: "shipper", LabelIndex: "0", LabelStopGrace: "5",
+			LabelPodName: PodName("gw-1", "edge/logs"), LabelPodUID: PodUID("gw-1", "edge/logs", "0123456789abcdef"),
 		},
 		Entrypoint: []string{"/fluent-bit"}, Cmd: []string{"-c", "/etc/fb.conf"}, Env: []string{"A=1", "B="},
 		HostPID: true, Privileged: true,
@@ -105,7 +106,7 @@ func TestBuildSpecsErrors(t *testing.T) {
 	}{
 		{"no containers", schema.PodSpec{}, "spec.containers is empty"},
 		{"unknown volume", schema.PodSpec{Containers: []schema.Container{{Name: "a", Image: "x", VolumeMounts: []schema.VolumeMount{{Name: "v", MountPath: "/v"}}}}},
-			`spec.containers[0] (a): volumeMounts[0]: no hostPath volume named "v"`},
+			`spec.containers[0] (a): volumeMounts[0]: no volume named "v"`},
 		{"bad cpu", schema.PodSpec{Containers: []schema.Container{{Name: "a", Image: "x", Resources: schema.ResourceRequirements{Limits: schema.ResourceList{"cpu": "lots"}}}}},
 			"resources.limits.cpu"},
 		{"negative memory", schema.PodSpec{Containers: []schema.Container{{Name: "a", Image: "x", Resources: schema.ResourceRequirements{Limits: schema.ResourceList{"memory": "-1Mi"}}}}},

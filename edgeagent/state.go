@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"sync"
 	"time"
@@ -19,29 +20,40 @@ import (
 const StateFile = "agent.db"
 
 // localState is what the agent persists: the last accepted desired state,
-// the revisions it references that have arrived, and the generation the
-// reconciler last applied.
+// the revisions and config objects it references that have arrived (each
+// by its content hash), and the generation the reconciler last applied.
 type localState struct {
-	desired   *schema.DesiredState
-	revisions map[string]schema.Revision
-	applied   uint64
+	desired    *schema.DesiredState
+	revisions  map[string]schema.Revision
+	configMaps map[string]schema.ConfigMap
+	secrets    map[string]schema.Secret
+	applied    uint64
+}
+
+func newLocalState() localState {
+	return localState{revisions: map[string]schema.Revision{}, configMaps: map[string]schema.ConfigMap{}, secrets: map[string]schema.Secret{}}
 }
 
 // stateStore persists localState. saveDesired writes the desired state and
-// drops revisions it no longer references in one transaction.
+// drops the revisions and config objects it no longer references in one
+// transaction.
 type stateStore interface {
 	load() (localState, error)
 	saveDesired(ds schema.DesiredState) error
 	saveRevision(rev schema.Revision) error
+	saveConfigMap(hash string, cm schema.ConfigMap) error
+	saveSecret(hash string, s schema.Secret) error
 	saveApplied(gen uint64) error
 	close() error
 }
 
 var (
-	bucketMeta      = []byte("meta")
-	bucketRevisions = []byte("revisions")
-	keyDesired      = []byte("desired")
-	keyApplied      = []byte("applied")
+	bucketMeta       = []byte("meta")
+	bucketRevisions  = []byte("revisions")
+	bucketConfigMaps = []byte("configmaps")
+	bucketSecrets    = []byte("secrets")
+	keyDesired       = []byte("desired")
+	keyApplied       = []byte("applied")
 )
 
 // boltStore is the on-disk stateStore: DataDir/agent.db.
@@ -61,7 +73,7 @@ func openBoltStore(dir string) (s *boltStore, setAside string, err error) {
 		return nil, setAside, fmt.Errorf("open agent state %s: %w", p, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketRevisions} {
+		for _, b := range [][]byte{bucketMeta, bucketRevisions, bucketConfigMaps, bucketSecrets} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -76,7 +88,7 @@ func openBoltStore(dir string) (s *boltStore, setAside string, err error) {
 }
 
 func (s *boltStore) load() (localState, error) {
-	st := localState{revisions: map[string]schema.Revision{}}
+	st := newLocalState()
 	err := s.db.View(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if v := meta.Get(keyApplied); len(v) == 8 {
@@ -89,14 +101,13 @@ func (s *boltStore) load() (localState, error) {
 			}
 			st.desired = &ds
 		}
-		return tx.Bucket(bucketRevisions).ForEach(func(k, v []byte) error {
-			var rev schema.Revision
-			if err := json.Unmarshal(v, &rev); err != nil {
-				return fmt.Errorf("revision %s: %w", k, err)
-			}
-			st.revisions[string(k)] = rev
-			return nil
-		})
+		if err := loadBucket(tx.Bucket(bucketRevisions), "revision", st.revisions); err != nil {
+			return err
+		}
+		if err := loadBucket(tx.Bucket(bucketConfigMaps), "configmap", st.configMaps); err != nil {
+			return err
+		}
+		return loadBucket(tx.Bucket(bucketSecrets), "secret", st.secrets)
 	})
 	if err != nil {
 		return localState{}, fmt.Errorf("load agent state %s: %w", s.path, err)
@@ -104,17 +115,35 @@ func (s *boltStore) load() (localState, error) {
 	return st, nil
 }
 
+// loadBucket decodes every value of b into out, by key. The error names
+// the key, never the value (a secret's).
+func loadBucket[V any](b *bolt.Bucket, what string, out map[string]V) error {
+	return b.ForEach(func(k, v []byte) error {
+		var x V
+		if err := json.Unmarshal(v, &x); err != nil {
+			return fmt.Errorf("%s %s: cannot decode", what, k)
+		}
+		out[string(k)] = x
+		return nil
+	})
+}
+
 func (s *boltStore) saveDesired(ds schema.DesiredState) error {
 	b, err := json.Marshal(ds)
 	if err != nil {
 		return fmt.Errorf("encode desired state: %w", err)
 	}
-	keep := referencedRevisions(ds)
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketMeta).Put(keyDesired, b); err != nil {
 			return err
 		}
-		return dropUnreferenced(tx.Bucket(bucketRevisions), keep)
+		if err := dropUnreferenced(tx.Bucket(bucketRevisions), referencedRevisions(ds)); err != nil {
+			return err
+		}
+		if err := dropUnreferenced(tx.Bucket(bucketConfigMaps), refHashes(ds.ConfigMaps)); err != nil {
+			return err
+		}
+		return dropUnreferenced(tx.Bucket(bucketSecrets), refHashes(ds.Secrets))
 	})
 	if err != nil {
 		return fmt.Errorf("save desired state generation %d to %s: %w", ds.Generation, s.path, err)
@@ -152,6 +181,30 @@ func (s *boltStore) saveRevision(rev schema.Revision) error {
 	return nil
 }
 
+func (s *boltStore) saveConfigMap(hash string, cm schema.ConfigMap) error {
+	return s.putObject(bucketConfigMaps, "configmap "+cm.Key(), hash, cm)
+}
+
+func (s *boltStore) saveSecret(hash string, sec schema.Secret) error {
+	return s.putObject(bucketSecrets, "secret "+sec.Key(), hash, sec)
+}
+
+// putObject stores v under hash in bucket; errors name what (never the
+// value).
+func (s *boltStore) putObject(bucket []byte, what, hash string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", what, err)
+	}
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucket).Put([]byte(hash), b)
+	})
+	if err != nil {
+		return fmt.Errorf("save %s (%s) to %s: %w", what, hash, s.path, err)
+	}
+	return nil
+}
+
 func (s *boltStore) saveApplied(gen uint64) error {
 	v := binary.BigEndian.AppendUint64(nil, gen)
 	err := s.db.Update(func(tx *bolt.Tx) error {
@@ -179,6 +232,15 @@ func referencedRevisions(ds schema.DesiredState) map[string]bool {
 	return keep
 }
 
+// refHashes returns the set of hashes of refs.
+func refHashes(refs []schema.ObjectRef) map[string]bool {
+	keep := make(map[string]bool, len(refs))
+	for _, r := range refs {
+		keep[r.Hash] = true
+	}
+	return keep
+}
+
 // memoryStore keeps state in memory only (Config.Ephemeral), for simulators
 // that run thousands of agents in one process.
 type memoryStore struct {
@@ -187,29 +249,47 @@ type memoryStore struct {
 }
 
 func newMemoryStore() *memoryStore {
-	return &memoryStore{st: localState{revisions: map[string]schema.Revision{}}}
+	return &memoryStore{st: newLocalState()}
 }
 
 func (m *memoryStore) load() (localState, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	revs := make(map[string]schema.Revision, len(m.st.revisions))
-	for k, v := range m.st.revisions {
-		revs[k] = v
-	}
-	return localState{desired: m.st.desired, revisions: revs, applied: m.st.applied}, nil
+	return localState{
+		desired: m.st.desired, revisions: maps.Clone(m.st.revisions), applied: m.st.applied,
+		configMaps: maps.Clone(m.st.configMaps), secrets: maps.Clone(m.st.secrets),
+	}, nil
 }
 
 func (m *memoryStore) saveDesired(ds schema.DesiredState) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.st.desired = &ds
-	keep := referencedRevisions(ds)
-	for h := range m.st.revisions {
-		if !keep[h] {
-			delete(m.st.revisions, h)
+	dropKeys(m.st.revisions, referencedRevisions(ds))
+	dropKeys(m.st.configMaps, refHashes(ds.ConfigMaps))
+	dropKeys(m.st.secrets, refHashes(ds.Secrets))
+	return nil
+}
+
+func dropKeys[V any](m map[string]V, keep map[string]bool) {
+	for k := range m {
+		if !keep[k] {
+			delete(m, k)
 		}
 	}
+}
+
+func (m *memoryStore) saveConfigMap(hash string, cm schema.ConfigMap) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.st.configMaps[hash] = cm
+	return nil
+}
+
+func (m *memoryStore) saveSecret(hash string, s schema.Secret) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.st.secrets[hash] = s
 	return nil
 }
 

@@ -180,5 +180,5 @@ func TestRestoreDropsCorruptRevisions(t *testing.T) {
 	a.restore(localState{desired: &ds, revisions: map[string]schema.Revision{good.Hash: good, bad.Hash: bad}})
 	assert.Contains(t, a.revisions, good.Hash)
 	assert.NotContains(t, a.revisions, bad.Hash)
-	assert.Equal(t, map[string]bool{bad.Hash: true}, a.missing, "a corrupt revision is fetched again")
+	assert.Equal(t, map[string]bool{schema.RevisionTopic(bad.Hash): true}, a.missing, "a corrupt revision is fetched again")
 }

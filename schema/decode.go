@@ -37,29 +37,40 @@ type Source struct {
 func (s Source) String() string { return fmt.Sprintf("%s:%d", s.File, s.Line) }
 
 // Object is one decoded manifest object. Exactly one of the kind fields is
-// set; DaemonSet is the only kind edgeset decodes today.
+// set.
 type Object struct {
 	Source    Source
 	DaemonSet *DaemonSet
+	ConfigMap *ConfigMap
+	Secret    *Secret
 }
 
 // Kind returns the object's kind.
 func (o Object) Kind() string {
-	if o.DaemonSet != nil {
+	switch {
+	case o.DaemonSet != nil:
 		return KindDaemonSet
+	case o.ConfigMap != nil:
+		return KindConfigMap
+	case o.Secret != nil:
+		return KindSecret
 	}
 	return ""
 }
 
 // Decode reads every object of a manifest stream: YAML (any number of
 // documents separated by "---") or JSON, where each document is a DaemonSet
-// (apiVersion apps/v1 or edgeset.io/v1) or a kind: List of them. name is used
-// in error messages and Sources only.
+// (apiVersion apps/v1 or edgeset.io/v1), a ConfigMap or Secret (apiVersion
+// v1), or a kind: List of them. name is used in error messages and Sources
+// only.
 //
-// Each DaemonSet is checked field by field against the schema: an unknown
+// Each object is checked field by field against the schema: an unknown
 // field is an error naming its full path; a Kubernetes field that has no
 // meaning on an edge device (see ignored.go) is dropped and reported as a
-// Warning. Decoded daemonsets then get SetDefaults and ValidateDaemonSet.
+// Warning. Decoded daemonsets then get SetDefaults and ValidateDaemonSet;
+// ConfigMaps SetConfigMapDefaults and ValidateConfigMap; Secrets
+// SetSecretDefaults and ValidateSecret, then MergeStringData, so a returned
+// Secret has its stringData merged into data and StringData empty.
 //
 // The error, when not nil, is a *ValidationError listing every problem of
 // every document with its file and line (a YAML syntax error is one such
@@ -232,7 +243,7 @@ func (d *manifestDecoder) errorAt(line int, field, format string, args ...any) {
 	d.errs = append(d.errs, FieldError{File: d.file, Line: line, Field: field, Message: fmt.Sprintf(format, args...)})
 }
 
-// document decodes one YAML document: a DaemonSet or a List.
+// document decodes one YAML document: an object or a List.
 func (d *manifestDecoder) document(i int, n *yaml.Node) {
 	if n == nil {
 		return
@@ -273,28 +284,39 @@ func (d *manifestDecoder) object(src Source, n *yaml.Node) {
 	switch kind {
 	case KindDaemonSet:
 		d.daemonSet(src, n)
+	case KindConfigMap:
+		d.configMap(src, n)
+	case KindSecret:
+		d.secret(src, n)
 	case "":
 		d.errorAt(n.Line, "kind", "required")
 	default:
 		line := mappingValue(n, "kind").Line
-		d.errorAt(line, "kind", "unsupported kind %q: edgeset manifests hold DaemonSets (or a List of them)", kind)
+		d.errorAt(line, "kind", "unsupported kind %q: edgeset manifests hold DaemonSets, ConfigMaps and Secrets (or a List of them)", kind)
 	}
 }
 
-// daemonSet walks, decodes, defaults and validates one DaemonSet.
-func (d *manifestDecoder) daemonSet(src Source, n *yaml.Node) {
+// checkAPIVersion requires one of want as the object's apiVersion.
+func (d *manifestDecoder) checkAPIVersion(n *yaml.Node, kind string, want ...string) bool {
 	apiVersion, _ := scalarValue(n, "apiVersion")
-	if apiVersion != APIVersionApps && apiVersion != APIVersionEdgeset {
-		line := n.Line
-		if v := mappingValue(n, "apiVersion"); v != nil {
-			line = v.Line
-		}
-		d.errorAt(line, "apiVersion", "unsupported apiVersion %q for kind DaemonSet: want %s or %s", apiVersion, APIVersionApps, APIVersionEdgeset)
-		return
+	if slices.Contains(want, apiVersion) {
+		return true
 	}
-	w := newWalker(true, daemonSetIgnored)
+	line := n.Line
+	if v := mappingValue(n, "apiVersion"); v != nil {
+		line = v.Line
+	}
+	d.errorAt(line, "apiVersion", "unsupported apiVersion %q for kind %s: want %s", apiVersion, kind, strings.Join(want, " or "))
+	return false
+}
+
+// walkInto walks n against the type of into, records the walker's warnings
+// and errors, and decodes the walked value into into. It returns the
+// walker's line index, or nil when there was a problem.
+func (d *manifestDecoder) walkInto(n *yaml.Node, table []ignoredField, into any) map[string]position {
+	w := newWalker(true, table)
 	w.index[""] = position{line: n.Line}
-	value, _ := w.walk(n, reflect.TypeOf(DaemonSet{}), fieldPath{})
+	value, _ := w.walk(n, reflect.TypeOf(into).Elem(), fieldPath{})
 	for _, warn := range w.warns {
 		warn.File = d.file
 		d.warns = append(d.warns, warn)
@@ -304,23 +326,86 @@ func (d *manifestDecoder) daemonSet(src Source, n *yaml.Node) {
 		d.errorAt(fe.Line, fe.Field, "%s", fe.Message)
 	}
 	if len(d.errs) > nerr {
+		return nil
+	}
+	if err := decodeJSON(value, into); err != nil {
+		d.errorAt(n.Line, "", "%v", err)
+		return nil
+	}
+	return w.index
+}
+
+// validated records the problems of a validation error at the lines the
+// index gives them, and reports whether there were none.
+func (d *manifestDecoder) validated(index map[string]position, err error) bool {
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		return true
+	}
+	for _, fe := range ve.Errors {
+		field, line := locate(index, fe.Field)
+		d.errorAt(line, field, "%s", fe.Message)
+	}
+	return false
+}
+
+// daemonSet walks, decodes, defaults and validates one DaemonSet.
+func (d *manifestDecoder) daemonSet(src Source, n *yaml.Node) {
+	if !d.checkAPIVersion(n, KindDaemonSet, APIVersionApps, APIVersionEdgeset) {
 		return
 	}
 	ds := new(DaemonSet)
-	if err := decodeJSON(value, ds); err != nil {
-		d.errorAt(n.Line, "", "%v", err)
+	index := d.walkInto(n, daemonSetIgnored, ds)
+	if index == nil {
 		return
 	}
 	SetDefaults(ds)
-	var ve *ValidationError
-	if err := ValidateDaemonSet(ds); errors.As(err, &ve) {
-		for _, fe := range ve.Errors {
-			field, line := locate(w.index, fe.Field)
-			d.errorAt(line, field, "%s", fe.Message)
-		}
+	if d.validated(index, ValidateDaemonSet(ds)) {
+		d.objects = append(d.objects, Object{Source: src, DaemonSet: ds})
+	}
+}
+
+// configMap walks, decodes, defaults and validates one v1 ConfigMap.
+func (d *manifestDecoder) configMap(src Source, n *yaml.Node) {
+	if !d.checkAPIVersion(n, KindConfigMap, APIVersionCore) {
 		return
 	}
-	d.objects = append(d.objects, Object{Source: src, DaemonSet: ds})
+	cm := new(ConfigMap)
+	index := d.walkInto(n, configIgnored, cm)
+	if index == nil {
+		return
+	}
+	SetConfigMapDefaults(cm)
+	if d.validated(index, ValidateConfigMap(cm)) {
+		d.objects = append(d.objects, Object{Source: src, ConfigMap: cm})
+	}
+}
+
+// secret walks, decodes, defaults and validates one v1 Secret, then merges
+// its stringData into data as the Kubernetes API server does.
+func (d *manifestDecoder) secret(src Source, n *yaml.Node) {
+	if !d.checkAPIVersion(n, KindSecret, APIVersionCore) {
+		return
+	}
+	s := new(Secret)
+	index := d.walkInto(n, configIgnored, s)
+	if index == nil {
+		return
+	}
+	SetSecretDefaults(s)
+	if !d.validated(index, ValidateSecret(s)) {
+		return
+	}
+	MergeStringData(s)
+	if s.Type == SecretTypeServiceAccountToken {
+		line := n.Line
+		if v := mappingValue(n, "type"); v != nil {
+			line = v.Line
+		}
+		d.warns = append(d.warns, Warning{File: d.file, Line: line, Field: "type", Class: WarningKubernetesOnly,
+			Message: prefixPartial + "no token controller fills a service-account-token Secret on edgeset; it holds only the data written here"})
+	}
+	d.objects = append(d.objects, Object{Source: src, Secret: s})
 }
 
 // sortByLine orders problems of one file by line, keeping the order of

@@ -50,11 +50,6 @@ func TestDecodeValidFixtures(t *testing.T) {
 				"29: spec.template.spec.serviceAccountName",
 				"30: spec.template.spec.automountServiceAccountToken",
 				"35: spec.template.spec.priorityClassName",
-				"36: spec.template.spec.securityContext",
-				"76: spec.template.spec.containers[0].securityContext.allowPrivilegeEscalation",
-				"77: spec.template.spec.containers[0].securityContext.readOnlyRootFilesystem",
-				"78: spec.template.spec.containers[0].securityContext.capabilities",
-				"92: spec.template.spec.containers[0].volumeMounts[2].mountPropagation",
 			},
 		},
 		{file: "multi.yaml", keys: []string{"plant/modbus-gateway", "default/security-agent"}},
@@ -69,10 +64,6 @@ func TestDecodeValidFixtures(t *testing.T) {
 				"11: metadata.creationTimestamp",
 				"18: spec.template.metadata.creationTimestamp",
 				"22: spec.template.spec.dnsPolicy",
-				"28: spec.template.spec.containers[0].env[0].valueFrom",
-				"33: spec.template.spec.containers[0].terminationMessagePath",
-				"35: spec.template.spec.containers[0].volumeMounts[0]",
-				"41: spec.template.spec.volumes[0]",
 				"47: status",
 			},
 		},
@@ -95,7 +86,8 @@ func TestDecodeValidFixtures(t *testing.T) {
 			assert.Equal(t, tc.warnings, warningLines(warns))
 			for _, w := range warns {
 				assert.Equal(t, manifests+tc.file, w.File)
-				assert.True(t, strings.HasPrefix(w.Message, "ignored: "), w.Message)
+				assert.True(t, strings.HasPrefix(w.Message, prefixIgnored) || strings.HasPrefix(w.Message, prefixPartial), w.Message)
+				assert.Equal(t, WarningKubernetesOnly, w.Class, "%s: these fixtures lose nothing a device could give", w.Field)
 			}
 		})
 	}
@@ -122,22 +114,48 @@ func TestDecodeFluentdContent(t *testing.T) {
 	assert.Equal(t, FromInt(1), *ds.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable)
 }
 
-func TestDecodeDropsUnprovidedVolumesAndEnv(t *testing.T) {
-	objs, warns, err := DecodeFile(manifests + "kubernetes-export.yaml")
+// TestDecodeKeepsConfigVolumesAndEnv: an exported daemonset's configMap
+// volume and fieldRef variable, dropped before edgeset gave them a meaning,
+// now decode.
+func TestDecodeKeepsConfigVolumesAndEnv(t *testing.T) {
+	objs, _, err := DecodeFile(manifests + "kubernetes-export.yaml")
+	require.NoError(t, err)
+	pod := objs[0].DaemonSet.Spec.Template.Spec
+	c := pod.Containers[0]
+	assert.Equal(t, []EnvVar{
+		{Name: "NODE_NAME", ValueFrom: &EnvVarSource{FieldRef: &ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
+		{Name: "LOG_LEVEL", Value: "info"},
+	}, c.Env)
+	assert.Equal(t, DefaultTerminationMessagePath, c.TerminationMessagePath)
+	assert.Equal(t, []VolumeMount{{Name: "config", MountPath: "/fluent-bit/etc"}, {Name: "varlog", MountPath: "/var/log", ReadOnly: true}}, c.VolumeMounts)
+	assert.Equal(t, []Volume{
+		{Name: "config", ConfigMap: &ConfigMapVolumeSource{Name: "log-shipper-config"}},
+		{Name: "varlog", HostPath: &HostPathVolumeSource{Path: "/var/log"}},
+	}, pod.Volumes)
+}
+
+func TestDecodeDropsUnprovidedVolumes(t *testing.T) {
+	in := minimalDS("apps/v1", "") + `      volumes:
+      - name: data
+        persistentVolumeClaim: {claimName: data}
+      - name: logs
+        hostPath: {path: /var/log}
+`
+	in = strings.Replace(in, `{name: c, image: "img:1"}`, `{name: c, image: "img:1", volumeMounts: [{name: data, mountPath: /data}, {name: logs, mountPath: /logs}]}`, 1)
+	objs, warns, err := Decode("x.yaml", []byte(in))
 	require.NoError(t, err)
 	var lines []string
 	for _, w := range warns {
+		assert.Equal(t, WarningChangesDaemon, w.Class)
 		lines = append(lines, w.String())
 	}
-	f := manifests + "kubernetes-export.yaml:"
-	assert.Subset(t, lines, []string{
-		f + `35: spec.template.spec.containers[0].volumeMounts[0]: ignored: mounts volume "config", which is not provided on edge devices`,
-		f + `41: spec.template.spec.volumes[0]: ignored: volume "config" (configMap) is not provided on edge devices, only hostPath volumes are; the volume and its mounts are dropped`,
-	})
-	c := objs[0].DaemonSet.Spec.Template.Spec.Containers[0]
-	assert.Equal(t, []EnvVar{{Name: "LOG_LEVEL", Value: "info"}}, c.Env, "valueFrom drops the variable")
-	assert.Equal(t, []VolumeMount{{Name: "varlog", MountPath: "/var/log", ReadOnly: true}}, c.VolumeMounts)
-	assert.Equal(t, []Volume{{Name: "varlog", HostPath: &HostPathVolumeSource{Path: "/var/log"}}}, objs[0].DaemonSet.Spec.Template.Spec.Volumes)
+	assert.Equal(t, []string{
+		`x.yaml:12: spec.template.spec.containers[0].volumeMounts[0]: ignored: nothing is mounted at /data: volume "data" (persistentVolumeClaim) is not provided on edge devices`,
+		`x.yaml:14: spec.template.spec.volumes[0]: ignored: volume "data" (persistentVolumeClaim) is not provided: persistent volume claims need Kubernetes storage provisioning; the volume and its mounts are dropped`,
+	}, lines)
+	pod := objs[0].DaemonSet.Spec.Template.Spec
+	assert.Equal(t, []VolumeMount{{Name: "logs", MountPath: "/logs"}}, pod.Containers[0].VolumeMounts)
+	assert.Equal(t, []Volume{{Name: "logs", HostPath: &HostPathVolumeSource{Path: "/var/log"}}}, pod.Volumes)
 }
 
 func TestDecodeMultiDocument(t *testing.T) {
@@ -175,7 +193,7 @@ func TestDecodeInvalidFieldsFixture(t *testing.T) {
 		f + ":22: spec.template.spec.containers[0].env[0].value: must be a string, not an integer",
 		f + ":25: spec.template.spec.volumes[0].hostpath: unknown field",
 		f + `:28: apiVersion: unsupported apiVersion "apps/v1beta2" for kind DaemonSet: want apps/v1 or edgeset.io/v1`,
-		f + `:34: kind: unsupported kind "Deployment": edgeset manifests hold DaemonSets (or a List of them)`,
+		f + `:34: kind: unsupported kind "Deployment": edgeset manifests hold DaemonSets, ConfigMaps and Secrets (or a List of them)`,
 	}, problems(t, err))
 }
 
@@ -235,6 +253,11 @@ func TestDecodeErrors(t *testing.T) {
 			name: "duplicate field",
 			in:   "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: a\n  name: b\n",
 			want: []string{"x.yaml:5: metadata.name: duplicate field"},
+		},
+		{
+			name: "activeDeadlineSeconds, which Kubernetes rejects in a DaemonSet",
+			in:   minimalDS("apps/v1", "") + "      activeDeadlineSeconds: 60\n",
+			want: []string{"x.yaml:13: spec.template.spec.activeDeadlineSeconds: not allowed in a DaemonSet, as in Kubernetes: a daemon runs until it is replaced"},
 		},
 		{
 			name: "kind missing",
@@ -390,6 +413,10 @@ func TestIgnoredTableMatchesOnlyUnknownFields(t *testing.T) {
 				return
 			}
 			require.True(t, typeHasPath(parentPath(f.path)), "the parent of %s must be in the schema", f.path)
+			if f.keep {
+				require.True(t, typeHasPath(f.path), "%s is kept, so it must be a field of the schema", f.path)
+				return
+			}
 			require.False(t, typeHasPath(f.path), "%s is a field of the schema; it must not be ignored", f.path)
 		})
 	}
@@ -423,13 +450,12 @@ func typeHasPath(path string) bool {
 }
 
 func TestDecodeVolumeSources(t *testing.T) {
-	t.Run("a volume without a source is an emptyDir and is dropped", func(t *testing.T) {
+	t.Run("a volume without a source is an emptyDir", func(t *testing.T) {
 		in := minimalDS("apps/v1", "") + "      volumes:\n      - name: scratch\n"
 		objs, warns, err := Decode("x.yaml", []byte(in))
 		require.NoError(t, err)
-		assert.Empty(t, objs[0].DaemonSet.Spec.Template.Spec.Volumes)
-		require.Len(t, warns, 1)
-		assert.Equal(t, `x.yaml:14: spec.template.spec.volumes[0]: ignored: volume "scratch" (emptyDir) is not provided on edge devices, only hostPath volumes are; the volume and its mounts are dropped`, warns[0].String())
+		assert.Empty(t, warns)
+		assert.Equal(t, []Volume{{Name: "scratch", EmptyDir: &EmptyDirVolumeSource{}}}, objs[0].DaemonSet.Spec.Template.Spec.Volumes)
 	})
 	t.Run("a misspelt source is an error, not a dropped volume", func(t *testing.T) {
 		in := minimalDS("apps/v1", "") + "      volumes:\n      - name: data\n        hostPth: {path: /data}\n"
@@ -437,12 +463,10 @@ func TestDecodeVolumeSources(t *testing.T) {
 		assert.Empty(t, warns)
 		assert.Equal(t, []string{"x.yaml:15: spec.template.spec.volumes[0].hostPth: unknown field"}, problems(t, err))
 	})
-	t.Run("a second source next to hostPath is dropped with a warning", func(t *testing.T) {
-		in := minimalDS("apps/v1", "") + "      volumes:\n      - name: data\n        hostPath: {path: /data}\n        emptyDir: {}\n"
-		objs, warns, err := Decode("x.yaml", []byte(in))
-		require.NoError(t, err)
-		assert.Equal(t, []Volume{{Name: "data", HostPath: &HostPathVolumeSource{Path: "/data"}}}, objs[0].DaemonSet.Spec.Template.Spec.Volumes)
-		assert.Equal(t, []string{"16: spec.template.spec.volumes[0].emptyDir"}, warningLines(warns))
+	t.Run("two sources are an error, as in Kubernetes", func(t *testing.T) {
+		in := minimalDS("apps/v1", "") + "      volumes:\n      - name: data\n        hostPath: {path: /data}\n        nfs: {server: x, path: /}\n"
+		_, _, err := Decode("x.yaml", []byte(in))
+		assert.Equal(t, []string{"x.yaml:14: spec.template.spec.volumes[0]: must have exactly one volume source, has 2 (hostPath, nfs)"}, problems(t, err))
 	})
 }
 

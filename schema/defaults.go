@@ -17,11 +17,17 @@ const (
 // SetDefaults fills every unset field that has a default, in one place, with
 // the value Kubernetes would give it: namespace "default"; updateStrategy
 // RollingUpdate with maxUnavailable 1 and maxSurge 0; revisionHistoryLimit
-// 10; restartPolicy Always; terminationGracePeriodSeconds 30; per container
-// imagePullPolicy Always for an image tagged :latest or not tagged at all
-// and IfNotPresent otherwise, port protocol TCP, and probe timeoutSeconds 1,
-// periodSeconds 10, successThreshold 1, failureThreshold 3. Fields already
-// set are left alone, so SetDefaults is idempotent.
+// 10; restartPolicy Always; terminationGracePeriodSeconds 30; a volume
+// with no source an emptyDir; per init and main container imagePullPolicy
+// Always for an image tagged :latest or not tagged at all and IfNotPresent
+// otherwise, port protocol TCP, and (liveness, readiness and startup) probe
+// timeoutSeconds 1, periodSeconds 10, successThreshold 1, failureThreshold
+// 3. Fields already set are left alone, so SetDefaults is idempotent.
+//
+// Kubernetes' other container defaults (terminationMessagePath
+// /dev/termination-log, terminationMessagePolicy File, fieldRef apiVersion
+// v1) are left unset so that templates written before edgeset knew these
+// fields keep their revision hash; an unset value means the default.
 func SetDefaults(ds *DaemonSet) {
 	if ds.Metadata.Namespace == "" {
 		ds.Metadata.Namespace = DefaultNamespace
@@ -58,8 +64,16 @@ func setPodSpecDefaults(p *PodSpec) {
 	if p.TerminationGracePeriodSeconds == nil {
 		p.TerminationGracePeriodSeconds = ptr(int64(DefaultTerminationGracePeriodSeconds))
 	}
+	for i := range p.InitContainers {
+		setContainerDefaults(&p.InitContainers[i])
+	}
 	for i := range p.Containers {
 		setContainerDefaults(&p.Containers[i])
+	}
+	for i := range p.Volumes {
+		if len(volumeSourceNames(&p.Volumes[i])) == 0 {
+			p.Volumes[i].EmptyDir = &EmptyDirVolumeSource{}
+		}
 	}
 }
 
@@ -77,6 +91,7 @@ func setContainerDefaults(c *Container) {
 	}
 	setProbeDefaults(c.LivenessProbe)
 	setProbeDefaults(c.ReadinessProbe)
+	setProbeDefaults(c.StartupProbe)
 }
 
 func setProbeDefaults(p *Probe) {

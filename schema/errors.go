@@ -57,15 +57,47 @@ func (e *ValidationError) Error() string {
 	return strings.Join(lines, "\n")
 }
 
-// Warning is a field that was accepted but has no effect in edgeset, such as
-// a Kubernetes field with no meaning on an edge device. The field is dropped
-// before decoding; it is never reinterpreted.
+// WarningClass says what accepting a manifest despite a Warning costs.
+type WarningClass int
+
+const (
+	// WarningChangesDaemon: the field is dropped (or not honoured) and the
+	// daemon gets something else than its authors wrote: a volume or mount
+	// is missing, a security setting is not applied, a resolver option is
+	// lost. `edgesetctl validate --strict` makes these errors. It is the
+	// zero value, so a Warning nobody classified is treated as serious.
+	WarningChangesDaemon WarningClass = iota
+	// WarningKubernetesOnly: the field needs the Kubernetes API, its server
+	// or its scheduler by nature (service accounts, priority classes,
+	// scheduling, cluster DNS, server-set metadata, status); nothing a
+	// device could do would honour it, and dropping it changes nothing the
+	// daemon can observe besides that missing API.
+	WarningKubernetesOnly
+)
+
+// String names the class: "changes-daemon" or "kubernetes-only".
+func (c WarningClass) String() string {
+	if c == WarningKubernetesOnly {
+		return "kubernetes-only"
+	}
+	return "changes-daemon"
+}
+
+// Warning is a field that was accepted but is not (or only partly)
+// honoured by edgeset, such as a Kubernetes field with no meaning on an edge
+// device. A dropped field is removed before decoding; it is never
+// reinterpreted. Message says exactly what the daemon loses.
 type Warning struct {
 	Field   string
 	Message string
 	File    string
 	Line    int
+	Class   WarningClass
 }
+
+// ChangesDaemon reports whether the warning is of class
+// WarningChangesDaemon.
+func (w Warning) ChangesDaemon() bool { return w.Class == WarningChangesDaemon }
 
 // String formats the warning as "file:line: field: message".
 func (w Warning) String() string {

@@ -43,12 +43,14 @@ func fuzzWire[T any](f *testing.F, decode func([]byte) (T, error)) {
 	})
 }
 
-func FuzzDecodeNodeStatus(f *testing.F)    { fuzzWire(f, DecodeNodeStatus) }
-func FuzzDecodePresence(f *testing.F)      { fuzzWire(f, DecodePresence) }
-func FuzzDecodeDesiredState(f *testing.F)  { fuzzWire(f, DecodeDesiredState) }
-func FuzzDecodeObservedState(f *testing.F) { fuzzWire(f, DecodeObservedState) }
-func FuzzDecodeNodeEvent(f *testing.F)     { fuzzWire(f, DecodeNodeEvent) }
-func FuzzDecodeRevision(f *testing.F)      { fuzzWire(f, DecodeRevision) }
+func FuzzDecodeNodeStatus(f *testing.F)       { fuzzWire(f, DecodeNodeStatus) }
+func FuzzDecodePresence(f *testing.F)         { fuzzWire(f, DecodePresence) }
+func FuzzDecodeDesiredState(f *testing.F)     { fuzzWire(f, DecodeDesiredState) }
+func FuzzDecodeObservedState(f *testing.F)    { fuzzWire(f, DecodeObservedState) }
+func FuzzDecodeNodeEvent(f *testing.F)        { fuzzWire(f, DecodeNodeEvent) }
+func FuzzDecodeRevision(f *testing.F)         { fuzzWire(f, DecodeRevision) }
+func FuzzDecodeConfigMapMessage(f *testing.F) { fuzzWire(f, DecodeConfigMapMessage) }
+func FuzzDecodeSecretMessage(f *testing.F)    { fuzzWire(f, DecodeSecretMessage) }
 
 // addFiles seeds f with every file matching pattern.
 func addFiles(f *testing.F, pattern string) {
@@ -66,14 +68,20 @@ func addFiles(f *testing.F, pattern string) {
 }
 
 // FuzzDecode checks that manifest decoding never panics, that every object
-// it returns is valid, and that decoding is deterministic.
+// it returns is valid (a Secret with its stringData merged), and that
+// decoding is deterministic.
 func FuzzDecode(f *testing.F) {
 	addFiles(f, "testdata/manifests/*")
+	addFiles(f, "testdata/upstream/*")
+	addFiles(f, "testdata/config/*")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		objs, warns, err := Decode("fuzz.yaml", b)
 		for _, o := range objs {
-			if verr := ValidateDaemonSet(o.DaemonSet); verr != nil {
-				t.Fatalf("Decode returned an invalid object: %v", verr)
+			if verr := validateObject(o); verr != nil {
+				t.Fatalf("Decode returned an invalid %s: %v", o.Kind(), verr)
+			}
+			if o.Secret != nil && o.Secret.StringData != nil {
+				t.Fatalf("Decode returned a Secret with stringData")
 			}
 		}
 		objs2, warns2, err2 := Decode("fuzz.yaml", b)
@@ -81,6 +89,17 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("decoding is not deterministic")
 		}
 	})
+}
+
+// validateObject validates a decoded object of any kind.
+func validateObject(o Object) error {
+	switch {
+	case o.ConfigMap != nil:
+		return ValidateConfigMap(o.ConfigMap)
+	case o.Secret != nil:
+		return ValidateSecret(o.Secret)
+	}
+	return ValidateDaemonSet(o.DaemonSet)
 }
 
 // FuzzDecodeNodes checks that node-file decoding never panics and that the

@@ -37,6 +37,10 @@ type LogRequest struct {
 	// MaxBytes bounds the log bytes sent; 0 means DefaultLogBytes.
 	MaxBytes int  `json:"maxBytes,omitempty"`
 	Cancel   bool `json:"cancel,omitempty"`
+	// Previous asks for the log of the container's last terminated run
+	// (kubectl logs --previous); Follow is then ignored. The node answers
+	// with an error when the container has no terminated run.
+	Previous bool `json:"previous,omitempty"`
 }
 
 // LogChunk is one piece of a log stream, published by the agent on its

@@ -12,6 +12,7 @@ func TestLogMessagesRoundTrip(t *testing.T) {
 		decode func([]byte) (any, error)
 	}{
 		{"request", LogRequest{SchemaVersion: WireVersion, Node: "pi-01", ID: "a1b2", DaemonSet: "edge/agent", Container: "main", Tail: 50, Follow: true, MaxBytes: 4096}, decoderFor(DecodeLogRequest)},
+		{"request-previous", LogRequest{SchemaVersion: WireVersion, Node: "pi-01", ID: "p1", DaemonSet: "edge/agent", Tail: 20, Previous: true}, decoderFor(DecodeLogRequest)},
 		{"request-minimal", LogRequest{SchemaVersion: WireVersion, Node: "pi-01", ID: "x", DaemonSet: "edge/agent"}, decoderFor(DecodeLogRequest)},
 		{"cancel", LogRequest{SchemaVersion: WireVersion, Node: "pi-01", ID: "a1b2", Cancel: true}, decoderFor(DecodeLogRequest)},
 		{"chunk", LogChunk{SchemaVersion: WireVersion, Node: "pi-01", ID: "a1b2", Seq: 3, Data: "hello\nwörld\n"}, decoderFor(DecodeLogChunk)},
@@ -83,6 +84,7 @@ func TestParseNodeTopicLogs(t *testing.T) {
 func FuzzDecodeLogRequest(f *testing.F) {
 	f.Add([]byte(`{"schemaVersion":1,"node":"a","id":"r","daemonSet":"d/x","container":"c","tail":5,"follow":true,"maxBytes":10}`))
 	f.Add([]byte(`{"schemaVersion":1,"node":"a","id":"r","cancel":true}`))
+	f.Add([]byte(`{"schemaVersion":1,"node":"a","id":"r","daemonSet":"d/x","previous":true}`))
 	fuzzWire(f, DecodeLogRequest)
 }
 

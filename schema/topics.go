@@ -33,6 +33,22 @@ func NodeWildcard(kind string) string {
 // it.
 const FenceTopic = TopicPrefix + "controller/fence"
 
+// ConfigMapTopic returns the retained topic of the ConfigMap version with
+// hash; every node may read it.
+func ConfigMapTopic(hash string) string {
+	return TopicPrefix + "configmaps/" + hash
+}
+
+// TopicSecretsPrefix is the kind prefix of a node's secret topics:
+// edgeset/v1/nodes/{node}/secrets/{hash}.
+const TopicSecretsPrefix = "secrets/"
+
+// NodeSecretTopic returns the retained topic of the Secret version with
+// hash for node; only that node may read it.
+func NodeSecretTopic(node, hash string) string {
+	return NodeTopic(node, TopicSecretsPrefix+hash)
+}
+
 // RevisionTopic returns the retained topic of the revision with hash.
 func RevisionTopic(hash string) string {
 	return TopicPrefix + "revisions/" + hash

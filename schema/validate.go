@@ -2,7 +2,6 @@ package schema
 
 import (
 	"fmt"
-	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -70,7 +69,7 @@ func ValidateDaemonSet(ds *DaemonSet) error {
 	validateTypeMeta(&errs, ds)
 	validateMetadata(&errs, &ds.Metadata)
 	validateSelector(&errs, &ds.Spec)
-	validatePodTemplate(&errs, "spec.template", &ds.Spec.Template)
+	validatePodTemplate(&errs, "spec.template", &ds.Spec.Template, ds.APIVersion == APIVersionEdgeset)
 	validateUpdateStrategy(&errs, &ds.Spec.UpdateStrategy)
 	if ds.Spec.MinReadySeconds < 0 {
 		errs.add("spec.minReadySeconds", "must be >= 0, not %d", ds.Spec.MinReadySeconds)
@@ -206,13 +205,16 @@ func (s *LabelSelector) Matches(labels map[string]string) bool {
 	return true
 }
 
-func validatePodTemplate(errs *fieldErrors, field string, t *PodTemplateSpec) {
+// validatePodTemplate checks a pod template; nodeLabels allows edgeset's
+// node.labels['k'] downward API extension (edgeset.io/v1 daemonsets, and
+// revisions, whose daemonset was validated when applied).
+func validatePodTemplate(errs *fieldErrors, field string, t *PodTemplateSpec, nodeLabels bool) {
 	validateLabels(errs, field+".metadata.labels", t.Metadata.Labels)
 	validateAnnotations(errs, field+".metadata.annotations", t.Metadata.Annotations)
-	validatePodSpec(errs, field+".spec", &t.Spec)
+	validatePodSpec(errs, field+".spec", &t.Spec, nodeLabels)
 }
 
-func validatePodSpec(errs *fieldErrors, field string, p *PodSpec) {
+func validatePodSpec(errs *fieldErrors, field string, p *PodSpec, nodeLabels bool) {
 	validateLabels(errs, field+".nodeSelector", p.NodeSelector)
 	if p.Affinity != nil && p.Affinity.NodeAffinity != nil && p.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
 		validateNodeSelector(errs, field+".affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution", p.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
@@ -220,14 +222,14 @@ func validatePodSpec(errs *fieldErrors, field string, p *PodSpec) {
 	for i, t := range p.Tolerations {
 		validateToleration(errs, fmt.Sprintf("%s.tolerations[%d]", field, i), t)
 	}
-	volumes := validateVolumes(errs, field+".volumes", p.Volumes)
-	validateContainers(errs, field+".containers", p.Containers, volumes)
 	if g := p.TerminationGracePeriodSeconds; g != nil && *g < 0 {
 		errs.add(field+".terminationGracePeriodSeconds", "must be >= 0, not %d", *g)
 	}
 	if p.RestartPolicy != "" && p.RestartPolicy != RestartPolicyAlways {
 		errs.add(field+".restartPolicy", "unsupported value %q: a daemon always restarts, so only Always is allowed", p.RestartPolicy)
 	}
+	pc := newPodCheck(errs, field, p, nodeLabels)
+	pc.validate()
 }
 
 func validateNodeSelector(errs *fieldErrors, field string, ns *NodeSelector) {
@@ -314,97 +316,6 @@ func validateToleration(errs *fieldErrors, field string, t Toleration) {
 	}
 }
 
-// validateVolumes checks the volumes and returns their names.
-func validateVolumes(errs *fieldErrors, field string, vols []Volume) map[string]bool {
-	names := map[string]bool{}
-	for i, v := range vols {
-		vf := fmt.Sprintf("%s[%d]", field, i)
-		switch {
-		case v.Name == "":
-			errs.add(vf+".name", "required")
-		case !IsDNS1123Label(v.Name):
-			errs.add(vf+".name", "invalid volume name %q: must be a DNS-1123 label", v.Name)
-		case names[v.Name]:
-			errs.add(vf+".name", "duplicate volume name %q", v.Name)
-		}
-		names[v.Name] = true
-		switch {
-		case v.HostPath == nil:
-			errs.add(vf+".hostPath", "required: hostPath is the only volume type provided on edge devices")
-		case v.HostPath.Path == "":
-			errs.add(vf+".hostPath.path", "required")
-		case !path.IsAbs(v.HostPath.Path):
-			errs.add(vf+".hostPath.path", "must be an absolute path, not %q", v.HostPath.Path)
-		}
-		if v.HostPath != nil {
-			validateHostPathType(errs, vf+".hostPath.type", v.HostPath.Type)
-		}
-	}
-	return names
-}
-
-// hostPathTypes are the Kubernetes hostPath types.
-var hostPathTypes = []string{"", "DirectoryOrCreate", "Directory", "FileOrCreate", "File", "Socket", "CharDevice", "BlockDevice"}
-
-func validateHostPathType(errs *fieldErrors, field, typ string) {
-	if !slices.Contains(hostPathTypes, typ) {
-		errs.add(field, "unsupported type %q: want one of %s", typ, strings.Join(hostPathTypes[1:], ", "))
-	}
-}
-
-func validateContainers(errs *fieldErrors, field string, cs []Container, volumes map[string]bool) {
-	if len(cs) == 0 {
-		errs.add(field, "required: at least one container")
-	}
-	names := map[string]bool{}
-	for i := range cs {
-		cf := fmt.Sprintf("%s[%d]", field, i)
-		c := &cs[i]
-		switch {
-		case c.Name == "":
-			errs.add(cf+".name", "required")
-		case !IsDNS1123Label(c.Name):
-			errs.add(cf+".name", "invalid container name %q: must be a DNS-1123 label (lowercase alphanumerics and '-', at most 63 characters)", c.Name)
-		case names[c.Name]:
-			errs.add(cf+".name", "duplicate container name %q", c.Name)
-		}
-		names[c.Name] = true
-		validateContainer(errs, cf, c, volumes)
-	}
-}
-
-func validateContainer(errs *fieldErrors, field string, c *Container, volumes map[string]bool) {
-	switch {
-	case c.Image == "":
-		errs.add(field+".image", "required")
-	case strings.TrimSpace(c.Image) != c.Image || strings.ContainsAny(c.Image, " \t\n"):
-		errs.add(field+".image", "invalid image %q: must not contain whitespace", c.Image)
-	}
-	switch c.ImagePullPolicy {
-	case "", PullAlways, PullIfNotPresent, PullNever:
-	default:
-		errs.add(field+".imagePullPolicy", "unsupported value %q: want Always, IfNotPresent or Never", c.ImagePullPolicy)
-	}
-	for i, e := range c.Env {
-		if e.Name == "" || strings.Contains(e.Name, "=") {
-			errs.add(fmt.Sprintf("%s.env[%d].name", field, i), "invalid variable name %q: must be non-empty and contain no '='", e.Name)
-		}
-	}
-	validatePorts(errs, field+".ports", c.Ports)
-	validateResources(errs, field+".resources", c.Resources)
-	for i, m := range c.VolumeMounts {
-		mf := fmt.Sprintf("%s.volumeMounts[%d]", field, i)
-		if !volumes[m.Name] {
-			errs.add(mf+".name", "volume %q is not declared in spec.template.spec.volumes", m.Name)
-		}
-		if !path.IsAbs(m.MountPath) {
-			errs.add(mf+".mountPath", "must be an absolute path, not %q", m.MountPath)
-		}
-	}
-	validateProbe(errs, field+".livenessProbe", c.LivenessProbe)
-	validateProbe(errs, field+".readinessProbe", c.ReadinessProbe)
-}
-
 func validatePorts(errs *fieldErrors, field string, ports []ContainerPort) {
 	names := map[string]bool{}
 	for i, p := range ports {
@@ -467,9 +378,14 @@ func validateResources(errs *fieldErrors, field string, r ResourceRequirements) 
 	}
 }
 
-func validateProbe(errs *fieldErrors, field string, p *Probe) {
+// validateProbe checks a probe; a liveness or startup probe (mustSucceedOnce)
+// must have successThreshold 1, as in Kubernetes.
+func validateProbe(errs *fieldErrors, field string, p *Probe, mustSucceedOnce bool) {
 	if p == nil {
 		return
+	}
+	if mustSucceedOnce && p.SuccessThreshold > 1 {
+		errs.add(field+".successThreshold", "must be 1, not %d", p.SuccessThreshold)
 	}
 	handlers := 0
 	if p.Exec != nil {

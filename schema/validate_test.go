@@ -153,11 +153,12 @@ func TestValidateDaemonSetProblems(t *testing.T) {
 		{"volume problems", func(ds *DaemonSet) {
 			ds.Spec.Template.Spec.Volumes = append(ds.Spec.Template.Spec.Volumes,
 				Volume{Name: "data", HostPath: &HostPathVolumeSource{Path: "/x", Type: "Pipe"}},
-				Volume{Name: "empty"})
+				Volume{Name: "empty"},
+				Volume{Name: "two", HostPath: &HostPathVolumeSource{Path: "/y"}, EmptyDir: &EmptyDirVolumeSource{}})
 		}, []string{
 			`spec.template.spec.volumes[1].name: duplicate volume name "data"`,
 			`spec.template.spec.volumes[1].hostPath.type: unsupported type "Pipe": want one of DirectoryOrCreate, Directory, FileOrCreate, File, Socket, CharDevice, BlockDevice`,
-			"spec.template.spec.volumes[2].hostPath: required: hostPath is the only volume type provided on edge devices",
+			"spec.template.spec.volumes[3]: must have exactly one volume source, has 2 (hostPath, emptyDir)",
 		}},
 		{"strategy type", func(ds *DaemonSet) { ds.Spec.UpdateStrategy.Type = "Recreate" }, []string{
 			`spec.updateStrategy.type: unsupported type "Recreate": want RollingUpdate or OnDelete`,
@@ -299,4 +300,20 @@ func TestNameChecks(t *testing.T) {
 	assert.NotEmpty(t, LabelKeyProblem("Bad_Prefix/name"))
 	assert.NotEmpty(t, LabelKeyProblem("a/"))
 	assert.Empty(t, LabelValueProblem(""))
+}
+
+func TestSetDefaultsNewFields(t *testing.T) {
+	ds := &DaemonSet{Spec: DaemonSetSpec{Template: PodTemplateSpec{Spec: PodSpec{
+		InitContainers: []Container{{Image: "setup:1", Ports: []ContainerPort{{ContainerPort: 1}}}},
+		Containers:     []Container{{Image: "app:1", StartupProbe: &Probe{Exec: &ExecAction{Command: []string{"true"}}}}},
+		Volumes:        []Volume{{Name: "scratch"}, {Name: "logs", HostPath: &HostPathVolumeSource{Path: "/var/log"}}},
+	}}}}
+	SetDefaults(ds)
+	pod := ds.Spec.Template.Spec
+	assert.Equal(t, PullIfNotPresent, pod.InitContainers[0].ImagePullPolicy)
+	assert.Equal(t, ProtocolTCP, pod.InitContainers[0].Ports[0].Protocol)
+	assert.Equal(t, Probe{Exec: &ExecAction{Command: []string{"true"}}, TimeoutSeconds: 1, PeriodSeconds: 10, SuccessThreshold: 1, FailureThreshold: 3}, *pod.Containers[0].StartupProbe)
+	assert.Equal(t, &EmptyDirVolumeSource{}, pod.Volumes[0].EmptyDir, "a volume without a source is an emptyDir")
+	assert.Nil(t, pod.Volumes[1].EmptyDir)
+	assert.Empty(t, pod.Containers[0].TerminationMessagePath, "left unset so that old templates keep their hash")
 }

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"encoding/base64"
 	"fmt"
 	"math"
 	"reflect"
@@ -59,6 +60,7 @@ func (p fieldPath) key(k string) fieldPath {
 type walker struct {
 	strict  bool
 	ignored []ignoredField
+	kept    map[string]bool // keptNames(ignored)
 	errs    []FieldError
 	warns   []Warning
 	index   map[string]position
@@ -70,15 +72,15 @@ type walker struct {
 }
 
 func newWalker(strict bool, ignored []ignoredField) *walker {
-	return &walker{strict: strict, ignored: ignored, index: map[string]position{}, budget: maxWalkNodes}
+	return &walker{strict: strict, ignored: ignored, kept: keptNames(ignored), index: map[string]position{}, budget: maxWalkNodes}
 }
 
 func (w *walker) errorAt(p fieldPath, line int, format string, args ...any) {
 	w.errs = append(w.errs, FieldError{Field: p.src, Line: line, Message: fmt.Sprintf(format, args...)})
 }
 
-func (w *walker) warnAt(p fieldPath, line int, format string, args ...any) {
-	w.warns = append(w.warns, Warning{Field: p.src, Line: line, Message: fmt.Sprintf(format, args...)})
+func (w *walker) warnAt(p fieldPath, line int, class WarningClass, format string, args ...any) {
+	w.warns = append(w.warns, Warning{Field: p.src, Line: line, Class: class, Message: fmt.Sprintf(format, args...)})
 }
 
 var (
@@ -88,6 +90,7 @@ var (
 	podSpecType      = reflect.TypeOf(PodSpec{})
 	volumeType       = reflect.TypeOf(Volume{})
 	volumeMountType  = reflect.TypeOf(VolumeMount{})
+	bytesType        = reflect.TypeOf([]byte(nil))
 	errBudgetMessage = fmt.Sprintf("document too large: more than %d YAML nodes (counting alias expansions)", maxWalkNodes)
 )
 
@@ -116,6 +119,8 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, p fieldPath) (any, action) {
 		return w.scalar(n, p, "a quantity such as 100m or 1Gi", "!!str", "!!int", "!!float")
 	case timeType:
 		return w.timestamp(n, p)
+	case bytesType:
+		return w.base64(n, p)
 	}
 	switch t.Kind() {
 	case reflect.Struct:
@@ -186,6 +191,26 @@ func (w *walker) timestamp(n *yaml.Node, p fieldPath) (any, action) {
 		return nil, omit
 	}
 	return v, keep
+}
+
+// base64 accepts bytes written as a standard base64 string (line breaks
+// allowed, as encoding/json and so the Kubernetes API server accept them)
+// or a YAML !!binary scalar (any white space allowed, as YAML says), and
+// returns their canonical base64 text.
+func (w *walker) base64(n *yaml.Node, p fieldPath) (any, action) {
+	if n.Kind != yaml.ScalarNode || (n.Tag != "!!str" && n.Tag != "!!binary") {
+		return w.mismatch(n, p, "a base64 string")
+	}
+	text := n.Value
+	if n.Tag == "!!binary" {
+		text = strings.Join(strings.Fields(text), "")
+	}
+	b, err := base64.StdEncoding.DecodeString(text)
+	if err != nil {
+		w.errorAt(p, n.Line, "invalid base64 (standard encoding, as in Kubernetes): %v", err)
+		return nil, omit
+	}
+	return base64.StdEncoding.EncodeToString(b), keep
 }
 
 func (w *walker) boolean(n *yaml.Node, p fieldPath) (any, action) {
@@ -287,6 +312,9 @@ func (w *walker) walkStruct(n *yaml.Node, t reflect.Type, p fieldPath) (any, act
 		if w.dropsVolume(n, t, p) {
 			return nil, dropItem
 		}
+		if t == volumeType && !w.checkVolumeSources(n, p) {
+			return nil, omit
+		}
 	}
 	fields := jsonFields(t)
 	out := make(map[string]any, len(n.Content)/2)
@@ -307,30 +335,52 @@ func (w *walker) walkStruct(n *yaml.Node, t reflect.Type, p fieldPath) (any, act
 		w.index[fp.out] = position{k.Line, fp.src}
 		ft, known := fields[k.Value]
 		if !known {
-			if w.unknownField(fp, k) {
+			if w.unknownField(fp, k, v) {
 				result = dropItem
 			}
 			continue
 		}
-		if val, act := w.walk(v, ft, fp); act == keep {
+		switch val, act := w.walk(v, ft, fp); act {
+		case keep:
 			out[k.Value] = val
+			w.keptField(fp, k)
+		case dropItem:
+			result = dropItem // up to the nearest list item
 		}
 	}
 	return out, result
 }
 
 // unknownField handles a field that t does not have: a field in the ignored
-// table is dropped with a warning, anything else is an error in strict mode.
+// table is dropped with a warning (none when its value v is the table's
+// noop value), anything else is an error in strict mode.
 // It reports whether the enclosing list item must be dropped.
-func (w *walker) unknownField(p fieldPath, k *yaml.Node) bool {
-	if f, ok := matchIgnored(w.ignored, p.src); ok {
-		w.warnAt(p, k.Line, "ignored: %s", f.reason)
+func (w *walker) unknownField(p fieldPath, k, v *yaml.Node) bool {
+	if f, ok := matchIgnored(w.ignored, p.src); ok && f.forbidden {
+		w.errorAt(p, k.Line, "%s", f.reason)
+		return false
+	}
+	if f, ok := matchIgnored(w.ignored, p.src); ok && !f.keep {
+		if f.noop == "" || v.Kind != yaml.ScalarNode || v.Value != f.noop {
+			w.warnAt(p, k.Line, f.class, "%s", ignoredMessage(f))
+		}
 		return f.dropItem
 	}
 	if w.strict {
 		w.errorAt(p, k.Line, "unknown field")
 	}
 	return false
+}
+
+// keptField warns about a decoded field that the table marks as only
+// partly honoured.
+func (w *walker) keptField(p fieldPath, k *yaml.Node) {
+	if !w.kept[k.Value] {
+		return
+	}
+	if f, ok := keptWarning(w.ignored, p.src); ok {
+		w.warnAt(p, k.Line, f.class, "%s", ignoredMessage(f))
+	}
 }
 
 // jsonFieldCache maps a struct type to its JSON field names and types.

@@ -40,6 +40,39 @@ type DesiredState struct {
 	Node          string            `json:"node"`
 	Generation    uint64            `json:"generation"`
 	Instances     []DesiredInstance `json:"instances"`
+	// ConfigMaps and Secrets are the config objects the instances
+	// reference that exist, each by its content hash, sorted by namespace
+	// and name. A referenced object that is absent does not exist (the
+	// instance waits in CreateContainerConfigError unless the reference is
+	// optional). ConfigMaps travel on ConfigMapTopic(hash), Secrets on the
+	// node's own NodeSecretTopic(node, hash).
+	ConfigMaps []ObjectRef `json:"configMaps,omitempty"`
+	Secrets    []ObjectRef `json:"secrets,omitempty"`
+}
+
+// ObjectRef names one version of a namespaced config object.
+type ObjectRef struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Hash      string `json:"hash"`
+}
+
+// ConfigMapMessage is one ConfigMap version, published retained on
+// ConfigMapTopic(Hash); every node may read it. Agents verify the hash.
+type ConfigMapMessage struct {
+	SchemaVersion int       `json:"schemaVersion"`
+	Hash          string    `json:"hash"`
+	ConfigMap     ConfigMap `json:"configMap"`
+}
+
+// SecretMessage is one Secret version for one node, published retained on
+// NodeSecretTopic(Node, Hash), which only that node may read. Agents
+// verify the node and the hash.
+type SecretMessage struct {
+	SchemaVersion int    `json:"schemaVersion"`
+	Node          string `json:"node"`
+	Hash          string `json:"hash"`
+	Secret        Secret `json:"secret"`
 }
 
 // DesiredInstance asks a node to run one revision of a daemonset. A node runs
@@ -72,6 +105,16 @@ const (
 	PhaseFailed           = "Failed"
 	PhaseRefused          = "Refused"
 	PhaseTerminating      = "Terminating"
+	// PhaseCreateContainerConfigError: a referenced ConfigMap, Secret or
+	// key is missing; the instance waits until it appears.
+	PhaseCreateContainerConfigError = "CreateContainerConfigError"
+	// PhaseInitError and PhaseInitCrashLoopBackOff: an init container
+	// failed (once, or repeatedly under back-off).
+	PhaseInitError            = "Init:Error"
+	PhaseInitCrashLoopBackOff = "Init:CrashLoopBackOff"
+	// PhaseInitializing: init containers are running (Kubernetes shows
+	// Init:N/M).
+	PhaseInitializing = "Initializing"
 )
 
 // ObservedState is what an agent runs, published retained after every change.

@@ -23,6 +23,9 @@ var (
 	ErrSchemaVersion = errors.New("unsupported schemaVersion")
 	// ErrHashMismatch: a Revision's hash is not the hash of its template.
 	ErrHashMismatch = errors.New("revision hash does not match template")
+	// ErrConfigHashMismatch: a ConfigMapMessage's or SecretMessage's hash
+	// is not the hash of its object.
+	ErrConfigHashMismatch = errors.New("config object hash does not match its content")
 )
 
 var revisionHashRE = regexp.MustCompile(`^[0-9a-f]{20}$`)
@@ -85,6 +88,66 @@ func DecodeRevision(b []byte) (Revision, error) {
 		return m, fmt.Errorf("%w: hash %s, template hashes to %s", ErrHashMismatch, m.Hash, got)
 	}
 	return m, nil
+}
+
+// DecodeConfigMapMessage parses and checks a ConfigMap topic payload: the
+// ConfigMap passes ValidateConfigMap and hashes to Hash (the error then
+// wraps ErrConfigHashMismatch).
+func DecodeConfigMapMessage(b []byte) (ConfigMapMessage, error) {
+	var m ConfigMapMessage
+	err := decodeWire(b, &m, func(e *fieldErrors) {
+		validateVersion(e, m.SchemaVersion)
+		validateRevisionHash(e, "hash", m.Hash)
+		nest(e, "configMap", ValidateConfigMap(&m.ConfigMap))
+	})
+	if err != nil {
+		return m, err
+	}
+	if got := ConfigMapHash(m.ConfigMap); got != m.Hash {
+		return m, fmt.Errorf("%w: hash %s, configmap hashes to %s", ErrConfigHashMismatch, m.Hash, got)
+	}
+	return m, nil
+}
+
+// DecodeSecretMessage parses and checks a node's secret topic payload: the
+// Secret passes ValidateSecret, has no stringData (the controller merges it
+// into data) and hashes to Hash (the error then wraps
+// ErrConfigHashMismatch). The caller checks that Node is its own name.
+func DecodeSecretMessage(b []byte) (SecretMessage, error) {
+	var m SecretMessage
+	err := decodeWire(b, &m, func(e *fieldErrors) {
+		validateWireHeader(e, m.SchemaVersion, m.Node)
+		validateRevisionHash(e, "hash", m.Hash)
+		if len(m.Secret.StringData) > 0 {
+			e.add("secret.stringData", "must be empty: stringData is merged into data before a Secret is sent")
+		}
+		nest(e, "secret", ValidateSecret(&m.Secret))
+	})
+	if err != nil {
+		return m, err
+	}
+	if got := SecretHash(m.Secret); got != m.Hash {
+		return m, fmt.Errorf("%w: hash %s, secret hashes to %s", ErrConfigHashMismatch, m.Hash, got)
+	}
+	return m, nil
+}
+
+// nest records the problems of a nested validation under field.
+func nest(errs *fieldErrors, field string, err error) {
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		return
+	}
+	for _, fe := range ve.Errors {
+		errs.add(field+"."+fe.Field, "%s", fe.Message)
+	}
+}
+
+// validateVersion checks the schemaVersion of a message without a node.
+func validateVersion(errs *fieldErrors, version int) {
+	if version != WireVersion {
+		errs.add("schemaVersion", "%v %d: want %d", ErrSchemaVersion, version, WireVersion)
+	}
 }
 
 // Encode marshals a wire message. It exists so that producers and the golden
@@ -207,6 +270,31 @@ func validateDesiredState(errs *fieldErrors, m *DesiredState) {
 		validateDaemonSetKey(errs, f+".daemonSet", in.DaemonSet)
 		validateRevisionHash(errs, f+".revision", in.Revision)
 	}
+	validateObjectRefs(errs, "configMaps", m.ConfigMaps)
+	validateObjectRefs(errs, "secrets", m.Secrets)
+}
+
+// validateObjectRefs checks config object references: a namespace, a
+// name and a content hash each, no object twice.
+func validateObjectRefs(errs *fieldErrors, field string, refs []ObjectRef) {
+	seen := map[string]bool{}
+	for i, r := range refs {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		if !IsDNS1123Label(r.Namespace) {
+			errs.add(f+".namespace", "invalid namespace %q: must be a DNS-1123 label", r.Namespace)
+		}
+		if !IsDNS1123Subdomain(r.Name) {
+			errs.add(f+".name", "invalid name %q: must be a DNS-1123 subdomain", r.Name)
+		}
+		if !revisionHashRE.MatchString(r.Hash) {
+			errs.add(f+".hash", "invalid content hash %q: want 20 lowercase hex digits", r.Hash)
+		}
+		if key := r.Namespace + "/" + r.Name; seen[key] {
+			errs.add(f, "duplicate reference to %s", key)
+		} else {
+			seen[key] = true
+		}
+	}
 }
 
 func validateObservedState(errs *fieldErrors, m *ObservedState) {
@@ -228,6 +316,7 @@ func validateObservedState(errs *fieldErrors, m *ObservedState) {
 var instancePhases = []string{
 	PhasePending, PhasePulling, PhaseRunning, PhaseCrashLoopBackOff, PhaseImagePullBackOff,
 	PhaseErrImagePull, PhaseFailed, PhaseRefused, PhaseTerminating,
+	PhaseCreateContainerConfigError, PhaseInitError, PhaseInitCrashLoopBackOff, PhaseInitializing,
 }
 
 func validateNodeEvent(errs *fieldErrors, m *NodeEvent) {
@@ -255,7 +344,7 @@ func validateRevision(errs *fieldErrors, m *Revision) {
 	if m.Number < 1 {
 		errs.add("number", "must be >= 1, not %d", m.Number)
 	}
-	validatePodTemplate(errs, "template", &m.Template)
+	validatePodTemplate(errs, "template", &m.Template, true)
 }
 
 // validateDaemonSetKey requires "namespace/name".

@@ -87,6 +87,36 @@ func wireCases() []wireCase {
 			DaemonSet: "edge/agent", Message: "pull example.com/agent:1.0: connection refused",
 		}, decoderFor(DecodeNodeEvent)},
 		{"revision", sampleRevision(), decoderFor(DecodeRevision)},
+		{"desired-state-config", DesiredState{
+			SchemaVersion: WireVersion, Node: "pi-01", Generation: 43,
+			Instances:  []DesiredInstance{{DaemonSet: "edge/agent", Revision: hash}},
+			ConfigMaps: []ObjectRef{{Namespace: "edge", Name: "agent-config", Hash: ConfigMapHash(sampleConfigMap())}},
+			Secrets:    []ObjectRef{{Namespace: "edge", Name: "agent-token", Hash: SecretHash(sampleSecret())}},
+		}, decoderFor(DecodeDesiredState)},
+		{"observed-state-init", ObservedState{
+			SchemaVersion: WireVersion, Node: "pi-01", ObservedGeneration: 43,
+			Instances: []InstanceStatus{{DaemonSet: "edge/agent", Revision: hash, Phase: PhaseInitCrashLoopBackOff, Restarts: 2, LastExitCode: ptr(int32(1)), Message: "init container setup: exit code 1"}},
+		}, decoderFor(DecodeObservedState)},
+		{"configmap", ConfigMapMessage{SchemaVersion: WireVersion, Hash: ConfigMapHash(sampleConfigMap()), ConfigMap: sampleConfigMap()}, decoderFor(DecodeConfigMapMessage)},
+		{"secret", SecretMessage{SchemaVersion: WireVersion, Node: "pi-01", Hash: SecretHash(sampleSecret()), Secret: sampleSecret()}, decoderFor(DecodeSecretMessage)},
+	}
+}
+
+func sampleConfigMap() ConfigMap {
+	return ConfigMap{
+		TypeMeta:   TypeMeta{APIVersion: APIVersionCore, Kind: KindConfigMap},
+		Metadata:   ObjectMeta{Name: "agent-config", Namespace: "edge"},
+		Data:       map[string]string{"agent.conf": "level = info\n"},
+		BinaryData: map[string][]byte{"logo.png": {0x89, 'P', 'N', 'G'}},
+	}
+}
+
+func sampleSecret() Secret {
+	return Secret{
+		TypeMeta: TypeMeta{APIVersion: APIVersionCore, Kind: KindSecret},
+		Metadata: ObjectMeta{Name: "agent-token", Namespace: "edge"},
+		Type:     SecretTypeOpaque,
+		Data:     map[string][]byte{"token": []byte("s3cr3t")},
 	}
 }
 
@@ -110,6 +140,24 @@ func TestWireGolden(t *testing.T) {
 			assert.Equal(t, tc.value, decoded, "decoding the golden file")
 		})
 	}
+}
+
+// configMapJSON encodes the sample ConfigMap message changed by mut.
+func configMapJSON(mut func(*ConfigMapMessage)) []byte {
+	cm := sampleConfigMap()
+	m := ConfigMapMessage{SchemaVersion: WireVersion, Hash: ConfigMapHash(cm), ConfigMap: cm}
+	mut(&m)
+	b, _ := Encode(m)
+	return b
+}
+
+// secretJSON encodes the sample Secret message changed by mut.
+func secretJSON(mut func(*SecretMessage)) []byte {
+	s := sampleSecret()
+	m := SecretMessage{SchemaVersion: WireVersion, Node: "pi-01", Hash: SecretHash(s), Secret: s}
+	mut(&m)
+	b, _ := Encode(m)
+	return b
 }
 
 func TestWireDecodeRejects(t *testing.T) {
@@ -156,6 +204,12 @@ func TestWireDecodeRejects(t *testing.T) {
 		{"event bad type", decoderFor(DecodeNodeEvent), []byte(`{"schemaVersion":1,"node":"a","time":"2025-01-01T00:00:00Z","type":"Error","reason":"X"}`), `type: unsupported type "Error"`, nil},
 		{"revision hash mismatch", decoderFor(DecodeRevision), tamperedJSON, "revision hash does not match template", ErrHashMismatch},
 		{"revision with invalid template", decoderFor(DecodeRevision), badTemplateJSON, "template.spec.containers: required: at least one container", nil},
+		{"bad config ref", decoderFor(DecodeDesiredState), []byte(`{"schemaVersion":1,"node":"a","generation":1,"instances":[],"secrets":[{"namespace":"edge","name":"Tok","hash":"0123456789abcdef0123"}]}`), `secrets[0].name: invalid name "Tok"`, nil},
+		{"configmap hash mismatch", decoderFor(DecodeConfigMapMessage), configMapJSON(func(m *ConfigMapMessage) { m.ConfigMap.Data["agent.conf"] = "level = debug" }), "config object hash does not match", ErrConfigHashMismatch},
+		{"configmap with bad key", decoderFor(DecodeConfigMapMessage), configMapJSON(func(m *ConfigMapMessage) { m.ConfigMap.Data["../x"] = "" }), `configMap.data[../x]: invalid key`, nil},
+		{"secret with stringData", decoderFor(DecodeSecretMessage), secretJSON(func(m *SecretMessage) { m.Secret.StringData = map[string]string{"a": "b"} }), "secret.stringData: must be empty", nil},
+		{"secret without node", decoderFor(DecodeSecretMessage), secretJSON(func(m *SecretMessage) { m.Node = "" }), "node: required", nil},
+		{"secret hash mismatch", decoderFor(DecodeSecretMessage), secretJSON(func(m *SecretMessage) { m.Secret.Data["token"] = []byte("other") }), "config object hash does not match", ErrConfigHashMismatch},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

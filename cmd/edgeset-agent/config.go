@@ -42,6 +42,7 @@ type fileConfig struct {
 	DataDir    string `mapstructure:"data-dir"`
 	Runtime    string `mapstructure:"runtime"`
 	DockerHost string `mapstructure:"docker-host"`
+	SeccompDir string `mapstructure:"seccomp-profile-dir"`
 
 	Labels         []string      `mapstructure:"labels"`
 	Taints         []string      `mapstructure:"taints"`
@@ -57,6 +58,13 @@ type fileConfig struct {
 	RefuseHostPID     bool     `mapstructure:"refuse-host-pid"`
 	RestrictHostPaths bool     `mapstructure:"restrict-host-paths"`
 	AllowedHostPaths  []string `mapstructure:"allowed-host-paths"`
+
+	DeniedCapabilities      []string `mapstructure:"denied-capabilities"`
+	AllowedCapabilities     []string `mapstructure:"allowed-capabilities"`
+	RefuseUnconfinedSeccomp bool     `mapstructure:"refuse-unconfined-seccomp"`
+	RefuseUnmaskedProcMount bool     `mapstructure:"refuse-unmasked-proc-mount"`
+
+	KubeletLogDir string `mapstructure:"kubelet-log-dir"`
 
 	RegistryServer       string `mapstructure:"registry-server"`
 	RegistryUsername     string `mapstructure:"registry-username"`
@@ -81,6 +89,7 @@ func addFlags(f *pflag.FlagSet) {
 	f.String("data-dir", defaultDataDir, "directory of the local state (agent.db); its filesystem is watched for DiskPressure")
 	f.String("runtime", defaultRuntime, "container runtime: docker, or fake (in memory, for trials)")
 	f.String("docker-host", "", "Docker engine address (default: DOCKER_HOST or the local socket)")
+	f.String("seccomp-profile-dir", edgeagent.DefaultSeccompProfileDir, "directory of the seccomp profiles of seccompProfile type Localhost")
 	f.StringSlice("labels", nil, "node labels, key=value,...")
 	f.StringSlice("taints", nil, "node taints, key[=value]:Effect,... (NoSchedule, PreferNoSchedule, NoExecute)")
 	f.Duration("status-interval", defaultStatusInterval, "how often the node is re-measured (published only on change)")
@@ -93,6 +102,11 @@ func addFlags(f *pflag.FlagSet) {
 	f.Bool("refuse-host-pid", false, "refuse hostPID daemons")
 	f.Bool("restrict-host-paths", false, "refuse hostPath volumes outside --allowed-host-paths (implied by setting it)")
 	f.StringSlice("allowed-host-paths", nil, "host paths that hostPath volumes may mount (and beneath)")
+	f.StringSlice("denied-capabilities", nil, "capabilities no container may add, e.g. SYS_ADMIN,NET_ADMIN (ALL: none may be added)")
+	f.StringSlice("allowed-capabilities", nil, "if set, the only capabilities a container may add")
+	f.Bool("refuse-unconfined-seccomp", false, "refuse seccompProfile Unconfined")
+	f.Bool("refuse-unmasked-proc-mount", false, "refuse procMount Unmasked")
+	f.String("kubelet-log-dir", "", "keep kubelet-style pods/ and containers/ log links here for log shippers, e.g. /var/log (default: off)")
 	f.String("registry-server", "", "registry the credentials are for (empty: Docker Hub)")
 	f.String("registry-username", "", "registry user for image pulls")
 	f.String("registry-password", "", "registry password")
@@ -155,6 +169,7 @@ func (fc fileConfig) resolve(hostname func() (string, error)) (settings, error) 
 	auth, err := fc.registryAuth()
 	add(err)
 	add(fc.checkChoices())
+	add(fc.policy().Validate())
 	announce := edgeagent.AnnounceConfig{NodeName: node, Labels: labels, Taints: taints, DataDir: fc.DataDir, Thresholds: thr}
 	if len(errs) == 0 {
 		add(announce.Validate())
@@ -168,7 +183,8 @@ func (fc fileConfig) resolve(hostname func() (string, error)) (settings, error) 
 		announce: announce,
 	}
 	s.node = edgeagent.NodeOptions{
-		Agent: edgeagent.Config{NodeName: node, DataDir: fc.DataDir, Policy: fc.policy(), RegistryAuth: auth},
+		Agent: edgeagent.Config{NodeName: node, DataDir: fc.DataDir, Policy: fc.policy(), RegistryAuth: auth,
+			KubeletLogDir: fc.KubeletLogDir, SeccompProfileDir: fc.SeccompDir},
 		MQTT: mqttclient.Options{
 			BrokerURL: fc.BrokerURL, Password: token, KeepAlive: fc.KeepAlive,
 			CAFile: fc.CAFile, CertFile: fc.CertFile, KeyFile: fc.KeyFile,
@@ -286,6 +302,11 @@ func (fc fileConfig) policy() edgeagent.LocalPolicy {
 		RefuseHostPID:     fc.RefuseHostPID,
 		RestrictHostPaths: fc.RestrictHostPaths || len(fc.AllowedHostPaths) > 0,
 		AllowedHostPaths:  fc.AllowedHostPaths,
+
+		DeniedCapabilities:      fc.DeniedCapabilities,
+		AllowedCapabilities:     fc.AllowedCapabilities,
+		RefuseUnconfinedSeccomp: fc.RefuseUnconfinedSeccomp,
+		RefuseUnmaskedProcMount: fc.RefuseUnmaskedProcMount,
 	}
 }
 

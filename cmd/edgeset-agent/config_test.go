@@ -139,6 +139,7 @@ func TestResolveErrors(t *testing.T) {
 		{name: "registry password without user", edit: func(fc *fileConfig) { fc.RegistryPassword = "p" }, wantIn: []string{"registry-username"}},
 		{name: "log level", edit: func(fc *fileConfig) { fc.LogLevel = "loud" }, wantIn: []string{"log-level"}},
 		{name: "log format", edit: func(fc *fileConfig) { fc.LogFormat = "xml" }, wantIn: []string{"log-format"}},
+		{name: "unknown capability", edit: func(fc *fileConfig) { fc.DeniedCapabilities = []string{"SYS_ADMIN", "SYS_ADMN"} }, wantIn: []string{`denied-capabilities: "SYS_ADMN"`}},
 		{name: "several at once", edit: func(fc *fileConfig) { fc.Runtime, fc.LogFormat = "x", "y" }, wantIn: []string{"runtime", "log-format"}},
 	}
 	for _, tc := range cases {
@@ -160,6 +161,9 @@ func TestResolveSettings(t *testing.T) {
 	fc.Taints = []string{"dedicated=camera:NoSchedule", "maintenance:NoExecute"}
 	fc.AllowedHostPaths = []string{"/var/log"}
 	fc.RefusePrivileged = true
+	fc.DeniedCapabilities, fc.AllowedCapabilities = []string{"SYS_ADMIN", "cap_net_admin"}, []string{"NET_BIND_SERVICE"}
+	fc.RefuseUnconfinedSeccomp, fc.RefuseUnmaskedProcMount = true, true
+	fc.KubeletLogDir = "/var/log"
 	fc.RegistryUsername, fc.RegistryPasswordFile = "bot", writeFile(t, "pw", "s3cret\n")
 	fc.MemoryMinAvailable, fc.DiskMinFree, fc.PIDMaxPercent = "200Mi", "0", 0
 	s, err := fc.resolve(os.Hostname)
@@ -168,6 +172,11 @@ func TestResolveSettings(t *testing.T) {
 	require.Equal(t, []schema.Taint{{Key: "dedicated", Value: "camera", Effect: "NoSchedule"}, {Key: "maintenance", Effect: "NoExecute"}}, s.announce.Taints)
 	require.True(t, s.node.Agent.Policy.RestrictHostPaths, "allowed-host-paths implies restrict-host-paths")
 	require.True(t, s.node.Agent.Policy.RefusePrivileged)
+	require.Equal(t, []string{"SYS_ADMIN", "cap_net_admin"}, s.node.Agent.Policy.DeniedCapabilities)
+	require.Equal(t, []string{"NET_BIND_SERVICE"}, s.node.Agent.Policy.AllowedCapabilities)
+	require.True(t, s.node.Agent.Policy.RefuseUnconfinedSeccomp)
+	require.True(t, s.node.Agent.Policy.RefuseUnmaskedProcMount)
+	require.Equal(t, "/var/log", s.node.Agent.KubeletLogDir)
 	require.Equal(t, "s3cret", s.node.Agent.RegistryAuth.Password)
 	require.Equal(t, "secret-token", s.node.MQTT.Password)
 	require.Equal(t, int64(200<<20), s.announce.Thresholds.MemoryMinAvailable)

@@ -133,7 +133,8 @@ func (c *agentCollector) collectObserved(ch chan<- prometheus.Metric) {
 		restarts += int64(in.Restarts)
 	}
 	for _, p := range []string{schema.PhasePending, schema.PhasePulling, schema.PhaseRunning, schema.PhaseCrashLoopBackOff,
-		schema.PhaseImagePullBackOff, schema.PhaseErrImagePull, schema.PhaseFailed, schema.PhaseRefused, schema.PhaseTerminating} {
+		schema.PhaseImagePullBackOff, schema.PhaseErrImagePull, schema.PhaseFailed, schema.PhaseRefused, schema.PhaseTerminating,
+		schema.PhaseInitializing, schema.PhaseInitError, schema.PhaseInitCrashLoopBackOff, schema.PhaseCreateContainerConfigError} {
 		ch <- prometheus.MustNewConstMetric(descInstances, prometheus.GaugeValue, float64(phases[p]), p)
 	}
 	ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, float64(ready))

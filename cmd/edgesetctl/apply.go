@@ -21,19 +21,21 @@ func newApplyCmd(s *streams) *cobra.Command {
 	var dryRun, prune bool
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|DIR|- [-f ...]",
-		Short: "Create or update daemonsets from manifests",
-		Long: `Apply sends DaemonSet manifests (apps/v1 or edgeset.io/v1; YAML, multi-document
-YAML, JSON or kind: List) to the controller. A directory is read recursively.
-Unchanged manifests are a no-op. The manifests are validated locally first;
-nothing of a file is applied when any object in it is invalid.
+		Short: "Create or update daemonsets, configmaps and secrets from manifests",
+		Long: `Apply sends DaemonSet manifests (apps/v1 or edgeset.io/v1), v1 ConfigMaps and v1
+Secrets (YAML, multi-document YAML, JSON or kind: List) to the controller. A
+directory is read recursively. Unchanged manifests are a no-op. The manifests
+are validated locally first; nothing of a file is applied when any object in
+it is invalid, and the objects of one file land together or not at all.
 
-Every daemonset applied from -f PATH records the source "cli:PATH" (PATH made
+Every object applied from -f PATH records the source "cli:PATH" (PATH made
 absolute; see edgesetctl get ds -o yaml). With --prune, after applying, the
-daemonsets whose source is "cli:PATH" or lies below it ("cli:PATH/...") and
-that this apply did not name are deleted: remove a file from the directory,
-apply the directory again with --prune, and its daemonsets go. Daemonsets
-applied another way (by hand, from another path, or from the controller's
-manifests-dir) are never pruned. --prune does not take stdin.`,
+daemonsets, configmaps and secrets whose source is "cli:PATH" or lies below
+it ("cli:PATH/...") and that this apply did not name are deleted: remove a
+file from the directory, apply the directory again with --prune, and its
+objects go. Objects applied another way (by hand, from another path, or from
+the controller's manifests-dir) are never pruned. --prune does not take
+stdin.`,
 		Example: `  edgesetctl apply -f configs/examples/
   edgesetctl apply -f node-exporter.yaml --dry-run
   edgesetctl apply -f deploy/ --prune`,
@@ -54,7 +56,7 @@ manifests-dir) are never pruned. --prune does not take stdin.`,
 	}
 	cmd.Flags().StringArrayVarP(&paths, "filename", "f", nil, "manifest file, directory, or - for stdin (repeatable)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say what would change without changing anything")
-	cmd.Flags().BoolVar(&prune, "prune", false, "delete daemonsets applied earlier from the same -f path that this apply does not name")
+	cmd.Flags().BoolVar(&prune, "prune", false, "delete objects applied earlier from the same -f path that this apply does not name")
 	return cmd
 }
 
@@ -171,8 +173,8 @@ func apply(cmd *cobra.Command, s *streams, c *api.Client, paths []string, f appl
 			return fmt.Errorf("apply %s: %w", src.name, err)
 		}
 		for _, r := range results {
-			applied[r.Key] = true
-			fmt.Fprintf(s.out, "daemonset/%s %s%s\n", r.Key, r.Action, suffix)
+			applied[resultObject(r)] = true
+			fmt.Fprintf(s.out, "%s %s%s\n", resultObject(r), r.Action, suffix)
 		}
 	}
 	if !f.prune {
@@ -181,8 +183,9 @@ func apply(cmd *cobra.Command, s *streams, c *api.Client, paths []string, f appl
 	return pruneApplied(cmd.Context(), s, c, paths, applied, f.dryRun)
 }
 
-// pruneApplied deletes the daemonsets applied earlier from one of paths
-// (their source is "cli:PATH" or below it) that applied does not name.
+// pruneApplied deletes the daemonsets, configmaps and secrets applied
+// earlier from one of paths (their source is "cli:PATH" or below it) that
+// applied does not name (by kind/namespace/name).
 func pruneApplied(ctx context.Context, s *streams, c *api.Client, paths []string, applied map[string]bool, dryRun bool) error {
 	var owners []string
 	for _, p := range paths {
@@ -192,24 +195,61 @@ func pruneApplied(ctx context.Context, s *streams, c *api.Client, paths []string
 		}
 		owners = append(owners, o)
 	}
-	dss, err := c.ListDaemonSets(ctx)
+	objs, err := prunable(ctx, c)
 	if err != nil {
-		return fmt.Errorf("list daemonsets to prune: %w", err)
+		return err
 	}
-	for _, d := range dss {
-		if applied[d.Key()] || !ownedByAny(d.Source, owners) {
+	for _, o := range objs {
+		if applied[o.name] || !ownedByAny(o.source, owners) {
 			continue
 		}
 		if dryRun {
-			fmt.Fprintf(s.out, "daemonset/%s pruned (dry run)\n", d.Key())
+			fmt.Fprintf(s.out, "%s pruned (dry run)\n", o.name)
 			continue
 		}
-		if err := c.DeleteDaemonSet(ctx, d.Key(), false); err != nil && !errors.Is(err, api.ErrNotFound) {
-			return fmt.Errorf("prune daemonset %s: %w", d.Key(), err)
+		if err := o.delete(); err != nil && !errors.Is(err, api.ErrNotFound) {
+			return fmt.Errorf("prune %s: %w", o.name, err)
 		}
-		fmt.Fprintf(s.out, "daemonset/%s pruned\n", d.Key())
+		fmt.Fprintf(s.out, "%s pruned\n", o.name)
 	}
 	return nil
+}
+
+// appliedObject is an object apply --prune may delete.
+type appliedObject struct {
+	name   string // kind/namespace/name
+	source string
+	delete func() error
+}
+
+// prunable lists every daemonset, configmap and secret with its source.
+func prunable(ctx context.Context, c *api.Client) ([]appliedObject, error) {
+	dss, err := c.ListDaemonSets(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list daemonsets to prune: %w", err)
+	}
+	cms, err := c.ListConfigMaps(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list configmaps to prune: %w", err)
+	}
+	secrets, err := c.ListSecrets(ctx, false)
+	if err != nil {
+		return nil, fmt.Errorf("list secrets to prune: %w", err)
+	}
+	var out []appliedObject
+	for _, d := range dss {
+		key := d.Key()
+		out = append(out, appliedObject{"daemonset/" + key, d.Source, func() error { return c.DeleteDaemonSet(ctx, key, false) }})
+	}
+	for _, cm := range cms {
+		key := cm.Key()
+		out = append(out, appliedObject{kindConfigMap + "/" + key, cm.Source, func() error { return c.DeleteConfigMap(ctx, key) }})
+	}
+	for _, sec := range secrets {
+		key := sec.Key()
+		out = append(out, appliedObject{kindSecret + "/" + key, sec.Source, func() error { return c.DeleteSecret(ctx, key) }})
+	}
+	return out, nil
 }
 
 // ownedByAny reports whether source is one of owners or lies below one.

@@ -13,8 +13,8 @@ func newDeleteCmd(s *streams) *cobra.Command {
 	var namespace, node string
 	var orphan bool
 	cmd := &cobra.Command{
-		Use:   "delete (daemonset|node|instance) NAME",
-		Short: "Delete a daemonset or forget a node",
+		Use:   "delete (daemonset|configmap|secret|node|instance) NAME",
+		Short: "Delete a daemonset, configmap or secret, or forget a node",
 		Long: `Deleting a daemonset removes its instances from every node; nodes that are
 offline remove them when they return. With --cascade=orphan the instances
 keep running, unmanaged.
@@ -25,8 +25,13 @@ announces itself again comes back as a new node.
 
 Deleting an instance (instance DAEMONSET --node NODE) removes one node's
 instance of a daemonset: under OnDelete the node then moves to the current
-revision, as deleting a pod does in Kubernetes.`,
+revision, as deleting a pod does in Kubernetes.
+
+Deleting a configmap or secret that daemonsets reference is allowed, as in
+Kubernetes: their instances wait in CreateContainerConfigError until it is
+applied again, unless the reference is optional.`,
 		Example: `  edgesetctl delete daemonset fluentd -n logging
+  edgesetctl delete cm agent-config -n edge
   edgesetctl delete node gw-0042
   edgesetctl delete instance fluentd --node gw-0042 -n logging`,
 		Args: cobra.ExactArgs(2),
@@ -47,6 +52,10 @@ revision, as deleting a pod does in Kubernetes.`,
 					return cfg.explain(err)
 				}
 				fmt.Fprintf(s.out, "daemonset/%s deleted\n", key)
+			case kindConfigMap, kindSecret:
+				if err := deleteConfig(cmd.Context(), c, s.out, kind, namespace+"/"+name); err != nil {
+					return cfg.explain(err)
+				}
 			case kindNode:
 				if err := c.DeleteNode(cmd.Context(), name); err != nil {
 					return cfg.explain(err)
@@ -65,7 +74,7 @@ revision, as deleting a pod does in Kubernetes.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&namespace, "namespace", "n", schema.DefaultNamespace, "namespace of the daemonset")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", schema.DefaultNamespace, "namespace of the daemonset, configmap or secret")
 	cmd.Flags().StringVar(&node, "node", "", "node of the instance to delete (delete instance)")
 	cmd.Flags().Var(newCascadeValue(&orphan), "cascade", "background (remove instances) or orphan (leave them running)")
 	return cmd

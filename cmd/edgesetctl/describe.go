@@ -19,10 +19,11 @@ const describeEvents = 20
 func newDescribeCmd(s *streams) *cobra.Command {
 	var namespace string
 	cmd := &cobra.Command{
-		Use:   "describe (node|daemonset) NAME",
-		Short: "Show a node or daemonset in detail, with placement reasons and events",
+		Use:   "describe (node|daemonset|configmap|secret) NAME",
+		Short: "Show a node, daemonset, configmap or secret in detail, with reasons and events",
 		Example: `  edgesetctl describe node gw-0042
-  edgesetctl describe ds node-exporter -n monitoring`,
+  edgesetctl describe ds node-exporter -n monitoring
+  edgesetctl describe cm agent-config -n edge        # keys, sizes, which daemonsets use it`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			kind, _, err := resourceKind(args[0])
@@ -38,13 +39,15 @@ func newDescribeCmd(s *streams) *cobra.Command {
 				err = describeNode(cmd.Context(), c, s.out, args[1])
 			case kindDaemonSet:
 				err = describeDaemonSet(cmd.Context(), c, s.out, namespace+"/"+args[1])
+			case kindConfigMap, kindSecret:
+				err = describeConfig(cmd.Context(), c, s.out, kind, namespace+"/"+args[1])
 			default:
-				return usageError{fmt.Errorf("describe supports nodes and daemonsets")}
+				return usageError{fmt.Errorf("describe supports nodes, daemonsets, configmaps and secrets")}
 			}
 			return cfg.explain(err)
 		},
 	}
-	cmd.Flags().StringVarP(&namespace, "namespace", "n", schema.DefaultNamespace, "namespace of the daemonset")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", schema.DefaultNamespace, "namespace of the daemonset, configmap or secret")
 	return cmd
 }
 
@@ -126,6 +129,7 @@ func writeDaemonSet(w io.Writer, d api.DaemonSet, events []api.Event) {
 	field(w, "Strategy", strategyString(spec))
 	field(w, "Min ready", fmt.Sprintf("%ds", spec.MinReadySeconds))
 	field(w, "Revision", fmt.Sprintf("%d (%s), generation %d", d.CurrentRevision, d.CurrentHash, d.Generation))
+	listField(w, "Uses", configUses(spec.Template.References()))
 	section(w, "Containers")
 	for _, c := range spec.Template.Spec.Containers {
 		fmt.Fprintf(w, "  %s: %s\n", c.Name, c.Image)

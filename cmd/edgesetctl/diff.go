@@ -67,10 +67,16 @@ func diff(ctx context.Context, s *streams, c *api.Client, paths []string) error 
 			return fmt.Errorf("diff %s: %w", src.name, err)
 		}
 		for i, r := range results {
-			if r.Action == api.ActionUnchanged || i >= len(objs) || objs[i].DaemonSet == nil {
+			if r.Action == api.ActionUnchanged || i >= len(objs) {
 				continue
 			}
 			differs = true
+			if objs[i].DaemonSet == nil {
+				if err := printConfigDiff(ctx, c, s.out, r, objs[i]); err != nil {
+					return err
+				}
+				continue
+			}
 			var live *schema.DaemonSet
 			if r.Action != api.ActionCreated {
 				ds, err := c.GetDaemonSet(ctx, r.Key)

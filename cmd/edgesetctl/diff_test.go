@@ -111,7 +111,8 @@ func TestGetSourcesGolden(t *testing.T) {
 	now = func() time.Time { return fixedNow }
 	defer func() { now = time.Now }()
 	srcs := []api.Source{
-		{Path: "/etc/edgeset/manifests/exporter.yaml", Status: api.SourceApplied, DaemonSets: []string{"monitoring/node-exporter"}, LastApplied: ago(5 * time.Minute)},
+		{Path: "/etc/edgeset/manifests/exporter.yaml", Status: api.SourceApplied, DaemonSets: []string{"monitoring/node-exporter"},
+			ConfigMaps: []string{"monitoring/exporter-flags"}, Secrets: []string{"monitoring/basic-auth"}, LastApplied: ago(5 * time.Minute)},
 		{Path: "/etc/edgeset/manifests/fluentd.yaml", Status: api.SourceInvalid, DaemonSets: []string{"logging/fluentd"}, LastApplied: ago(3 * time.Hour),
 			Errors: []string{"/etc/edgeset/manifests/fluentd.yaml:12: spec.template.spec.containers[0].image: required", "/etc/edgeset/manifests/fluentd.yaml:3: metadata.name: required"}},
 		{Path: "/etc/edgeset/manifests/old.yaml", Status: api.SourceRemoved, DaemonSets: []string{"default/old", "default/older"}},

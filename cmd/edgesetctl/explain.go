@@ -96,6 +96,9 @@ func explainOffline(s *streams, dsPath, nodePath, nodeName, output string) error
 	}
 	var results []placement.Result
 	for _, obj := range objs {
+		if obj.DaemonSet == nil {
+			continue // ConfigMaps and Secrets are not placed
+		}
 		r, err := placement.Explain(obj.DaemonSet, nodes, time.Now())
 		if err != nil {
 			return fmt.Errorf("%s: %w", obj.Source, err)

@@ -33,7 +33,7 @@ func resourceKind(arg string) (kind, name string, err error) {
 	res, name, _ := strings.Cut(arg, "/")
 	kind, ok := resourceNames[strings.ToLower(res)]
 	if !ok {
-		return "", "", usageError{fmt.Errorf("unknown resource type %q: want nodes (no), daemonsets (ds), instances or sources", res)}
+		return "", "", usageError{fmt.Errorf("unknown resource type %q: want nodes (no), daemonsets (ds), configmaps (cm), secrets, instances or sources", res)}
 	}
 	return kind, name, nil
 }
@@ -45,12 +45,15 @@ type listOptions struct {
 	all       bool
 	selector  string
 	watch     bool
+	// showValues asks the controller for Secrets' values.
+	showValues bool
 }
 
 func (o *listOptions) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: wide, json, yaml or name")
-	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", schema.DefaultNamespace, "namespace of daemonsets")
-	cmd.Flags().BoolVarP(&o.all, "all-namespaces", "A", false, "daemonsets of every namespace")
+	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", schema.DefaultNamespace, "namespace of daemonsets, configmaps and secrets")
+	cmd.Flags().BoolVarP(&o.all, "all-namespaces", "A", false, "objects of every namespace")
+	cmd.Flags().BoolVar(&o.showValues, "show-values", false, "include Secrets' values (base64) in -o json|yaml; any API token may ask")
 	cmd.Flags().StringVarP(&o.selector, "selector", "l", "", "label selector: k=v, k!=v, k, !k (comma-separated, all must match)")
 	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "poll every second and print again on every change (until interrupted)")
 }
@@ -58,10 +61,13 @@ func (o *listOptions) addFlags(cmd *cobra.Command) {
 func newGetCmd(s *streams) *cobra.Command {
 	var o listOptions
 	cmd := &cobra.Command{
-		Use:   "get (nodes|daemonsets|instances|sources) [NAME]",
-		Short: "List nodes, daemonsets, instances or watched manifest files (sources)",
+		Use:   "get (nodes|daemonsets|configmaps|secrets|instances|sources) [NAME]",
+		Short: "List nodes, daemonsets, configmaps, secrets, instances or watched manifest files (sources)",
 		Example: `  edgesetctl get nodes -l site=berlin
   edgesetctl get ds -A -o wide
+  edgesetctl get cm -n edge
+  edgesetctl get secret api-key -n edge -o yaml          # keys and sizes
+  edgesetctl get secret api-key -n edge -o yaml --show-values
   edgesetctl get daemonset node-exporter -o yaml
   edgesetctl get instances
   edgesetctl get ds -A --watch`,
@@ -102,7 +108,8 @@ func newGetCmd(s *streams) *cobra.Command {
 }
 
 // fetchObjects lists the objects of kind that name, o and sel select: a
-// []api.Node, []api.DaemonSet, []api.Instance or []api.Source.
+// []api.Node, []api.DaemonSet, []api.ConfigMap, []api.Secret,
+// []api.Instance or []api.Source.
 func fetchObjects(ctx context.Context, c *api.Client, kind, name string, o listOptions, sel selector) (any, error) {
 	switch kind {
 	case kindNode:
@@ -127,6 +134,10 @@ func fetchObjects(ctx context.Context, c *api.Client, kind, name string, o listO
 		return dss, nil
 	case kindSource:
 		return fetchSources(ctx, c, name)
+	case kindConfigMap:
+		return fetchConfigMaps(ctx, c, name, o, sel)
+	case kindSecret:
+		return fetchSecrets(ctx, c, name, o, sel)
 	default:
 		ins, err := c.ListInstances(ctx)
 		if err != nil {
@@ -145,6 +156,10 @@ func printObjects(w io.Writer, kind string, o listOptions, v any) error {
 		return printDaemonSets(w, o.output, v.([]api.DaemonSet), o.all)
 	case kindSource:
 		return printSources(w, o.output, v.([]api.Source))
+	case kindConfigMap:
+		return printConfigMaps(w, o.output, v.([]api.ConfigMap), o.all)
+	case kindSecret:
+		return printSecrets(w, o.output, v.([]api.Secret), o.all)
 	default:
 		return printInstances(w, o.output, v.([]api.Instance))
 	}

@@ -25,16 +25,22 @@ daemonset and prints it: no SSH to the device needed. Without -c it is the
 first container of the template.
 
 The node answers with at most 1 MiB of log. With --follow new lines are
-streamed until interrupted; the agent ends a follow after 10 minutes. A
+streamed until interrupted; the agent ends a follow after 10 minutes. With
+--previous it is the log of the container's last terminated run (the run
+before a restart, or the exited container), as kubectl logs --previous. A
 node that does not answer within 15 seconds is reported, usually because
 it is offline.`,
 		Example: `  edgesetctl logs fluentd --node gw-0042 -n logging
   edgesetctl logs fluentd --node gw-0042 -n logging --tail 100 -f
-  edgesetctl logs exporter --node gw-0042 -c sidecar`,
+  edgesetctl logs exporter --node gw-0042 -c sidecar
+  edgesetctl logs exporter --node gw-0042 --previous   # why did it crash?`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if req.Node == "" {
 				return usageError{errors.New("logs needs --node NODE")}
+			}
+			if req.Previous && req.Follow {
+				return usageError{errors.New("--previous and --follow cannot be combined: a terminated run has no new lines")}
 			}
 			if req.Tail < 0 {
 				return usageError{fmt.Errorf("--tail must be >= 0, not %d", req.Tail)}
@@ -54,6 +60,7 @@ it is offline.`,
 	cmd.Flags().StringVarP(&req.Container, "container", "c", "", "container of the template (default: the first)")
 	cmd.Flags().IntVar(&req.Tail, "tail", 0, "print only the last N lines (0: all)")
 	cmd.Flags().BoolVarP(&req.Follow, "follow", "f", false, "stream new lines until interrupted")
+	cmd.Flags().BoolVarP(&req.Previous, "previous", "p", false, "print the log of the container's last terminated run")
 	return cmd
 }
 

@@ -24,8 +24,9 @@ import (
 
 // logLines is the fake log of every container: "NODE CONTAINER line N". A
 // follow stream then stays open until closed, which is counted in closed.
-func logLines(node string, closed *atomic.Int32) func(edgeagent.ContainerState, int, bool) (io.ReadCloser, error) {
-	return func(c edgeagent.ContainerState, tail int, follow bool) (io.ReadCloser, error) {
+func logLines(node string, closed *atomic.Int32) func(edgeagent.ContainerState, edgeagent.LogOptions) (io.ReadCloser, error) {
+	return func(c edgeagent.ContainerState, opts edgeagent.LogOptions) (io.ReadCloser, error) {
+		tail := opts.Tail
 		const lines = 20
 		start := 0
 		if tail > 0 {
@@ -35,7 +36,7 @@ func logLines(node string, closed *atomic.Int32) func(edgeagent.ContainerState, 
 		for i := start; i < lines; i++ {
 			fmt.Fprintf(&b, "%s %s line %d\n", node, c.Labels[edgeagent.LabelContainer], i)
 		}
-		if !follow {
+		if !opts.Follow {
 			return io.NopCloser(strings.NewReader(b.String())), nil
 		}
 		pr, pw := io.Pipe()
@@ -137,6 +138,9 @@ func TestCLILogs(t *testing.T) {
 		{"unknown node", []string{"logs", "exporter", "-n", "monitoring", "--node", "gw-7"}, exitFailure, `node "gw-7"`},
 		{"unknown container", []string{"logs", "exporter", "-n", "monitoring", "--node", "gw-1", "-c", "sidecar"}, exitFailure, `has no container "sidecar"`},
 		{"no node", []string{"logs", "exporter", "-n", "monitoring"}, exitUsage, "--node"},
+		{"no previous run", []string{"logs", "exporter", "-n", "monitoring", "--node", "gw-1", "--previous"}, exitFailure,
+			`container "exporter" of daemonset monitoring/exporter has no terminated run on this node`},
+		{"previous and follow", []string{"logs", "exporter", "-n", "monitoring", "--node", "gw-1", "-p", "-f"}, exitUsage, "--previous and --follow"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

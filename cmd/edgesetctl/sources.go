@@ -42,7 +42,7 @@ func printSources(w io.Writer, format string, srcs []api.Source) error {
 	}
 	headers := []string{"PATH", "STATUS", "DAEMONSETS", "LAST APPLIED", "ERRORS"}
 	if format == outputWide {
-		headers = append(headers, "FIRST ERROR")
+		headers = append(headers, "CONFIGMAPS", "SECRETS", "FIRST ERROR")
 	}
 	t := newTable(w, headers...)
 	for _, s := range srcs {
@@ -52,7 +52,7 @@ func printSources(w io.Writer, format string, srcs []api.Source) error {
 			if len(s.Errors) > 0 {
 				first = s.Errors[0]
 			}
-			cells = append(cells, orNone(first))
+			cells = append(cells, orNone(strings.Join(s.ConfigMaps, ",")), orNone(strings.Join(s.Secrets, ",")), orNone(first))
 		}
 		t.row(cells...)
 	}

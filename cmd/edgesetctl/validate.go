@@ -15,28 +15,37 @@ import (
 const stdinName = "<stdin>"
 
 func newValidateCmd(s *streams) *cobra.Command {
-	var paths []string
+	var (
+		paths  []string
+		strict bool
+	)
 	cmd := &cobra.Command{
-		Use:   "validate -f FILE|DIR|- [-f ...]",
-		Short: "Validate DaemonSet manifests offline",
-		Long: `Validate decodes DaemonSet manifests (YAML, multi-document YAML, JSON,
-kind: List) exactly as the controller does, without contacting it. A
-directory is searched recursively for *.yaml, *.yml and *.json files; "-"
-reads standard input.
+		Use:   "validate -f FILE|DIR|- [-f ...] [--strict]",
+		Short: "Validate DaemonSet, ConfigMap and Secret manifests offline",
+		Long: `Validate decodes manifests (DaemonSets, ConfigMaps and Secrets in YAML,
+multi-document YAML, JSON, kind: List) exactly as the controller does,
+without contacting it. A directory is searched recursively for *.yaml,
+*.yml and *.json files; "-" reads standard input.
 
 Every problem is printed to standard error as "file:line: field: message",
-and fields that Kubernetes knows but an edge device ignores as warnings.
-When there are no problems, each object is summarised on standard output.
-The exit code is 1 when any problem was found.`,
+and fields that Kubernetes knows but an edge device does not honour as
+warnings, each saying what the daemon loses. With --strict, a warning about
+a field whose loss changes what the daemon gets (a dropped volume, mount or
+security setting) is an error instead, for CI; fields that need the
+Kubernetes API by nature (service accounts, priority classes, server-set
+metadata) stay warnings. When there are no problems, each object is
+summarised on standard output. The exit code is 1 when any problem was
+found.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(paths) == 0 {
 				return usageError{errors.New("validate: at least one -f FILE|DIR|- is required")}
 			}
-			return validate(s, paths)
+			return validate(s, paths, strict)
 		},
 	}
 	cmd.Flags().StringArrayVarP(&paths, "filename", "f", nil, "manifest file, directory, or - for stdin (repeatable)")
+	cmd.Flags().BoolVar(&strict, "strict", false, "treat warnings about fields whose loss changes the daemon as errors")
 	return cmd
 }
 
@@ -49,6 +58,7 @@ type report struct {
 
 // validateResult accumulates what validate found over all inputs.
 type validateResult struct {
+	strict   bool     // meaning-changing warnings are problems
 	files    []string // in input order, for sorting reports
 	objects  []schema.Object
 	reports  []report
@@ -57,8 +67,8 @@ type validateResult struct {
 
 // validate decodes every path and prints its problems, warnings and, when
 // everything is valid, one summary per object.
-func validate(s *streams, paths []string) error {
-	var res validateResult
+func validate(s *streams, paths []string, strict bool) error {
+	res := validateResult{strict: strict}
 	for _, p := range paths {
 		if err := res.addPath(s.in, p); err != nil {
 			return err
@@ -108,6 +118,11 @@ func (r *validateResult) add(file string, decode func() ([]schema.Object, []sche
 	objs, warns, err := decode()
 	r.objects = append(r.objects, objs...)
 	for _, w := range warns {
+		if r.strict && w.ChangesDaemon() {
+			r.reports = append(r.reports, report{w.File, w.Line, w.String()})
+			r.problems++
+			continue
+		}
 		r.reports = append(r.reports, report{w.File, w.Line, "warning: " + w.String()})
 	}
 	var ve *schema.ValidationError
@@ -138,11 +153,26 @@ func (r *validateResult) print(w io.Writer) {
 }
 
 // summary describes a valid object in one line, for example
-// "daemonset kube-system/fluentd valid (apps/v1, 1 container, RollingUpdate)".
+// "daemonset kube-system/fluentd valid (apps/v1, 1 container, RollingUpdate)",
+// "configmap logging/fluent-bit valid (v1, 2 keys)" or
+// "secret default/registry valid (v1, kubernetes.io/dockerconfigjson, 1 key)".
+// Secret values are never printed.
 func summary(o schema.Object) string {
+	switch {
+	case o.ConfigMap != nil:
+		cm := o.ConfigMap
+		return fmt.Sprintf("configmap %s valid (%s, %s)", cm.Key(), cm.APIVersion, plural(len(cm.Data)+len(cm.BinaryData), "key"))
+	case o.Secret != nil:
+		sec := o.Secret
+		return fmt.Sprintf("secret %s valid (%s, %s, %s)", sec.Key(), sec.APIVersion, sec.Type, plural(len(sec.Data), "key"))
+	}
 	ds := o.DaemonSet
+	containers := plural(len(ds.Spec.Template.Spec.Containers), "container")
+	if n := len(ds.Spec.Template.Spec.InitContainers); n > 0 {
+		containers += ", " + plural(n, "init container")
+	}
 	return fmt.Sprintf("daemonset %s valid (%s, %s, %s)",
-		ds.Key(), ds.APIVersion, plural(len(ds.Spec.Template.Spec.Containers), "container"), ds.Spec.UpdateStrategy.Type)
+		ds.Key(), ds.APIVersion, containers, ds.Spec.UpdateStrategy.Type)
 }
 
 // describePaths lists paths for a message, naming "-" standard input.

@@ -23,6 +23,10 @@ type LogsRequest struct {
 	// Follow keeps streaming new lines until the caller goes away or the
 	// node's limit on a follow session passes.
 	Follow bool
+	// Previous returns the log of the container's last terminated run
+	// instead of the current one (kubectl logs --previous); Follow is then
+	// ignored. A container with no terminated run is ErrNotFound.
+	Previous bool
 }
 
 // LogErrorTrailer is the HTTP trailer that carries why a log stream ended
@@ -78,6 +82,13 @@ func logsRequest(r *http.Request) (LogsRequest, error) {
 		}
 		req.Follow = f
 	}
+	if v := q.Get("previous"); v != "" {
+		p, err := strconv.ParseBool(v)
+		if err != nil {
+			return req, fmt.Errorf("%w: query parameter previous: %q is not a boolean", ErrInvalid, v)
+		}
+		req.Previous = p
+	}
 	return req, nil
 }
 
@@ -119,6 +130,9 @@ func (c *Client) Logs(ctx context.Context, req LogsRequest) (io.ReadCloser, erro
 	}
 	if req.Follow {
 		q.Set("follow", "true")
+	}
+	if req.Previous {
+		q.Set("previous", "true")
 	}
 	path := "/daemonsets/" + escapeKey(req.DaemonSet) + "/logs?" + q.Encode()
 	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/api/"+Version+path, nil)

@@ -67,6 +67,11 @@ func TestLogsEndpoint(t *testing.T) {
 	assert.Equal(t, "line 1\nline 2\n", string(text))
 	assert.Equal(t, LogsRequest{DaemonSet: "edge/agent", Node: "gw-1", Container: "main", Tail: 2, Follow: true}, got)
 
+	rc, err = c.Logs(ctx, LogsRequest{DaemonSet: "edge/agent", Node: "gw-1", Previous: true})
+	require.NoError(t, err)
+	require.NoError(t, rc.Close())
+	assert.Equal(t, LogsRequest{DaemonSet: "edge/agent", Node: "gw-1", Previous: true}, got, "previous reaches the backend")
+
 	rc, err = c.Logs(ctx, LogsRequest{DaemonSet: "agent", Node: "flaky"})
 	require.NoError(t, err)
 	text, err = io.ReadAll(rc)

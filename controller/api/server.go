@@ -56,6 +56,7 @@ type Backend interface {
 	Ready(ctx context.Context) error
 	// Sources lists the files of the watched manifests directory.
 	Sources(ctx context.Context) ([]Source, error)
+	ConfigBackend
 }
 
 // ReadyNoter is implemented by a Backend whose /readyz answer carries
@@ -111,6 +112,7 @@ func (s *Server) routes() {
 	s.handle("GET "+p+"/instances", s.listInstances)
 	s.handle("GET "+p+"/events", s.events)
 	s.handle("GET "+p+"/sources", s.sources)
+	s.configRoutes(p)
 }
 
 // handle registers an authenticated endpoint.

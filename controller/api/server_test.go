@@ -37,7 +37,9 @@ func (f *fakeBackend) Ready(context.Context) error { return f.ready }
 
 var _ Backend = (*fakeBackend)(nil)
 
-func newTestServer(t *testing.T, b *fakeBackend) *Client {
+func newTestServer(t *testing.T, b *fakeBackend) *Client { return newTestServerFor(t, b) }
+
+func newTestServerFor(t *testing.T, b Backend) *Client {
 	srv := httptest.NewServer(NewServer(b, "secret-token", nil, nil))
 	t.Cleanup(srv.Close)
 	return NewClient(srv.URL, "secret-token", srv.Client())

@@ -22,7 +22,8 @@ const (
 	ActionUnchanged  ApplyAction = "unchanged"
 )
 
-// ApplyResult reports the outcome of applying one daemonset.
+// ApplyResult reports the outcome of applying one object: a DaemonSet, a
+// ConfigMap or a Secret (Kind). Revision is a daemonset's only.
 type ApplyResult struct {
 	Kind       string      `json:"kind"`
 	Key        string      `json:"key"`
@@ -61,8 +62,11 @@ type Source struct {
 	// was applied) or removed (the file is gone; its daemonsets are kept
 	// unless the controller prunes).
 	Status string `json:"status"`
-	// DaemonSets lists the daemonsets the file manages now.
+	// DaemonSets, ConfigMaps and Secrets list the objects
+	// ("namespace/name") the file manages now.
 	DaemonSets  []string   `json:"daemonSets,omitempty"`
+	ConfigMaps  []string   `json:"configMaps,omitempty"`
+	Secrets     []string   `json:"secrets,omitempty"`
 	LastApplied *time.Time `json:"lastApplied,omitempty"`
 	// Errors lists every problem of an invalid file.
 	Errors []string `json:"errors,omitempty"`

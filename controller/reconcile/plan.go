@@ -97,12 +97,15 @@ func (p *planner) planNode(node *schema.Node) (had bool) {
 		p.planDaemonSet(node, k, run, online)
 	}
 	p.dropDeleted(node.Name, rest, ReasonDaemonSetDeleted)
-	if had && slices.Equal(p.instances, cur.Instances) {
+	cms, secrets := p.in.Configs.objects(p.instances)
+	if had && slices.Equal(p.instances, cur.Instances) && slices.Equal(cms, cur.ConfigMaps) && slices.Equal(secrets, cur.Secrets) {
 		return true
 	}
 	p.out.Desired[node.Name] = NodeDesired{
 		Generation: cur.Generation + 1,
 		Instances:  append(make([]schema.DesiredInstance, 0, len(p.instances)), p.instances...),
+		ConfigMaps: cms,
+		Secrets:    secrets,
 	}
 	return had
 }

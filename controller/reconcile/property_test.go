@@ -44,7 +44,57 @@ func randomFleet(t testing.TB, r *rand.Rand) Input {
 		in.Current[fmt.Sprintf("gone%d", i)] = randomDesired(r, names)
 	}
 	r.Shuffle(len(in.Nodes), func(i, j int) { in.Nodes[i], in.Nodes[j] = in.Nodes[j], in.Nodes[i] })
+	in.Configs = randomConfigs(r)
 	return in
+}
+
+// randomConfigs gives revisions r1..r3 random references among a few
+// names, some of which exist.
+func randomConfigs(r *rand.Rand) Configs {
+	c := Configs{Refs: map[string]schema.ConfigRefs{}, ConfigMaps: map[string]string{}, Secrets: map[string]string{}}
+	pick := func(names ...string) []string {
+		var out []string
+		for _, n := range names {
+			if r.IntN(2) == 0 {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	for i := 1; i <= 3; i++ {
+		c.Refs[fmt.Sprintf("r%d", i)] = schema.ConfigRefs{ConfigMaps: pick("a", "b", "c"), Secrets: pick("s", "t")}
+	}
+	for _, n := range pick("a", "b", "c") {
+		c.ConfigMaps["default/"+n] = fmt.Sprintf("h%d", r.IntN(3))
+	}
+	for _, n := range pick("s", "t") {
+		c.Secrets["default/"+n] = fmt.Sprintf("h%d", r.IntN(3))
+	}
+	return c
+}
+
+// checkConfigs: every desired state lists exactly the existing objects its
+// instances reference, sorted and unique.
+func checkConfigs(t *testing.T, in Input, final map[string]NodeDesired) {
+	t.Helper()
+	for node, d := range final {
+		var wantCM, wantSecrets []schema.ObjectRef
+		for _, inst := range d.Instances {
+			refs := in.Configs.Refs[inst.Revision]
+			for _, n := range refs.ConfigMaps {
+				if h, ok := in.Configs.ConfigMaps["default/"+n]; ok {
+					wantCM = append(wantCM, schema.ObjectRef{Namespace: "default", Name: n, Hash: h})
+				}
+			}
+			for _, n := range refs.Secrets {
+				if h, ok := in.Configs.Secrets["default/"+n]; ok {
+					wantSecrets = append(wantSecrets, schema.ObjectRef{Namespace: "default", Name: n, Hash: h})
+				}
+			}
+		}
+		require.Equal(t, sortedRefs(wantCM), d.ConfigMaps, "node %s configmaps", node)
+		require.Equal(t, sortedRefs(wantSecrets), d.Secrets, "node %s secrets", node)
+	}
 }
 
 func randomDaemonSet(r *rand.Rand, name string) dsSpec {
@@ -109,7 +159,8 @@ func randomObserved(r *rand.Rand, node string, names []string) schema.ObservedSt
 
 // TestPlanProperties checks, over seeded random fleets, that Plan bumps
 // generations by exactly one on change, never asks a node for two instances
-// of one daemonset, places exactly what placement allows, and is idempotent:
+// of one daemonset, places exactly what placement allows, lists exactly the
+// existing config objects the instances reference, and is idempotent:
 // planning over its own applied output changes nothing.
 func TestPlanProperties(t *testing.T) {
 	for seed := range uint64(300) {
@@ -120,6 +171,7 @@ func TestPlanProperties(t *testing.T) {
 			checkGenerations(t, in, out)
 			final := apply(in.Current, out)
 			checkPlacement(t, in, final)
+			checkConfigs(t, in, final)
 
 			second := Plan(withCurrent(in, final))
 			require.Empty(t, second.Desired, "second plan changes desired states")

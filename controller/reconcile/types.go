@@ -58,11 +58,30 @@ type DaemonSetState struct {
 	Revisions RevisionFunc
 }
 
-// NodeDesired is a node's desired state as published: the generation and
-// the instances, sorted by daemonset and then revision.
+// NodeDesired is a node's desired state as published: the generation, the
+// instances, sorted by daemonset and then revision, and the config objects
+// they reference (see Configs).
 type NodeDesired struct {
 	Generation uint64                   `json:"generation"`
 	Instances  []schema.DesiredInstance `json:"instances"`
+	ConfigMaps []schema.ObjectRef       `json:"configMaps,omitempty"`
+	Secrets    []schema.ObjectRef       `json:"secrets,omitempty"`
+}
+
+// Configs is what Plan needs to list the config objects of a node's
+// desired state: for the instances the node is to run, the ConfigMaps and
+// Secrets their revisions reference (by name, in the daemonset's
+// namespace) that exist, each at its current hash.
+type Configs struct {
+	// Refs are the references of each revision's template, by revision
+	// hash (schema.PodTemplateSpec.References). A revision absent here
+	// references nothing.
+	Refs map[string]schema.ConfigRefs
+	// ConfigMaps and Secrets map the "namespace/name" of every existing
+	// object to its content hash. A referenced object absent here does
+	// not exist and is left out of the desired state.
+	ConfigMaps map[string]string
+	Secrets    map[string]string
 }
 
 // Input is the snapshot Plan decides on. Plan does not modify it.
@@ -86,6 +105,8 @@ type Input struct {
 	Observed map[string]schema.ObservedState
 	// Online tells which nodes are connected; a node absent is offline.
 	Online map[string]bool
+	// Configs resolves the config objects of the instances placed.
+	Configs Configs
 }
 
 // Event reasons Plan sets besides the placement.Reason names of removals
@@ -149,7 +170,9 @@ type DaemonSetStatus struct {
 type Output struct {
 	// Desired holds the nodes whose desired state changed (or that were
 	// never published to), each with the generation of the last published
-	// state plus one. Instances is never nil.
+	// state plus one. Instances is never nil. A change of the config
+	// objects a node's instances reference (another hash, one appearing or
+	// disappearing) is a change of its desired state.
 	Desired map[string]NodeDesired
 	// Forget lists deleted nodes whose empty desired state was already
 	// published: the caller drops them from Current. Sorted.

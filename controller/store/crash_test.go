@@ -22,9 +22,10 @@ const (
 )
 
 // TestHelperProcess is not a test: started by TestKill9Durability with
-// helperEnv set, it opens the store, puts daemonsets one by one, printing
-// "ack <key>" after each put returns, prints "ok" after helperAcks of them
-// and keeps writing until it is killed.
+// helperEnv set, it opens the store, puts daemonsets one by one, each with
+// a ConfigMap and a Secret of the same name in the same transaction (as one
+// apply request), printing "ack <key>" after each put returns, prints "ok"
+// after helperAcks of them and keeps writing until it is killed.
 func TestHelperProcess(t *testing.T) {
 	if os.Getenv(helperEnv) != "kill9" {
 		t.Skip("helper process for TestKill9Durability")
@@ -36,7 +37,18 @@ func TestHelperProcess(t *testing.T) {
 	}
 	deadline := time.Now().Add(2 * time.Minute) // parent gone: stop
 	for i := 0; time.Now().Before(deadline); i++ {
-		rec, _, err := s.PutDaemonSet(testDaemonSet(fmt.Sprintf("ds-%04d", i), "img:1"), t0)
+		name := fmt.Sprintf("ds-%04d", i)
+		var rec DaemonSetRecord
+		err := s.Update(false, func(tx *Txn) (err error) {
+			if _, _, err = tx.PutConfigMap(testConfigMap(name, map[string]string{"k": name}), "", t0); err != nil {
+				return err
+			}
+			if _, _, err = tx.PutSecret(testSecret(name, map[string]string{"k": name}), "", t0); err != nil {
+				return err
+			}
+			rec, _, err = tx.PutDaemonSet(testDaemonSet(name, "img:1"), t0)
+			return err
+		})
 		if err != nil {
 			fmt.Println("error", err)
 			os.Exit(2)
@@ -92,6 +104,17 @@ func TestKill9Durability(t *testing.T) {
 	all, err := s.ListDaemonSets()
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, len(all), len(acked))
+	// Each request landed whole or not at all, the killed one included.
+	cms, err := s.ListConfigMaps()
+	require.NoError(t, err)
+	secrets, err := s.ListSecrets()
+	require.NoError(t, err)
+	require.Len(t, cms, len(all))
+	require.Len(t, secrets, len(all))
+	for i, ds := range all {
+		assert.Equal(t, ds.Key(), cms[i].Object.Key())
+		assert.Equal(t, ds.Key(), secrets[i].Object.Key())
+	}
 	t.Logf("%d acknowledged before ok, %d stored after kill -9", len(acked), len(all))
 }
 

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -42,28 +43,34 @@ func (r *DaemonSetRecord) Key() string { return r.DaemonSet.Key() }
 // no-op that writes nothing and reports changed false. Re-applying a
 // daemonset marked deleted clears DeletedAt and counts as a change.
 func (s *Store) PutDaemonSet(ds *schema.DaemonSet, now time.Time) (rec DaemonSetRecord, changed bool, err error) {
+	err = s.update(func(tx *bbolt.Tx) error {
+		rec, changed, err = (&Txn{tx: tx}).PutDaemonSet(ds, now)
+		if err == nil && !changed {
+			err = errNoWrite
+		}
+		return err
+	})
+	return rec, changed, s.wrap(err, "put daemonset %s", ds.Key())
+}
+
+// PutDaemonSet is Store.PutDaemonSet within the transaction.
+func (t *Txn) PutDaemonSet(ds *schema.DaemonSet, now time.Time) (rec DaemonSetRecord, changed bool, err error) {
 	if ds.Metadata.Name == "" {
-		return rec, false, fmt.Errorf("store %s: put daemonset: metadata.name is empty", s.path)
+		return rec, false, errors.New("put daemonset: metadata.name is empty")
 	}
 	applied := *ds
 	applied.Metadata.Namespace = namespaceOf(ds)
 	key := applied.Key()
-	err = s.update(func(tx *bbolt.Tx) error {
-		var old DaemonSetRecord
-		found, err := getJSON(tx, bucketDaemonSets, key, &old)
-		if err != nil {
-			return err
-		}
-		rec, changed, err = applyDaemonSet(old, found, applied, now)
-		if err == nil && !changed {
-			err = errNoWrite
-		}
-		if err != nil {
-			return err
-		}
-		return putJSON(tx, bucketDaemonSets, key, rec)
-	})
-	return rec, changed, s.wrap(err, "put daemonset %s", key)
+	var old DaemonSetRecord
+	found, err := getJSON(t.tx, bucketDaemonSets, key, &old)
+	if err != nil {
+		return rec, false, err
+	}
+	rec, changed, err = applyDaemonSet(old, found, applied, now)
+	if err != nil || !changed {
+		return rec, false, err
+	}
+	return rec, true, putJSON(t.tx, bucketDaemonSets, key, rec)
 }
 
 func namespaceOf(ds *schema.DaemonSet) string {
@@ -139,20 +146,31 @@ func (s *Store) ListDaemonSets() ([]DaemonSetRecord, error) {
 // nothing.
 func (s *Store) SetCurrentRevision(key, hash string, now time.Time) (DaemonSetRecord, error) {
 	var rec DaemonSetRecord
-	err := s.update(func(tx *bbolt.Tx) error {
-		if err := mustGetJSON(tx, bucketDaemonSets, key, &rec); err != nil {
-			return err
+	err := s.update(func(tx *bbolt.Tx) (err error) {
+		var changed bool
+		rec, changed, err = (&Txn{tx: tx}).SetCurrentRevision(key, hash, now)
+		if err == nil && !changed {
+			err = errNoWrite
 		}
-		if rec.CurrentRevision == hash {
-			return errNoWrite
-		}
-		if _, err := getRevision(tx, key, hash); err != nil {
-			return err
-		}
-		rec.CurrentRevision, rec.UpdatedAt = hash, now
-		return putJSON(tx, bucketDaemonSets, key, rec)
+		return err
 	})
 	return rec, s.wrap(err, "set current revision of daemonset %s to %s", key, hash)
+}
+
+// SetCurrentRevision is Store.SetCurrentRevision within the transaction;
+// changed is false when hash was current already.
+func (t *Txn) SetCurrentRevision(key, hash string, now time.Time) (rec DaemonSetRecord, changed bool, err error) {
+	if err := mustGetJSON(t.tx, bucketDaemonSets, key, &rec); err != nil {
+		return rec, false, err
+	}
+	if rec.CurrentRevision == hash {
+		return rec, false, nil
+	}
+	if _, err := getRevision(t.tx, key, hash); err != nil {
+		return rec, false, err
+	}
+	rec.CurrentRevision, rec.UpdatedAt = hash, now
+	return rec, true, putJSON(t.tx, bucketDaemonSets, key, rec)
 }
 
 // SetDaemonSetSource records who applied the daemonset last. Setting the
@@ -160,17 +178,39 @@ func (s *Store) SetCurrentRevision(key, hash string, now time.Time) (DaemonSetRe
 // bookkeeping, not part of the daemonset.
 func (s *Store) SetDaemonSetSource(key, source string) (DaemonSetRecord, error) {
 	var rec DaemonSetRecord
-	err := s.update(func(tx *bbolt.Tx) error {
-		if err := mustGetJSON(tx, bucketDaemonSets, key, &rec); err != nil {
-			return err
+	err := s.update(func(tx *bbolt.Tx) (err error) {
+		var changed bool
+		rec, changed, err = (&Txn{tx: tx}).SetDaemonSetSource(key, source)
+		if err == nil && !changed {
+			err = errNoWrite
 		}
-		if rec.Source == source {
-			return errNoWrite
-		}
-		rec.Source = source
-		return putJSON(tx, bucketDaemonSets, key, rec)
+		return err
 	})
 	return rec, s.wrap(err, "set source of daemonset %s", key)
+}
+
+// SetDaemonSetSource is Store.SetDaemonSetSource within the transaction.
+func (t *Txn) SetDaemonSetSource(key, source string) (rec DaemonSetRecord, changed bool, err error) {
+	if err := mustGetJSON(t.tx, bucketDaemonSets, key, &rec); err != nil {
+		return rec, false, err
+	}
+	if rec.Source == source {
+		return rec, false, nil
+	}
+	rec.Source = source
+	return rec, true, putJSON(t.tx, bucketDaemonSets, key, rec)
+}
+
+// GetDaemonSet returns the record under key; found is false when there is
+// none.
+func (t *Txn) GetDaemonSet(key string) (rec DaemonSetRecord, found bool, err error) {
+	found, err = getJSON(t.tx, bucketDaemonSets, key, &rec)
+	return rec, found, err
+}
+
+// ListDaemonSets is Store.ListDaemonSets within the transaction.
+func (t *Txn) ListDaemonSets() ([]DaemonSetRecord, error) {
+	return listJSON[DaemonSetRecord](t.tx, bucketDaemonSets)
 }
 
 // MarkDaemonSetDeleted records that the daemonset is being deleted; the

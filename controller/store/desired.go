@@ -20,9 +20,13 @@ type DesiredRecord struct {
 	// Generation is the node's desired generation. It only ever grows for a
 	// node, across DeleteDesired and restarts: each node has a high-water
 	// mark in the desiredgen bucket that deleting its record keeps.
-	Generation  uint64                   `json:"generation"`
-	Instances   []schema.DesiredInstance `json:"instances"`
-	PublishedAt time.Time                `json:"publishedAt,omitzero"`
+	Generation uint64                   `json:"generation"`
+	Instances  []schema.DesiredInstance `json:"instances"`
+	// ConfigMaps and Secrets are the config objects the instances
+	// reference, as in schema.DesiredState.
+	ConfigMaps  []schema.ObjectRef `json:"configMaps,omitempty"`
+	Secrets     []schema.ObjectRef `json:"secrets,omitempty"`
+	PublishedAt time.Time          `json:"publishedAt,omitzero"`
 }
 
 // Wire returns the record as the node's retained desired-state message.
@@ -36,6 +40,8 @@ func (r DesiredRecord) Wire() schema.DesiredState {
 		Node:          r.Node,
 		Generation:    r.Generation,
 		Instances:     instances,
+		ConfigMaps:    r.ConfigMaps,
+		Secrets:       r.Secrets,
 	}
 }
 

@@ -35,6 +35,12 @@
 //	                the node's desired record is deleted
 //	rollouts        "namespace/name" -> JSON owned by the rollout package
 //	events          8-byte big-endian sequence number -> Event
+//	configmaps      "namespace/name" -> ConfigMapRecord; the bucket's
+//	                sequence numbers resourceVersions (schema 2)
+//	secrets         "namespace/name" -> SecretRecord, likewise (schema 2)
+//
+// Txn groups the writes of one API request (an apply of daemonsets,
+// ConfigMaps and Secrets) into one transaction: all of it or none.
 //
 // The schema version counts the migrations applied (see migrate.go); Open
 // applies the missing ones in one transaction and refuses a file written by a

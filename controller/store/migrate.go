@@ -19,6 +19,8 @@ var (
 	bucketDesiredGen    = []byte("desiredgen")
 	bucketRollouts      = []byte("rollouts")
 	bucketEvents        = []byte("events")
+	bucketConfigMaps    = []byte("configmaps")
+	bucketSecrets       = []byte("secrets")
 )
 
 var keySchemaVersion = []byte("schemaVersion")
@@ -29,6 +31,7 @@ var keySchemaVersion = []byte("schemaVersion")
 // changes.
 var migrations = []func(tx *bbolt.Tx) error{
 	0: createBucketsV1,
+	1: createConfigBucketsV2,
 }
 
 // codeSchemaVersion is the store schema version this code reads and writes.
@@ -40,6 +43,17 @@ func createBucketsV1(tx *bbolt.Tx) error {
 		bucketMeta, bucketDaemonSets, bucketRevisions, bucketNodeOverrides,
 		bucketNodes, bucketDesired, bucketDesiredGen, bucketRollouts, bucketEvents,
 	} {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return fmt.Errorf("create bucket %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// createConfigBucketsV2 adds the ConfigMap and Secret buckets of schema
+// version 2.
+func createConfigBucketsV2(tx *bbolt.Tx) error {
+	for _, name := range [][]byte{bucketConfigMaps, bucketSecrets} {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return fmt.Errorf("create bucket %s: %w", name, err)
 		}

@@ -45,25 +45,38 @@ func (r Revision) Wire() schema.Revision {
 // returned unchanged (its number and change cause stay): moving the
 // daemonset to it, an undo for instance, is the caller's SetCurrentRevision.
 func (s *Store) EnsureRevision(dsKey string, template schema.PodTemplateSpec, changeCause string, now time.Time) (rev Revision, created bool, err error) {
-	hash := schema.TemplateHash(template)
 	err = s.update(func(tx *bbolt.Tx) error {
-		b, err := revisionBucket(tx, dsKey, true)
-		if err != nil {
-			return err
+		rev, created, err = (&Txn{tx: tx}).EnsureRevision(dsKey, template, changeCause, now)
+		if err == nil && !created {
+			err = errNoWrite
 		}
-		if found, err := decodeRevision(b, dsKey, hash, &rev); err != nil || found {
-			return cmp.Or(err, errNoWrite)
-		}
-		n, err := b.NextSequence()
-		if err != nil {
-			return err
-		}
-		rev = Revision{Hash: hash, Number: int64(n), DaemonSet: dsKey, Template: template,
-			ChangeCause: changeCause, CreatedAt: now}
-		created = true
-		return putJSONIn(b, revisionBucketName(dsKey), []byte(hash), rev)
+		return err
 	})
-	return rev, created, s.wrap(err, "ensure revision %s of daemonset %s", hash, dsKey)
+	return rev, created, s.wrap(err, "ensure revision %s of daemonset %s", schema.TemplateHash(template), dsKey)
+}
+
+// EnsureRevision is Store.EnsureRevision within the transaction.
+func (t *Txn) EnsureRevision(dsKey string, template schema.PodTemplateSpec, changeCause string, now time.Time) (rev Revision, created bool, err error) {
+	hash := schema.TemplateHash(template)
+	b, err := revisionBucket(t.tx, dsKey, true)
+	if err != nil {
+		return rev, false, err
+	}
+	if found, err := decodeRevision(b, dsKey, hash, &rev); err != nil || found {
+		return rev, false, err
+	}
+	n, err := b.NextSequence()
+	if err != nil {
+		return rev, false, err
+	}
+	rev = Revision{Hash: hash, Number: int64(n), DaemonSet: dsKey, Template: template,
+		ChangeCause: changeCause, CreatedAt: now}
+	return rev, true, putJSONIn(b, revisionBucketName(dsKey), []byte(hash), rev)
+}
+
+// GetRevision is Store.GetRevision within the transaction.
+func (t *Txn) GetRevision(dsKey, hash string) (Revision, error) {
+	return getRevision(t.tx, dsKey, hash)
 }
 
 // GetRevision returns the daemonset's revision with hash, or an error

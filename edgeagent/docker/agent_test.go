@@ -385,8 +385,11 @@ func TestAgentHostPathReadOnly(t *testing.T) {
 	}{{stRO.ContainerIDs[0], roDir, false}, {stRW.ContainerIDs[0], rwDir, true}} {
 		in := inspectOrNil(t, h.e.cli, c.id)
 		require.NotNil(t, in)
-		require.Len(t, in.Mounts, 1)
+		require.Len(t, in.Mounts, 2, "the hostPath and the termination log")
 		m := in.Mounts[0]
+		if m.Destination != "/mnt" {
+			m = in.Mounts[1]
+		}
 		assert.Equal(t, c.source, m.Source)
 		assert.Equal(t, "/mnt", m.Destination)
 		assert.Equal(t, c.rw, m.RW, "RW of the mount of %s", c.source)

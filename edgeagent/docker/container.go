@@ -30,6 +30,11 @@ func (r *Runtime) Create(ctx context.Context, spec edgeagent.ContainerSpec) (str
 	if err != nil {
 		return "", fmt.Errorf("create container %s: %w", spec.Name, err)
 	}
+	if spec.RunAsNonRoot {
+		if err := r.verifyNonRoot(ctx, spec); err != nil {
+			return "", fmt.Errorf("create container %s: %w", spec.Name, err)
+		}
+	}
 	res, err := r.cli.ContainerCreate(ctx, opts)
 	switch {
 	case cerrdefs.IsConflict(err):
@@ -54,6 +59,10 @@ func createOptions(spec edgeagent.ContainerSpec) (client.ContainerCreateOptions,
 	if err != nil {
 		return client.ContainerCreateOptions{}, err
 	}
+	mounts, err := bindMounts(spec.Mounts)
+	if err != nil {
+		return client.ContainerCreateOptions{}, err
+	}
 	cfg := &container.Config{
 		Image:        spec.Image,
 		Entrypoint:   spec.Entrypoint,
@@ -62,17 +71,22 @@ func createOptions(spec edgeagent.ContainerSpec) (client.ContainerCreateOptions,
 		Labels:       managedLabels(spec.Labels),
 		ExposedPorts: exposed,
 		StopTimeout:  stopTimeout(spec.StopTimeout),
+		WorkingDir:   spec.WorkingDir,
+		User:         spec.User,
 	}
 	host := &container.HostConfig{
 		NetworkMode:   networkMode(spec),
 		PortBindings:  bindings,
 		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
 		Privileged:    spec.Privileged,
-		Mounts:        bindMounts(spec.Mounts),
+		Mounts:        mounts,
 		Resources:     container.Resources{NanoCPUs: spec.NanoCPUs, Memory: spec.Memory},
 	}
 	if spec.HostPID {
 		host.PidMode = "host"
+	}
+	if err := applySecurity(host, spec); err != nil {
+		return client.ContainerCreateOptions{}, err
 	}
 	return client.ContainerCreateOptions{Name: spec.Name, Config: cfg, HostConfig: host}, nil
 }
@@ -164,16 +178,25 @@ func portBinding(p edgeagent.PortBinding) (network.Port, network.PortBinding, er
 	return port, binding, nil
 }
 
-// bindMounts converts host-path mounts; the source must exist.
-func bindMounts(mounts []edgeagent.Mount) []mount.Mount {
+// bindMounts converts host-path mounts; the source must exist. A
+// propagation other than "" (the engine's rprivate), "rslave" or "rshared"
+// is an error naming the mount.
+func bindMounts(mounts []edgeagent.Mount) ([]mount.Mount, error) {
 	if len(mounts) == 0 {
-		return nil
+		return nil, nil
 	}
 	out := make([]mount.Mount, len(mounts))
 	for i, m := range mounts {
 		out[i] = mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly}
+		switch p := mount.Propagation(m.Propagation); p {
+		case "":
+		case mount.PropagationRSlave, mount.PropagationRShared:
+			out[i].BindOptions = &mount.BindOptions{Propagation: p}
+		default:
+			return nil, fmt.Errorf("mounts[%d] (%s): propagation %q is not rslave or rshared", i, m.Target, m.Propagation)
+		}
 	}
-	return out
+	return out, nil
 }
 
 // Start starts a created or exited container.
@@ -250,6 +273,7 @@ func containerState(c container.InspectResponse) (edgeagent.ContainerState, erro
 		ID:        c.ID,
 		Name:      strings.TrimPrefix(c.Name, "/"),
 		IPAddress: ipAddress(c),
+		LogPath:   c.LogPath,
 	}
 	if c.Config != nil {
 		st.Image = c.Config.Image
@@ -264,6 +288,7 @@ func containerState(c container.InspectResponse) (edgeagent.ContainerState, erro
 	}
 	st.Running = c.State.Running
 	st.ExitCode = c.State.ExitCode
+	st.OOMKilled = c.State.OOMKilled
 	if st.StartedAt, err = parseTime("StartedAt", c.State.StartedAt); err != nil {
 		return st, err
 	}

@@ -84,7 +84,7 @@ func (e env) run(t testing.TB, spec edgeagent.ContainerSpec) string {
 func (e env) waitLog(t testing.TB, id, want string) {
 	t.Helper()
 	checkFor(t, 20*time.Second, 20*time.Millisecond, func() error {
-		rc, err := e.rt.Logs(t.Context(), id, 0, false)
+		rc, err := e.rt.Logs(t.Context(), id, edgeagent.LogOptions{Tail: 0, Follow: false})
 		if err != nil {
 			return err
 		}
@@ -639,7 +639,7 @@ func TestLogs(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rc, err := e.rt.Logs(ctx, exited, tc.tail, false)
+			rc, err := e.rt.Logs(ctx, exited, edgeagent.LogOptions{Tail: tc.tail, Follow: false})
 			if err != nil {
 				t.Fatalf("Logs: %v", err)
 			}
@@ -665,7 +665,7 @@ func TestLogs(t *testing.T) {
 
 	t.Run("follow", func(t *testing.T) {
 		running := e.run(t, e.spec("follow", "sleep"))
-		rc, err := e.rt.Logs(ctx, running, 0, true)
+		rc, err := e.rt.Logs(ctx, running, edgeagent.LogOptions{Tail: 0, Follow: true})
 		if err != nil {
 			t.Fatalf("Logs: %v", err)
 		}
@@ -683,7 +683,7 @@ func TestLogs(t *testing.T) {
 	})
 
 	t.Run("missing container", func(t *testing.T) {
-		if _, err := e.rt.Logs(ctx, "edgeset-absent-container", 0, false); !errors.Is(err, edgeagent.ErrNotFound) {
+		if _, err := e.rt.Logs(ctx, "edgeset-absent-container", edgeagent.LogOptions{Tail: 0, Follow: false}); !errors.Is(err, edgeagent.ErrNotFound) {
 			t.Errorf("Logs of missing container: %v, want ErrNotFound", err)
 		}
 	})

@@ -38,6 +38,8 @@ var validName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]+$`)
 type Runtime struct {
 	// StartLatency delays every Start, in the caller's goroutine.
 	StartLatency time.Duration
+	// OnPull, when set, sees every PullImage call with its credentials.
+	OnPull func(image string, auth *edgeagent.RegistryAuth)
 	// ImagePullFailure, when set and returning an error, fails the pull of
 	// that image with the error's message, as an engine would.
 	ImagePullFailure func(image string) error
@@ -48,7 +50,13 @@ type Runtime struct {
 	ExecResult func(c edgeagent.ContainerState, cmd []string) (exitCode int, output []byte, err error)
 	// LogOutput answers Logs for an existing container; nil answers an
 	// empty log.
-	LogOutput func(c edgeagent.ContainerState, tail int, follow bool) (io.ReadCloser, error)
+	LogOutput func(c edgeagent.ContainerState, opts edgeagent.LogOptions) (io.ReadCloser, error)
+	// Files, when set, serves ReadFile: the content of path in container
+	// id, and whether it exists.
+	Files func(id, path string) ([]byte, bool)
+	// RecordHistory makes the engine keep every create, start, stop and
+	// remove in History (unbounded: tests only).
+	RecordHistory bool
 	// Now stamps Created, StartedAt and FinishedAt; nil is time.Now.
 	Now func() time.Time
 	// EventBuffer is each subscriber's channel capacity; 0 means 256.
@@ -61,6 +69,13 @@ type Runtime struct {
 	subs       map[*subscriber]struct{}
 	seq        uint64
 	stats      Stats
+	history    []Op
+}
+
+// Op is one call that changed a container, as History records it.
+type Op struct {
+	Action string // "create", "start", "stop" (of a running container), "remove"
+	Name   string // the container's name
 }
 
 // Stats counts the calls that changed the engine.
@@ -113,6 +128,20 @@ func (r *Runtime) Stats() Stats {
 	return r.stats
 }
 
+// History returns the calls recorded since RecordHistory was set, oldest
+// first.
+func (r *Runtime) History() []Op {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Op(nil), r.history...)
+}
+
+func (r *Runtime) recordLocked(action, name string) {
+	if r.RecordHistory {
+		r.history = append(r.history, Op{Action: action, Name: name})
+	}
+}
+
 // Containers returns every container, managed or not, sorted by name.
 func (r *Runtime) Containers() []edgeagent.ContainerState {
 	r.mu.Lock()
@@ -148,9 +177,12 @@ func (r *Runtime) List(ctx context.Context, node string) ([]edgeagent.ContainerS
 }
 
 // PullImage implements edgeagent.Runtime.
-func (r *Runtime) PullImage(ctx context.Context, image, policy string, _ *edgeagent.RegistryAuth) error {
+func (r *Runtime) PullImage(ctx context.Context, image, policy string, auth *edgeagent.RegistryAuth) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if r.OnPull != nil {
+		r.OnPull(image, auth)
 	}
 	r.mu.Lock()
 	present := r.images[image]
@@ -191,6 +223,7 @@ func (r *Runtime) Create(ctx context.Context, spec edgeagent.ContainerSpec) (str
 	}}
 	r.byName[spec.Name] = id
 	r.stats.Creates++
+	r.recordLocked("create", spec.Name)
 	r.emitLocked(r.containers[id], "create", 0)
 	return id, nil
 }
@@ -223,7 +256,8 @@ func (r *Runtime) lookupLocked(ref string) *container {
 }
 
 // Start implements edgeagent.Runtime. Starting a running container is a
-// no-op, as in Docker.
+// no-op, as in Docker; as in Docker, FinishedAt keeps the end of the
+// previous run.
 func (r *Runtime) Start(ctx context.Context, id string) error {
 	if err := sleepCtx(ctx, r.StartLatency); err != nil {
 		return err
@@ -241,8 +275,9 @@ func (r *Runtime) Start(ctx context.Context, id string) error {
 		return err
 	}
 	c.run++
-	c.state.Running, c.state.StartedAt, c.state.FinishedAt, c.state.ExitCode = true, r.now(), time.Time{}, 0
+	c.state.Running, c.state.StartedAt, c.state.ExitCode, c.state.OOMKilled = true, r.now(), 0, false
 	r.stats.Starts++
+	r.recordLocked("start", c.state.Name)
 	r.emitLocked(c, "start", 0)
 	r.scheduleCrashLocked(c)
 	return nil
@@ -305,6 +340,7 @@ func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) erro
 	}
 	r.stats.Stops++
 	if c.state.Running {
+		r.recordLocked("stop", c.state.Name)
 		code := ExitCodeTerm
 		if grace <= 0 {
 			code = ExitCodeKill
@@ -331,6 +367,7 @@ func (r *Runtime) Remove(ctx context.Context, id string) error {
 	delete(r.containers, c.state.ID)
 	delete(r.byName, c.state.Name)
 	r.stats.Removes++
+	r.recordLocked("remove", c.state.Name)
 	r.emitLocked(c, "destroy", 0)
 	return nil
 }
@@ -349,7 +386,9 @@ func (r *Runtime) Inspect(ctx context.Context, id string) (edgeagent.ContainerSt
 	return cloneState(c.state), nil
 }
 
-// Exec implements edgeagent.Runtime through ExecResult.
+// Exec implements edgeagent.Runtime through ExecResult. Like an engine it
+// returns ctx's error when ctx ends first, leaving ExecResult to finish in
+// its goroutine.
 func (r *Runtime) Exec(ctx context.Context, id string, cmd []string) (int, []byte, error) {
 	st, err := r.Inspect(ctx, id)
 	if err != nil {
@@ -361,19 +400,53 @@ func (r *Runtime) Exec(ctx context.Context, id string, cmd []string) (int, []byt
 	if r.ExecResult == nil {
 		return 0, nil, nil
 	}
-	return r.ExecResult(st, cmd)
+	type result struct {
+		code int
+		out  []byte
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out, err := r.ExecResult(st, cmd)
+		done <- result{code, out, err}
+	}()
+	select {
+	case <-ctx.Done():
+		return 0, nil, fmt.Errorf("exec in %s: %w", id, ctx.Err())
+	case res := <-done:
+		return res.code, res.out, res.err
+	}
 }
 
 // Logs implements edgeagent.Runtime through LogOutput.
-func (r *Runtime) Logs(ctx context.Context, id string, tail int, follow bool) (io.ReadCloser, error) {
+func (r *Runtime) Logs(ctx context.Context, id string, opts edgeagent.LogOptions) (io.ReadCloser, error) {
 	st, err := r.Inspect(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	if r.LogOutput != nil {
-		return r.LogOutput(st, tail, follow)
+		return r.LogOutput(st, opts)
 	}
 	return io.NopCloser(strings.NewReader("")), nil
+}
+
+// ReadFile implements edgeagent.Runtime through Files, keyed by container
+// id and path.
+func (r *Runtime) ReadFile(ctx context.Context, id, path string, limit int64) ([]byte, error) {
+	if _, err := r.Inspect(ctx, id); err != nil {
+		return nil, err
+	}
+	if r.Files == nil {
+		return nil, fmt.Errorf("read %s in %s: %w", path, id, edgeagent.ErrNotFound)
+	}
+	b, ok := r.Files(id, path)
+	if !ok {
+		return nil, fmt.Errorf("read %s in %s: %w", path, id, edgeagent.ErrNotFound)
+	}
+	if int64(len(b)) > limit {
+		b = b[:limit]
+	}
+	return b, nil
 }
 
 // Events implements edgeagent.Runtime. The stream ends with ctx's error, or
@@ -426,6 +499,24 @@ func (r *Runtime) Crash(id string, code int) error {
 		return fmt.Errorf("crash %s: container is not running", id)
 	}
 	r.exitLocked(c, code)
+	return nil
+}
+
+// OOMKill makes a running container exit with ExitCodeKill and OOMKilled
+// set, as the kernel's OOM killer would.
+func (r *Runtime) OOMKill(id string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.lookupLocked(id)
+	if c == nil {
+		return fmt.Errorf("oom-kill %s: %w", id, edgeagent.ErrNotFound)
+	}
+	if !c.state.Running {
+		return fmt.Errorf("oom-kill %s: container is not running", id)
+	}
+	c.state.OOMKilled = true
+	r.emitLocked(c, "oom", 0)
+	r.exitLocked(c, ExitCodeKill)
 	return nil
 }
 

@@ -218,3 +218,35 @@ func TestSingleCharacterNamesRejectedLikeDocker(t *testing.T) {
 	_, err := newRuntime().Create(context.Background(), spec("a"))
 	assert.ErrorContains(t, err, "invalid container name")
 }
+
+func TestOOMKillAndRestartKeepDockerState(t *testing.T) {
+	ctx := context.Background()
+	r := newRuntime()
+	r.RecordHistory = true
+	id, err := r.Create(ctx, spec("ca"))
+	require.NoError(t, err)
+	require.NoError(t, r.Start(ctx, id))
+	st, err := r.Inspect(ctx, id)
+	require.NoError(t, err)
+	assert.True(t, st.FinishedAt.IsZero(), "never exited")
+
+	require.NoError(t, r.OOMKill(id))
+	st, err = r.Inspect(ctx, id)
+	require.NoError(t, err)
+	assert.True(t, st.OOMKilled)
+	assert.Equal(t, ExitCodeKill, st.ExitCode)
+	assert.False(t, st.Running)
+	assert.Error(t, r.OOMKill(id), "not running")
+	finished := st.FinishedAt
+
+	require.NoError(t, r.Start(ctx, id))
+	st, err = r.Inspect(ctx, id)
+	require.NoError(t, err)
+	assert.False(t, st.OOMKilled, "a new run clears OOMKilled")
+	assert.Equal(t, finished, st.FinishedAt, "FinishedAt keeps the end of the previous run, as in Docker")
+	require.NoError(t, r.Stop(ctx, id, time.Second))
+	require.NoError(t, r.Stop(ctx, id, time.Second))
+	require.NoError(t, r.Remove(ctx, id))
+	assert.Equal(t, []Op{{"create", "ca"}, {"start", "ca"}, {"start", "ca"}, {"stop", "ca"}, {"remove", "ca"}}, r.History(),
+		"stopping a stopped container is not recorded")
+}

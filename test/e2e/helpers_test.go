@@ -69,10 +69,12 @@ func testLogger(component string) *slog.Logger {
 
 // fleet is an in-process controller and agents on the local Docker engine.
 type fleet struct {
-	api    *api.Client
-	docker *client.Client // raw engine client, to look behind the runtime
-	nodes  []string
-	agents []*countingRuntime // by node index
+	brokerURL string
+	secret    []byte // the fleet secret, for MQTT identities
+	api       *api.Client
+	docker    *client.Client // raw engine client, to look behind the runtime
+	nodes     []string
+	agents    []*countingRuntime // by node index
 }
 
 // countingRuntime is the Docker runtime counting the agent's reconcile
@@ -103,8 +105,8 @@ func startFleet(t *testing.T, cli *client.Client, n int) *fleet {
 	secret, err := broker.LoadOrCreateFleetSecret(dir)
 	require.NoError(t, err)
 
-	f := &fleet{api: api.NewClient("http://"+ctl.APIAddr().String(), ctl.Token(), nil), docker: cli}
 	url := "tcp://" + ctl.MQTTAddr().String()
+	f := &fleet{brokerURL: url, secret: secret, api: api.NewClient("http://"+ctl.APIAddr().String(), ctl.Token(), nil), docker: cli}
 	for range n {
 		node := testimage.Node(t, cli) // its cleanup runs after the agent's
 		f.nodes = append(f.nodes, node)

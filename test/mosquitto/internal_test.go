@@ -74,6 +74,8 @@ func TestACL(t *testing.T) {
 		"pattern write edgeset/v1/nodes/%u/events",
 		"pattern read edgeset/v1/nodes/%u/desired",
 		"pattern read edgeset/v1/revisions/#",
+		"pattern read edgeset/v1/nodes/%u/secrets/+",
+		"pattern read edgeset/v1/configmaps/#",
 		"user ctl",
 		"topic readwrite edgeset/#",
 	}

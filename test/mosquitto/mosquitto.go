@@ -274,8 +274,8 @@ const (
 // ACL returns edgeset's Mosquitto ACL (acl_file syntax), equivalent to the
 // embedded broker's: each node authenticates with a user named after the
 // node and may write only its own status, online, observed, events and
-// logs/response topics, read only its own desired and logs/request topics,
-// and read every revision; controllerUser may read and write
+// logs/response topics, read only its own desired, logs/request and
+// secrets/{hash} topics, and read every revision and ConfigMap; controllerUser may read and write
 // everything under edgeset/ (every schema version) and read Mosquitto's
 // count of dropped messages. "pattern" lines apply to every user ("topic"
 // lines before the first "user" line would apply to anonymous clients only).
@@ -288,7 +288,9 @@ func ACL(controllerUser string) string {
 	fmt.Fprintf(&b, "pattern write %s\n", schema.NodeTopic("%u", topicLogsResponse))
 	fmt.Fprintf(&b, "pattern read %s\n", schema.NodeTopic("%u", schema.TopicDesired))
 	fmt.Fprintf(&b, "pattern read %s\n", schema.NodeTopic("%u", topicLogsRequest))
+	fmt.Fprintf(&b, "pattern read %s\n", schema.NodeSecretTopic("%u", "+"))
 	fmt.Fprintf(&b, "pattern read %s\n", schema.RevisionTopic("#"))
+	fmt.Fprintf(&b, "pattern read %s\n", schema.ConfigMapTopic("#"))
 	b.WriteString("\n# The controller reads every node's topics and writes desired states and revisions.\n")
 	fmt.Fprintf(&b, "user %s\ntopic readwrite edgeset/#\n", controllerUser)
 	b.WriteString("# ...and the broker's count of dropped messages, to repair what it dropped.\n")

@@ -11,17 +11,28 @@
 //	app ignore-term           ignore SIGTERM, run until killed
 //	app check FILE            exit 0 if FILE exists, 1 otherwise
 //	app touch FILE            create FILE; exit 0 on success
+//	app show [ARG...]         print what the process sees: its arguments, its
+//	                          environment, uid, gid, effective capabilities,
+//	                          and the content of each file listed in SHOW_FILES
+//	                          (colon-separated); then print a file again
+//	                          whenever its content changes, until SIGTERM
+//	app cat FILE              print FILE (e.g. /proc/self/status), then run until SIGTERM
+//	app pwd                   print the working directory; exit 0, or 1 if it cannot
+//	app oom                   allocate memory until the kernel kills the process
 //
 // Every mode but ignore-term exits 0 promptly on SIGTERM: as PID 1 the
 // process would otherwise never see the signal.
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -74,6 +85,14 @@ func run(mode string, args []string) int {
 		return fileOp(args, func(p string) error { return os.WriteFile(p, nil, 0o644) })
 	case "check":
 		return fileOp(args, func(p string) error { _, err := os.Stat(p); return err })
+	case "show":
+		show(args)
+	case "cat":
+		return cat(args)
+	case "pwd":
+		return pwd()
+	case "oom":
+		oom()
 	}
 	fmt.Fprintf(os.Stderr, "app: unknown mode %q\n", mode)
 	return 2
@@ -152,8 +171,106 @@ func fileOp(args []string, op func(path string) error) int {
 	return 0
 }
 
+// cat handles "cat FILE": it prints the file and keeps running, so a test
+// reads what a running process sees.
+func cat(args []string) int {
+	if len(args) != 1 {
+		fmt.Fprintln(os.Stderr, "usage: app cat FILE")
+		return 2
+	}
+	b, err := os.ReadFile(args[0])
+	if err != nil {
+		fmt.Printf("app: %v\n", err)
+		return 1
+	}
+	fmt.Printf("%s", b)
+	fmt.Println("app: cat done")
+	block()
+	return 0
+}
+
+// pwd prints the working directory.
+func pwd() int {
+	dir, err := os.Getwd()
+	if err != nil {
+		fmt.Printf("app: %v\n", err)
+		return 1
+	}
+	fmt.Printf("app: pwd %s\n", dir)
+	return 0
+}
+
+// oom touches ever more memory, so a memory limit ends it by the OOM
+// killer; without one it stops at 4 GiB.
+func oom() {
+	fmt.Println("app: allocating")
+	var held [][]byte
+	for range 4096 {
+		b := make([]byte, 1<<20)
+		for i := range b {
+			b[i] = 1
+		}
+		held = append(held, b)
+	}
+	fmt.Printf("app: %d MiB allocated and not killed\n", len(held))
+}
+
 // exists reports whether path can be stat'ed.
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// show handles "show [ARG...]": one line per fact, "arg: ", "env: K=V",
+// "uid: ", "gid: ", "capeff: " and "file: PATH: CONTENT" (newlines in the
+// content as \n, "<missing>" when unreadable), then watches the files.
+func show(args []string) {
+	for _, a := range args {
+		fmt.Printf("arg: %s\n", a)
+	}
+	env := os.Environ()
+	slices.Sort(env)
+	for _, e := range env {
+		fmt.Printf("env: %s\n", e)
+	}
+	fmt.Printf("uid: %d\ngid: %d\ncapeff: %s\n", os.Getuid(), os.Getgid(), capEff())
+	var files []string
+	if v := os.Getenv("SHOW_FILES"); v != "" {
+		files = strings.Split(v, ":")
+	}
+	seen := map[string]string{}
+	for {
+		for _, f := range files {
+			if c := fileContent(f); c != seen[f] {
+				seen[f] = c
+				fmt.Printf("file: %s: %s\n", f, c)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// fileContent is path's content with newlines escaped, or "<missing>".
+func fileContent(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "<missing>"
+	}
+	return strings.ReplaceAll(string(b), "\n", "\\n")
+}
+
+// capEff is the CapEff line of /proc/self/status.
+func capEff() string {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return "unknown"
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "CapEff:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
 }

@@ -1,0 +1,318 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/controller/placement"
+	"github.com/edgeset/edgeset/controller/store"
+	"github.com/edgeset/edgeset/schema"
+)
+
+// ApplyManifests decodes, validates and applies every object of data
+// (DaemonSets, ConfigMaps, Secrets) in one store transaction: nothing is
+// applied unless every object is valid and deliverable, and everything is
+// durable before it returns. An unchanged manifest is a no-op. Every
+// object applied records opts.Source as who applied it last. A dry run
+// computes the same results and keeps nothing.
+func (c *Controller) ApplyManifests(ctx context.Context, source string, data []byte, opts api.ApplyOptions) ([]api.ApplyResult, error) {
+	objs, warnings, err := schema.Decode(source, data)
+	if err != nil {
+		return nil, err
+	}
+	return c.applyObjects(objs, warnings, applyRequest{dryRun: opts.DryRun, source: opts.Source})
+}
+
+// applyRequest qualifies applyObjects.
+type applyRequest struct {
+	dryRun bool
+	source string
+	// keepSource leaves the daemonsets' recorded source as it is (an
+	// operator's rollout action is not an apply).
+	keepSource bool
+}
+
+// applyObjects checks and applies decoded objects as one request.
+func (c *Controller) applyObjects(objs []schema.Object, warnings []schema.Warning, req applyRequest) ([]api.ApplyResult, error) {
+	if err := checkObjects(objs, deliveryLimit); err != nil {
+		return nil, err
+	}
+	c.passMu.Lock()
+	defer c.passMu.Unlock()
+	return c.applyObjectsLocked(objs, warnings, req)
+}
+
+// applyObjectsLocked is applyObjects for checked objects, with passMu
+// held.
+func (c *Controller) applyObjectsLocked(objs []schema.Object, warnings []schema.Warning, req applyRequest) ([]api.ApplyResult, error) {
+	now := time.Now()
+	var out *applied
+	err := c.store.Update(req.dryRun, func(tx *store.Txn) (err error) {
+		out, err = c.applyTxn(tx, objs, req, now)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range out.results {
+		out.results[i].Warnings = warningsFor(warnings, objs[i].Source)
+	}
+	if req.dryRun {
+		return out.results, nil
+	}
+	if err := c.commit(out); err != nil {
+		return out.results, err
+	}
+	c.wake()
+	return out.results, nil
+}
+
+// applied is what one request changed, for the working state once the
+// transaction committed.
+type applied struct {
+	results    []api.ApplyResult // one per object, in order
+	daemonSets map[string]dsChange
+	configMaps map[string]*store.ConfigMapRecord // nil: deleted
+	secrets    map[string]*store.SecretRecord    // nil: deleted
+	events     []pendingEvent
+}
+
+// dsChange is a daemonset the request stored or moved to a new revision.
+type dsChange struct {
+	rec store.DaemonSetRecord
+	rev store.Revision
+}
+
+type pendingEvent struct{ object, reason, message string }
+
+func newApplied() *applied {
+	return &applied{
+		daemonSets: map[string]dsChange{},
+		configMaps: map[string]*store.ConfigMapRecord{},
+		secrets:    map[string]*store.SecretRecord{},
+	}
+}
+
+func (a *applied) event(object, reason, message string) {
+	a.events = append(a.events, pendingEvent{object, reason, message})
+}
+
+// applyTxn stores the objects: config objects first, so the daemonsets'
+// effective templates see them, then the daemonsets, then the revisions of
+// every other daemonset that rolls on a config change this request made.
+func (c *Controller) applyTxn(tx *store.Txn, objs []schema.Object, req applyRequest, now time.Time) (*applied, error) {
+	out := newApplied()
+	out.results = make([]api.ApplyResult, len(objs))
+	changed := configChanges{}
+	for i, obj := range objs {
+		var err error
+		switch {
+		case obj.ConfigMap != nil:
+			out.results[i], err = applyConfigMap(tx, *obj.ConfigMap, req.source, now, out, changed)
+		case obj.Secret != nil:
+			out.results[i], err = applySecret(tx, *obj.Secret, req.source, now, out, changed)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	for i, obj := range objs {
+		if obj.DaemonSet == nil {
+			continue
+		}
+		r, err := c.applyDaemonSetTxn(tx, obj.DaemonSet, req, changed, now, out)
+		if err != nil {
+			return nil, err
+		}
+		out.results[i] = r
+	}
+	return out, rollOnConfigChanges(tx, changed, now, out)
+}
+
+// applyDaemonSetTxn stores one daemonset and makes its effective template a
+// revision; the revision becomes current when the daemonset changed, is
+// new, or references a config object the request changed under
+// rollOnConfigChange. An unchanged daemonset keeps its current revision
+// (one an undo chose, for instance).
+func (c *Controller) applyDaemonSetTxn(tx *store.Txn, ds *schema.DaemonSet, req applyRequest, changed configChanges, now time.Time, out *applied) (api.ApplyResult, error) {
+	key := ds.Key()
+	res := api.ApplyResult{Kind: schema.KindDaemonSet, Key: key}
+	old, existed, err := tx.GetDaemonSet(key)
+	if err != nil {
+		return res, err
+	}
+	live := existed && old.DeletedAt == nil
+	if req.dryRun {
+		res.NodesBefore, res.NodesAfter = c.dryRunNodes(old, live, ds)
+	}
+	rec, dsChanged, err := tx.PutDaemonSet(ds, now)
+	if err != nil {
+		return res, err
+	}
+	if !req.keepSource {
+		if rec, _, err = tx.SetDaemonSetSource(key, req.source); err != nil {
+			return res, err
+		}
+	}
+	move := dsChanged || rec.CurrentRevision == "" || rollsOnConfigChange(&rec.DaemonSet) && changed.affects(&rec.DaemonSet)
+	rec, rev, err := moveToEffective(tx, rec, ds.Metadata.Annotations[ChangeCauseAnnotation], move, now)
+	if err != nil {
+		return res, err
+	}
+	res.Action = applyAction(live, dsChanged)
+	res.Generation, res.Revision = rec.Generation, rev.Number
+	out.daemonSets[key] = dsChange{rec: rec, rev: rev}
+	if res.Action != api.ActionUnchanged {
+		out.event(dsObject(key), "Applied", fmt.Sprintf("%s: generation %d, revision %d", res.Action, rec.Generation, rev.Number))
+	}
+	return res, nil
+}
+
+// moveToEffective ensures the revision of rec's effective template and,
+// with move, makes it current.
+func moveToEffective(tx *store.Txn, rec store.DaemonSetRecord, cause string, move bool, now time.Time) (store.DaemonSetRecord, store.Revision, error) {
+	key := rec.Key()
+	tmpl := effectiveTemplate(&rec.DaemonSet, txConfigVersions(tx))
+	rev, _, err := tx.EnsureRevision(key, tmpl, cause, now)
+	if err != nil {
+		return rec, rev, err
+	}
+	if move && rec.CurrentRevision != rev.Hash {
+		if rec, _, err = tx.SetCurrentRevision(key, rev.Hash, now); err != nil {
+			return rec, rev, err
+		}
+	}
+	return rec, rev, nil
+}
+
+// rollOnConfigChanges gives every stored daemonset with rollOnConfigChange
+// that the request did not apply itself, and that references a config
+// object the request changed, the revision of its new effective template.
+func rollOnConfigChanges(tx *store.Txn, changed configChanges, now time.Time, out *applied) error {
+	if len(changed) == 0 {
+		return nil
+	}
+	recs, err := tx.ListDaemonSets()
+	if err != nil {
+		return err
+	}
+	for _, rec := range recs {
+		if _, done := out.daemonSets[rec.Key()]; done || rec.DeletedAt != nil || !rollsOnConfigChange(&rec.DaemonSet) ||
+			!changed.affects(&rec.DaemonSet) {
+			continue
+		}
+		before := rec.CurrentRevision
+		rec, rev, err := moveToEffective(tx, rec, "config change: "+changed.names(&rec.DaemonSet), true, now)
+		if err != nil {
+			return err
+		}
+		if rec.CurrentRevision != before {
+			out.daemonSets[rec.Key()] = dsChange{rec: rec, rev: rev}
+			out.event(dsObject(rec.Key()), "ConfigChanged",
+				fmt.Sprintf("revision %d for a change of %s (spec.rollout.rollOnConfigChange)", rev.Number, changed.names(&rec.DaemonSet)))
+		}
+	}
+	return nil
+}
+
+func applyAction(existed, changed bool) api.ApplyAction {
+	switch {
+	case !existed:
+		return api.ActionCreated
+	case changed:
+		return api.ActionConfigured
+	}
+	return api.ActionUnchanged
+}
+
+// dryRunNodes counts the nodes placement puts the old and the new
+// daemonset on now.
+func (c *Controller) dryRunNodes(old store.DaemonSetRecord, live bool, ds *schema.DaemonSet) (before, after int) {
+	now := time.Now()
+	nodes, _ := c.registry.Snapshot(now, c.cfg.NodeOfflineGrace)
+	if live {
+		before = placedNodes(&old.DaemonSet, nodes, now)
+	}
+	return before, placedNodes(ds, nodes, now)
+}
+
+// commit puts what a committed request changed into the working state and
+// records its events.
+func (c *Controller) commit(out *applied) error {
+	c.mu.Lock()
+	for key, rec := range out.configMaps {
+		if rec == nil {
+			delete(c.state.configMaps, key)
+		} else {
+			c.state.configMaps[key] = *rec
+		}
+	}
+	for key, rec := range out.secrets {
+		if rec == nil {
+			delete(c.state.secrets, key)
+		} else {
+			c.state.secrets[key] = *rec
+		}
+	}
+	for _, ch := range out.daemonSets {
+		c.state.revisionRefs[ch.rev.Hash] = ch.rev.Template.References()
+	}
+	c.mu.Unlock()
+	for _, e := range out.events {
+		c.events.add(e.object, schema.EventNormal, e.reason, e.message)
+	}
+	for _, key := range sortedKeys(out.daemonSets) {
+		rec := out.daemonSets[key].rec
+		if err := c.pruneRevisions(rec); err != nil {
+			return err
+		}
+		if err := c.remember(rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkObjects refuses, with every problem and its field path, what the
+// controller could not run or deliver: a daemonset that placement rejects
+// or whose revision message would not fit limit, and a config object
+// over schema.MaxConfigSize or whose message would not fit limit.
+func checkObjects(objs []schema.Object, limit int) error {
+	var verr schema.ValidationError
+	add := func(src schema.Source, field, msg string) {
+		verr.Errors = append(verr.Errors, schema.FieldError{File: src.File, Line: src.Line, Field: field, Message: msg})
+	}
+	for _, obj := range objs {
+		switch {
+		case obj.DaemonSet != nil:
+			checkDaemonSet(obj.DaemonSet, limit, func(f, m string) { add(obj.Source, f, m) })
+		case obj.ConfigMap != nil:
+			checkConfigMap(obj.ConfigMap, limit, func(f, m string) { add(obj.Source, f, m) })
+		case obj.Secret != nil:
+			checkSecret(obj.Secret, limit, func(f, m string) { add(obj.Source, f, m) })
+		default:
+			add(obj.Source, "kind", "only DaemonSet, ConfigMap and Secret objects can be applied")
+		}
+	}
+	if len(verr.Errors) > 0 {
+		return &verr
+	}
+	return nil
+}
+
+func checkDaemonSet(ds *schema.DaemonSet, limit int, add func(field, msg string)) {
+	if _, err := placement.Compile(ds); err != nil {
+		for _, fe := range placementErrors(err) {
+			add(fe.Path, fe.Detail)
+		}
+	}
+	tmpl := ds.Spec.Template
+	tmpl.Metadata.Annotations = withAnnotation(tmpl.Metadata.Annotations, ConfigHashAnnotation, "00000000000000000000")
+	if n := messageSize(schema.Revision{SchemaVersion: schema.WireVersion, Hash: schema.TemplateHash(tmpl),
+		DaemonSet: ds.Key(), Number: 1 << 40, Template: tmpl}); n > limit {
+		add("spec.template", fmt.Sprintf("daemonset %s: its revision message is %d bytes, over the limit of %d bytes "+
+			"that the broker can deliver (max packet size %d)", ds.Key(), n, limit, maxPacketSize))
+	}
+}

@@ -1,0 +1,501 @@
+package controller
+
+// ConfigMaps and Secrets are stored objects (store.ConfigRecord) that the
+// controller delivers to exactly the nodes that need them:
+//
+//   - A node's desired state lists, by hash, the existing config objects
+//     its instances' revisions reference (reconcile.Configs); a change to
+//     one of them changes the desired state of exactly the nodes whose
+//     instances reference it.
+//   - Each ConfigMap version is published once, retained, on
+//     schema.ConfigMapTopic(hash), which every node may read; each Secret
+//     version is published retained on schema.NodeSecretTopic(node, hash)
+//     for every node that needs it, which only that node may read. Topics
+//     no desired state references any more are cleared (configTopics).
+//   - With spec.rollout.rollOnConfigChange a daemonset's effective template
+//     carries ConfigHashAnnotation over the versions of what it
+//     references, so a change makes a new revision that the daemonset's
+//     own strategy rolls out.
+//
+// A Secret's values are never logged, never put in events or errors, and
+// returned by the API only when asked for explicitly.
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/edgeset/edgeset/broker"
+	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/controller/reconcile"
+	"github.com/edgeset/edgeset/controller/registry"
+	"github.com/edgeset/edgeset/controller/store"
+	"github.com/edgeset/edgeset/mqttclient"
+	"github.com/edgeset/edgeset/schema"
+)
+
+// ConfigHashAnnotation is set on the effective template of a daemonset
+// with spec.rollout.rollOnConfigChange: a hash over the versions of the
+// ConfigMaps and Secrets the template references (a missing one counts as
+// absent), so that a change of one of them is a new revision.
+const ConfigHashAnnotation = "edgeset.io/config-hash"
+
+// Kind prefixes of config object keys in events and configChanges.
+const (
+	configMapObject = "configmap/"
+	secretObject    = "secret/"
+)
+
+// Delivery limits: a config object's or revision's message, with its
+// topic and MQTT header, must fit the broker's max packet size.
+const (
+	maxPacketSize = broker.DefaultMaxPacketSize
+	// messageOverhead covers the topic (a secret topic holds a node name
+	// of up to 253 bytes) and the MQTT fixed and variable headers.
+	messageOverhead = 512
+	deliveryLimit   = maxPacketSize - messageOverhead
+)
+
+// configChanges are the config objects ("configmap/ns/name",
+// "secret/ns/name") whose version a request changed: created, changed
+// content, or deleted.
+type configChanges map[string]bool
+
+// affects reports whether ds references one of the changed objects.
+func (ch configChanges) affects(ds *schema.DaemonSet) bool { return ch.names(ds) != "" }
+
+// names lists the changed objects ds references, comma-separated.
+func (ch configChanges) names(ds *schema.DaemonSet) string {
+	if len(ch) == 0 {
+		return ""
+	}
+	ns := ds.Metadata.Namespace
+	if ns == "" {
+		ns = schema.DefaultNamespace
+	}
+	refs := ds.Spec.Template.References()
+	var out []string
+	for _, n := range refs.ConfigMaps {
+		if ch[configMapObject+ns+"/"+n] {
+			out = append(out, configMapObject+n)
+		}
+	}
+	for _, n := range refs.Secrets {
+		if ch[secretObject+ns+"/"+n] {
+			out = append(out, secretObject+n)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// rollsOnConfigChange reports whether ds asks for a new revision when a
+// config object it references changes.
+func rollsOnConfigChange(ds *schema.DaemonSet) bool {
+	return ds.Spec.Rollout != nil && ds.Spec.Rollout.RollOnConfigChange
+}
+
+// configVersions gives the version of a referenced config object ("" when
+// it does not exist): kind is configMapObject or secretObject, key
+// "namespace/name".
+type configVersions func(kind, key string) string
+
+// effectiveTemplate returns the template ds's revisions hold: its own,
+// with rollOnConfigChange the ConfigHashAnnotation over versions of the
+// objects it references, without it the template minus any such
+// annotation (one copied in by an undo). ds is not modified.
+func effectiveTemplate(ds *schema.DaemonSet, versions configVersions) schema.PodTemplateSpec {
+	t := ds.Spec.Template
+	annotations := make(map[string]string, len(t.Metadata.Annotations)+1)
+	for k, v := range t.Metadata.Annotations {
+		if k != ConfigHashAnnotation {
+			annotations[k] = v
+		}
+	}
+	if rollsOnConfigChange(ds) {
+		annotations[ConfigHashAnnotation] = configHash(ds, versions)
+	}
+	if len(annotations) == 0 {
+		annotations = nil
+	}
+	t.Metadata.Annotations = annotations
+	return t
+}
+
+// configHash hashes the versions of the objects ds references, in order.
+func configHash(ds *schema.DaemonSet, versions configVersions) string {
+	ns := ds.Metadata.Namespace
+	if ns == "" {
+		ns = schema.DefaultNamespace
+	}
+	refs := ds.Spec.Template.References()
+	h := sha256.New()
+	for _, kind := range []struct {
+		prefix string
+		names  []string
+	}{{configMapObject, refs.ConfigMaps}, {secretObject, refs.Secrets}} {
+		for _, n := range kind.names {
+			fmt.Fprintf(h, "%s%s=%s\n", kind.prefix, n, versions(kind.prefix, ns+"/"+n))
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))[:20]
+}
+
+// txConfigVersions reads versions inside a transaction, seeing its own
+// writes. A ConfigMap's version is its content hash (public anyway); a
+// Secret's is its creation time and generation, which say when it changed
+// and nothing of its content, since revisions are readable by every node.
+func txConfigVersions(tx *store.Txn) configVersions {
+	return func(kind, key string) string {
+		if kind == configMapObject {
+			rec, found, err := tx.GetConfigMap(key)
+			if err != nil || !found {
+				return ""
+			}
+			return rec.Hash
+		}
+		rec, found, err := tx.GetSecret(key)
+		if err != nil || !found {
+			return ""
+		}
+		return secretVersion(rec)
+	}
+}
+
+func secretVersion(rec store.SecretRecord) string {
+	return fmt.Sprintf("%d.%d", rec.CreatedAt.UnixNano(), rec.Generation)
+}
+
+// applyConfigMap stores one ConfigMap within an apply.
+func applyConfigMap(tx *store.Txn, cm schema.ConfigMap, source string, now time.Time, out *applied, changed configChanges) (api.ApplyResult, error) {
+	key := cm.Key()
+	res := api.ApplyResult{Kind: schema.KindConfigMap, Key: key}
+	old, existed, err := tx.GetConfigMap(key)
+	if err != nil {
+		return res, err
+	}
+	if existed {
+		if err := immutableChange(old.Object.Immutable, cm.Immutable, configMapObject+key,
+			!sameJSON(old.Object.Data, cm.Data) || !sameJSON(old.Object.BinaryData, cm.BinaryData)); err != nil {
+			return res, err
+		}
+	}
+	rec, ch, err := tx.PutConfigMap(cm, source, now)
+	if err != nil {
+		return res, err
+	}
+	res.Action, res.Generation = applyAction(existed, ch), rec.Generation
+	out.configMaps[key] = &rec
+	if !existed || old.Hash != rec.Hash {
+		changed[configMapObject+key] = true
+	}
+	if ch {
+		out.event(configMapObject+key, "Applied", fmt.Sprintf("%s: generation %d, %d key(s)", res.Action, rec.Generation,
+			len(rec.Object.Data)+len(rec.Object.BinaryData)))
+	}
+	return res, nil
+}
+
+// applySecret stores one Secret within an apply. Its events name its keys'
+// count only.
+func applySecret(tx *store.Txn, s schema.Secret, source string, now time.Time, out *applied, changed configChanges) (api.ApplyResult, error) {
+	key := s.Key()
+	res := api.ApplyResult{Kind: schema.KindSecret, Key: key}
+	old, existed, err := tx.GetSecret(key)
+	if err != nil {
+		return res, err
+	}
+	if existed {
+		next := store.WireSecret(s)
+		if err := immutableChange(old.Object.Immutable, s.Immutable, secretObject+key,
+			!sameJSON(old.Object.Data, next.Data) || old.Object.Type != next.Type); err != nil {
+			return res, err
+		}
+	}
+	rec, ch, err := tx.PutSecret(s, source, now)
+	if err != nil {
+		return res, err
+	}
+	res.Action, res.Generation = applyAction(existed, ch), rec.Generation
+	out.secrets[key] = &rec
+	if !existed || old.Hash != rec.Hash {
+		changed[secretObject+key] = true
+	}
+	if ch {
+		out.event(secretObject+key, "Applied", fmt.Sprintf("%s: generation %d, %d key(s)", res.Action, rec.Generation, len(rec.Object.Data)))
+	}
+	return res, nil
+}
+
+// immutableChange refuses, as Kubernetes does, a change of the content of
+// an object marked immutable, and unmarking it. The error names the object
+// and the field, never a value.
+func immutableChange(was, now *bool, object string, contentChanged bool) error {
+	if was == nil || !*was {
+		return nil
+	}
+	field, msg := "", ""
+	switch {
+	case now == nil || !*now:
+		field, msg = "immutable", object+" is immutable: immutable cannot be unset (delete and re-create it)"
+	case contentChanged:
+		field, msg = "data", object+" is immutable: its data cannot change (delete and re-create it)"
+	default:
+		return nil
+	}
+	return &schema.ValidationError{Errors: []schema.FieldError{{Field: field, Message: msg}}}
+}
+
+// sameJSON reports whether a and b encode alike (maps in key order).
+func sameJSON(a, b any) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return string(ja) == string(jb)
+}
+
+// checkConfigMap refuses a ConfigMap without a name, over
+// schema.MaxConfigSize, or whose message would not fit limit.
+func checkConfigMap(cm *schema.ConfigMap, limit int, add func(field, msg string)) {
+	if cm.Metadata.Name == "" {
+		add("metadata.name", "required")
+		return
+	}
+	size := 0
+	for k, v := range cm.Data {
+		size += len(k) + len(v)
+	}
+	for k, v := range cm.BinaryData {
+		size += len(k) + len(v)
+	}
+	wire := store.WireConfigMap(*cm)
+	msg := messageSize(schema.ConfigMapMessage{SchemaVersion: schema.WireVersion, Hash: schema.ConfigMapHash(wire), ConfigMap: wire})
+	checkSize(configMapObject+cm.Key(), size, msg, limit, add)
+}
+
+// checkSecret is checkConfigMap for a Secret; the error names sizes only.
+func checkSecret(s *schema.Secret, limit int, add func(field, msg string)) {
+	if s.Metadata.Name == "" {
+		add("metadata.name", "required")
+		return
+	}
+	wire := store.WireSecret(*s)
+	size := 0
+	for k, v := range wire.Data {
+		size += len(k) + len(v)
+	}
+	msg := messageSize(schema.SecretMessage{SchemaVersion: schema.WireVersion, Node: strings.Repeat("n", 253),
+		Hash: schema.SecretHash(wire), Secret: wire})
+	checkSize(secretObject+s.Key(), size, msg, limit, add)
+}
+
+func checkSize(object string, size, msg, limit int, add func(field, msg string)) {
+	switch {
+	case size > schema.MaxConfigSize:
+		add("data", fmt.Sprintf("%s is %d bytes (keys and values), over the limit of %d bytes", object, size, schema.MaxConfigSize))
+	case msg > limit:
+		add("data", fmt.Sprintf("%s is %d bytes as delivered (JSON, binary values in base64), over the limit of %d bytes "+
+			"that the broker can deliver (max packet size %d)", object, msg, limit, maxPacketSize))
+	}
+}
+
+// messageSize is the length of v's JSON encoding.
+func messageSize(v any) int {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return 0
+	}
+	return len(b)
+}
+
+// configsLocked is what a pass needs of the config objects: copies, so
+// the pass reads them without the lock.
+func (c *Controller) configsLocked() reconcile.Configs {
+	cfg := reconcile.Configs{
+		Refs:       make(map[string]schema.ConfigRefs, len(c.state.revisionRefs)),
+		ConfigMaps: make(map[string]string, len(c.state.configMaps)),
+		Secrets:    make(map[string]string, len(c.state.secrets)),
+	}
+	for h, r := range c.state.revisionRefs {
+		cfg.Refs[h] = r
+	}
+	for k, r := range c.state.configMaps {
+		cfg.ConfigMaps[k] = r.Hash
+	}
+	for k, r := range c.state.secrets {
+		cfg.Secrets[k] = r.Hash
+	}
+	return cfg
+}
+
+// loadConfigs reads the config objects and every revision's references.
+func (fs *fleetState) loadConfigs(st *store.Store, _ *registry.Registry, _ time.Duration) error {
+	cms, err := st.ListConfigMaps()
+	if err != nil {
+		return err
+	}
+	for _, r := range cms {
+		fs.configMaps[r.Object.Key()] = r
+	}
+	secrets, err := st.ListSecrets()
+	if err != nil {
+		return err
+	}
+	for _, r := range secrets {
+		fs.secrets[r.Object.Key()] = r
+	}
+	for key := range fs.daemonsets {
+		revs, err := st.ListRevisions(key)
+		if err != nil {
+			return err
+		}
+		for _, rev := range revs {
+			fs.revisionRefs[rev.Hash] = rev.Template.References()
+		}
+	}
+	return nil
+}
+
+// configTopics are the config object topics published retained: each
+// ConfigMap hash with its object's key, and per node each Secret hash with
+// its object's key.
+type configTopics struct {
+	configMaps map[string]string            // hash -> "namespace/name"
+	secrets    map[string]map[string]string // node -> hash -> "namespace/name"
+	// dirty: a desired state changed outside a plan (a node deleted or
+	// forgotten), so the next pass compares the topics even if it plans
+	// no change.
+	dirty bool
+}
+
+func newConfigTopics() configTopics {
+	return configTopics{configMaps: map[string]string{}, secrets: map[string]map[string]string{}}
+}
+
+// add records the topics of one node's desired state.
+func (t *configTopics) add(node string, cms, secrets []schema.ObjectRef) {
+	for _, r := range cms {
+		t.configMaps[r.Hash] = r.Namespace + "/" + r.Name
+	}
+	if len(secrets) == 0 {
+		return
+	}
+	if t.secrets[node] == nil {
+		t.secrets[node] = map[string]string{}
+	}
+	for _, r := range secrets {
+		t.secrets[node][r.Hash] = r.Namespace + "/" + r.Name
+	}
+}
+
+// referencedTopics returns the topics the desired states reference.
+func referencedTopics(current map[string]reconcile.NodeDesired) configTopics {
+	t := newConfigTopics()
+	for node, d := range current {
+		t.add(node, d.ConfigMaps, d.Secrets)
+	}
+	return t
+}
+
+// topicChange is one config topic to publish or clear.
+type topicChange struct {
+	node string // "" for a ConfigMap topic
+	hash string
+	key  string // the object's "namespace/name"
+}
+
+// diffTopics returns the topics of next that prev lacks (to publish) and
+// those of prev that next lacks (to clear), sorted by node then hash.
+func diffTopics(prev, next configTopics) (add, remove []topicChange) {
+	add = appendMissing(add, "", next.configMaps, prev.configMaps)
+	remove = appendMissing(remove, "", prev.configMaps, next.configMaps)
+	for _, node := range sortedKeys(next.secrets) {
+		add = appendMissing(add, node, next.secrets[node], prev.secrets[node])
+	}
+	for _, node := range sortedKeys(prev.secrets) {
+		remove = appendMissing(remove, node, prev.secrets[node], next.secrets[node])
+	}
+	return add, remove
+}
+
+// appendMissing appends the entries of have that other lacks, by hash.
+func appendMissing(dst []topicChange, node string, have, other map[string]string) []topicChange {
+	for _, h := range sortedKeys(have) {
+		if _, ok := other[h]; !ok {
+			dst = append(dst, topicChange{node: node, hash: h, key: have[h]})
+		}
+	}
+	return dst
+}
+
+// configTopicsLocked brings the published config topics in line with the
+// current desired states: the messages of topics to publish, and the
+// empty retained messages that clear topics nothing references any more.
+func (c *Controller) configTopicsLocked() (publish, clear []mqttclient.Message) {
+	next := referencedTopics(c.state.current)
+	add, remove := diffTopics(c.state.topics, next)
+	for _, tc := range add {
+		if m, ok := c.configMessageLocked(tc); ok {
+			publish = append(publish, m)
+		}
+	}
+	for _, tc := range remove {
+		clear = append(clear, mqttclient.Message{Topic: tc.topic(), Retained: true})
+	}
+	c.state.topics = next
+	return publish, clear
+}
+
+func (tc topicChange) topic() string {
+	if tc.node == "" {
+		return schema.ConfigMapTopic(tc.hash)
+	}
+	return schema.NodeSecretTopic(tc.node, tc.hash)
+}
+
+// configMessageLocked encodes the object of a config topic; ok is false
+// when the object no longer has that hash (its desired states are about
+// to change).
+func (c *Controller) configMessageLocked(tc topicChange) (mqttclient.Message, bool) {
+	if tc.node == "" {
+		rec, ok := c.state.configMaps[tc.key]
+		if !ok || rec.Hash != tc.hash {
+			return mqttclient.Message{}, false
+		}
+		return configMapMessage(rec), true
+	}
+	rec, ok := c.state.secrets[tc.key]
+	if !ok || rec.Hash != tc.hash {
+		return mqttclient.Message{}, false
+	}
+	return secretMessage(tc.node, rec), true
+}
+
+// publishedConfigMessagesLocked encodes every published config topic, for
+// a republish: ConfigMaps, then each node's Secrets.
+func (c *Controller) publishedConfigMessagesLocked() []mqttclient.Message {
+	all, _ := diffTopics(newConfigTopics(), c.state.topics)
+	msgs := make([]mqttclient.Message, 0, len(all))
+	for _, tc := range all {
+		if m, ok := c.configMessageLocked(tc); ok {
+			msgs = append(msgs, m)
+		}
+	}
+	return msgs
+}
+
+// configMapMessage encodes a ConfigMap version as published: what a device
+// needs of it, under the hash of exactly that.
+func configMapMessage(rec store.ConfigMapRecord) mqttclient.Message {
+	payload, _ := json.Marshal(schema.ConfigMapMessage{SchemaVersion: schema.WireVersion, Hash: rec.Hash,
+		ConfigMap: store.WireConfigMap(rec.Object)})
+	return mqttclient.Message{Topic: schema.ConfigMapTopic(rec.Hash), Payload: payload, Retained: true}
+}
+
+// secretMessage encodes a Secret version for one node.
+func secretMessage(node string, rec store.SecretRecord) mqttclient.Message {
+	payload, _ := json.Marshal(schema.SecretMessage{SchemaVersion: schema.WireVersion, Node: node, Hash: rec.Hash,
+		Secret: store.WireSecret(rec.Object)})
+	return mqttclient.Message{Topic: schema.NodeSecretTopic(node, rec.Hash), Payload: payload, Retained: true}
+}

@@ -1,0 +1,207 @@
+package store
+
+import (
+	"maps"
+	"time"
+
+	"github.com/edgeset/edgeset/schema"
+	"go.etcd.io/bbolt"
+)
+
+// ConfigObject is a kind of config object the store keeps.
+type ConfigObject interface {
+	schema.ConfigMap | schema.Secret
+}
+
+// ConfigRecord is a stored ConfigMap or Secret with the controller's
+// bookkeeping, under "namespace/name" in the configmaps or secrets bucket.
+type ConfigRecord[T ConfigObject] struct {
+	// Object is the object as last applied, namespace defaulted; a
+	// Secret's StringData is merged into Data, as the Kubernetes API
+	// server does.
+	Object T `json:"object"`
+	// Hash is the content address of what devices receive (see
+	// WireConfigMap, WireSecret): metadata other than the namespace and
+	// name does not count.
+	Hash string `json:"hash"`
+	// ResourceVersion is unique among the records of the kind, ever: it
+	// is set from the bucket's sequence at every write.
+	ResourceVersion uint64 `json:"resourceVersion"`
+	// Generation starts at 1 and grows by one each time Hash changes.
+	Generation int64     `json:"generation"`
+	CreatedAt  time.Time `json:"createdAt"`
+	UpdatedAt  time.Time `json:"updatedAt"`
+	// Source says who applied the object last, as DaemonSetRecord.Source.
+	Source string `json:"source,omitempty"`
+}
+
+// ConfigMapRecord and SecretRecord are the stored config objects.
+type (
+	ConfigMapRecord = ConfigRecord[schema.ConfigMap]
+	SecretRecord    = ConfigRecord[schema.Secret]
+)
+
+// WireConfigMap returns what a device needs of c: namespace (defaulted),
+// name, data and binaryData.
+func WireConfigMap(c schema.ConfigMap) schema.ConfigMap {
+	return schema.ConfigMap{
+		Metadata:   schema.ObjectMeta{Namespace: namespaceOfMeta(c.Metadata), Name: c.Metadata.Name},
+		Data:       c.Data,
+		BinaryData: c.BinaryData,
+	}
+}
+
+// WireSecret returns what a device needs of s: namespace (defaulted),
+// name, type and data, StringData merged into Data.
+func WireSecret(s schema.Secret) schema.Secret {
+	s = normalSecret(s)
+	return schema.Secret{
+		Metadata: schema.ObjectMeta{Namespace: namespaceOfMeta(s.Metadata), Name: s.Metadata.Name},
+		Type:     s.Type,
+		Data:     s.Data,
+	}
+}
+
+// normalSecret merges StringData into Data (StringData wins, as in
+// Kubernetes) and drops it. s itself is not modified.
+func normalSecret(s schema.Secret) schema.Secret {
+	if len(s.StringData) == 0 {
+		s.StringData = nil
+		return s
+	}
+	data := make(map[string][]byte, len(s.Data)+len(s.StringData))
+	maps.Copy(data, s.Data)
+	for k, v := range s.StringData {
+		data[k] = []byte(v)
+	}
+	s.Data, s.StringData = data, nil
+	return s
+}
+
+func namespaceOfMeta(m schema.ObjectMeta) string {
+	if m.Namespace == "" {
+		return schema.DefaultNamespace
+	}
+	return m.Namespace
+}
+
+// PutConfigMap applies c (namespace defaulted) recording source as who
+// applied it. changed is false when the object is what is stored; the
+// record is then rewritten only if the source differs, keeping its
+// resourceVersion.
+func (t *Txn) PutConfigMap(c schema.ConfigMap, source string, now time.Time) (ConfigMapRecord, bool, error) {
+	c.Metadata.Namespace = namespaceOfMeta(c.Metadata)
+	return putConfig(t.tx, bucketConfigMaps, c.Key(), c, schema.ConfigMapHash(WireConfigMap(c)), source, now)
+}
+
+// PutSecret is PutConfigMap for a Secret.
+func (t *Txn) PutSecret(s schema.Secret, source string, now time.Time) (SecretRecord, bool, error) {
+	s = normalSecret(s)
+	s.Metadata.Namespace = namespaceOfMeta(s.Metadata)
+	return putConfig(t.tx, bucketSecrets, s.Key(), s, schema.SecretHash(WireSecret(s)), source, now)
+}
+
+func putConfig[T ConfigObject](tx *bbolt.Tx, name []byte, key string, obj T, hash, source string, now time.Time) (ConfigRecord[T], bool, error) {
+	var old ConfigRecord[T]
+	found, err := getJSON(tx, name, key, &old)
+	if err != nil {
+		return old, false, err
+	}
+	rec := old
+	changed := !found
+	if found {
+		if changed, err = jsonDiffers(old.Object, obj); err != nil {
+			return old, false, err
+		}
+	}
+	if !changed && rec.Source == source {
+		return old, false, nil
+	}
+	if changed {
+		rec.Object, rec.UpdatedAt = obj, now
+		if !found {
+			rec.CreatedAt = now
+		}
+		if rec.Hash != hash {
+			rec.Hash = hash
+			rec.Generation++
+		}
+		b, err := bucket(tx, name)
+		if err != nil {
+			return old, false, err
+		}
+		if rec.ResourceVersion, err = b.NextSequence(); err != nil {
+			return old, false, err
+		}
+	}
+	rec.Source = source
+	return rec, changed, putJSON(tx, name, key, rec)
+}
+
+// GetConfigMap returns the record under key ("namespace/name"); found is
+// false when there is none.
+func (t *Txn) GetConfigMap(key string) (rec ConfigMapRecord, found bool, err error) {
+	found, err = getJSON(t.tx, bucketConfigMaps, key, &rec)
+	return rec, found, err
+}
+
+// GetSecret is GetConfigMap for a Secret.
+func (t *Txn) GetSecret(key string) (rec SecretRecord, found bool, err error) {
+	found, err = getJSON(t.tx, bucketSecrets, key, &rec)
+	return rec, found, err
+}
+
+// DeleteConfigMap removes the record under key; found is false when there
+// was none.
+func (t *Txn) DeleteConfigMap(key string) (found bool, err error) {
+	return deleteConfig(t.tx, bucketConfigMaps, key)
+}
+
+// DeleteSecret is DeleteConfigMap for a Secret.
+func (t *Txn) DeleteSecret(key string) (found bool, err error) {
+	return deleteConfig(t.tx, bucketSecrets, key)
+}
+
+func deleteConfig(tx *bbolt.Tx, name []byte, key string) (bool, error) {
+	b, err := bucket(tx, name)
+	if err != nil || b.Get([]byte(key)) == nil {
+		return false, err
+	}
+	return true, deleteKey(tx, name, key)
+}
+
+// ListConfigMaps returns every ConfigMap record, ordered by key.
+func (t *Txn) ListConfigMaps() ([]ConfigMapRecord, error) {
+	return listJSON[ConfigMapRecord](t.tx, bucketConfigMaps)
+}
+
+// ListSecrets returns every Secret record, ordered by key.
+func (t *Txn) ListSecrets() ([]SecretRecord, error) {
+	return listJSON[SecretRecord](t.tx, bucketSecrets)
+}
+
+// ListConfigMaps returns every ConfigMap record, ordered by key.
+func (s *Store) ListConfigMaps() (recs []ConfigMapRecord, err error) {
+	err = s.View(func(t *Txn) error { recs, err = t.ListConfigMaps(); return err })
+	return recs, err
+}
+
+// ListSecrets returns every Secret record, ordered by key.
+func (s *Store) ListSecrets() (recs []SecretRecord, err error) {
+	err = s.View(func(t *Txn) error { recs, err = t.ListSecrets(); return err })
+	return recs, err
+}
+
+// GetConfigMap returns the record under key, or an error wrapping
+// ErrNotFound.
+func (s *Store) GetConfigMap(key string) (rec ConfigMapRecord, err error) {
+	err = s.View(func(t *Txn) error { return mustGetJSON(t.tx, bucketConfigMaps, key, &rec) })
+	return rec, err
+}
+
+// GetSecret returns the record under key, or an error wrapping
+// ErrNotFound.
+func (s *Store) GetSecret(key string) (rec SecretRecord, err error) {
+	err = s.View(func(t *Txn) error { return mustGetJSON(t.tx, bucketSecrets, key, &rec) })
+	return rec, err
+}

@@ -1,0 +1,419 @@
+package edgeagent
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/edgeset/edgeset/schema"
+)
+
+// Volume kinds: the directories under podDir/volumes, named as the
+// kubelet names them under /var/lib/kubelet/pods/{uid}/volumes.
+const (
+	volumeKindConfigMap   = "kubernetes.io~configmap"
+	volumeKindSecret      = "kubernetes.io~secret"
+	volumeKindProjected   = "kubernetes.io~projected"
+	volumeKindDownwardAPI = "kubernetes.io~downward-api"
+	volumeKindEmptyDir    = "kubernetes.io~empty-dir"
+)
+
+// volumeDir is the host directory of one of an instance's volumes.
+func volumeDir(dataDir, podUID, kind, name string) string {
+	return filepath.Join(podDir(dataDir, podUID), "volumes", kind, name)
+}
+
+// volumeSetup is one volume as the agent prepares it on the host: root is
+// what a mount without subPath binds. Exactly one of writer, emptyDir and
+// hostPath describes it.
+type volumeSetup struct {
+	name     string
+	root     string
+	writer   bool // contents written by writeAtomic from payload; mounted read-only
+	payload  map[string]fileProjection
+	emptyDir *schema.EmptyDirVolumeSource
+	hostPath *schema.HostPathVolumeSource
+}
+
+// subPathSetup is a subPath to create (as a directory when missing) and to
+// keep inside its volume.
+type subPathSetup struct {
+	volume, root, sub string
+}
+
+// planVolumes computes every volume of the instance: payloads from the
+// config objects and the downward API, host directories under the data
+// dir. A missing non-optional ConfigMap, Secret or key is a *ConfigError.
+func planVolumes(ic InstanceContext, f podFields, spec schema.PodSpec) (map[string]volumeSetup, error) {
+	out := make(map[string]volumeSetup, len(spec.Volumes))
+	for i, v := range spec.Volumes {
+		vs, err := planVolume(ic, f, spec, v)
+		if err != nil {
+			return nil, wrapField(fmt.Sprintf("spec.volumes[%d] (%s)", i, v.Name), err)
+		}
+		out[v.Name] = vs
+	}
+	return out, nil
+}
+
+func planVolume(ic InstanceContext, f podFields, spec schema.PodSpec, v schema.Volume) (volumeSetup, error) {
+	dir := func(kind string) string { return volumeDir(ic.DataDir, ic.PodUID(), kind, v.Name) }
+	switch {
+	case v.HostPath != nil:
+		return volumeSetup{name: v.Name, root: v.HostPath.Path, hostPath: v.HostPath}, nil
+	case v.ConfigMap != nil:
+		p, err := configMapPayload(ic, v.ConfigMap.Name, v.ConfigMap.Items, modeOr(v.ConfigMap.DefaultMode), isTrue(v.ConfigMap.Optional))
+		return volumeSetup{name: v.Name, root: dir(volumeKindConfigMap), writer: true, payload: p}, err
+	case v.Secret != nil:
+		p, err := secretPayload(ic, v.Secret.SecretName, v.Secret.Items, modeOr(v.Secret.DefaultMode), isTrue(v.Secret.Optional))
+		return volumeSetup{name: v.Name, root: dir(volumeKindSecret), writer: true, payload: p}, err
+	case v.DownwardAPI != nil:
+		p := map[string]fileProjection{}
+		err := downwardPayload(p, f, spec, v.DownwardAPI.Items, modeOr(v.DownwardAPI.DefaultMode), ic.Allocatable)
+		return volumeSetup{name: v.Name, root: dir(volumeKindDownwardAPI), writer: true, payload: p}, err
+	case v.Projected != nil:
+		p, err := projectedPayload(ic, f, spec, *v.Projected)
+		return volumeSetup{name: v.Name, root: dir(volumeKindProjected), writer: true, payload: p}, err
+	}
+	ed := v.EmptyDir
+	if ed == nil {
+		ed = &schema.EmptyDirVolumeSource{}
+	}
+	return volumeSetup{name: v.Name, root: dir(volumeKindEmptyDir), emptyDir: ed}, nil
+}
+
+func modeOr(m *int32) int32 {
+	if m != nil {
+		return *m
+	}
+	return schema.DefaultVolumeMode
+}
+
+// configMapPayload is the kubelet's configmap MakePayload: every key of
+// Data and BinaryData, or only items, each with its mode or defaultMode. An
+// absent optional ConfigMap is an empty volume.
+func configMapPayload(ic InstanceContext, name string, items []schema.KeyToPath, defaultMode int32, optional bool) (map[string]fileProjection, error) {
+	cm, ok := ic.ConfigMaps[name]
+	if !ok {
+		if optional {
+			return map[string]fileProjection{}, nil
+		}
+		return nil, configMapNotFound(name)
+	}
+	lookup := func(k string) ([]byte, bool) {
+		if s, ok := cm.Data[k]; ok {
+			return []byte(s), true
+		}
+		b, ok := cm.BinaryData[k]
+		return b, ok
+	}
+	keys := append(sortedKeys(cm.Data), sortedKeys(cm.BinaryData)...)
+	return projectKeys(lookup, keys, items, defaultMode, optional, "configmap references non-existent config key: %s")
+}
+
+// secretPayload is the kubelet's secret MakePayload.
+func secretPayload(ic InstanceContext, name string, items []schema.KeyToPath, defaultMode int32, optional bool) (map[string]fileProjection, error) {
+	s, ok := ic.Secrets[name]
+	if !ok {
+		if optional {
+			return map[string]fileProjection{}, nil
+		}
+		return nil, secretNotFound(name)
+	}
+	lookup := func(k string) ([]byte, bool) { b, ok := s.Data[k]; return b, ok }
+	return projectKeys(lookup, sortedKeys(s.Data), items, defaultMode, optional, "references non-existent secret key: %s")
+}
+
+func projectKeys(lookup func(string) ([]byte, bool), keys []string, items []schema.KeyToPath, defaultMode int32, optional bool, missing string) (map[string]fileProjection, error) {
+	out := map[string]fileProjection{}
+	if len(items) == 0 {
+		for _, k := range keys {
+			b, _ := lookup(k)
+			out[k] = fileProjection{Data: b, Mode: defaultMode}
+		}
+		return out, nil
+	}
+	for _, it := range items {
+		b, ok := lookup(it.Key)
+		if !ok {
+			if optional {
+				continue
+			}
+			return nil, &ConfigError{Message: fmt.Sprintf(missing, it.Key)}
+		}
+		mode := defaultMode
+		if it.Mode != nil {
+			mode = *it.Mode
+		}
+		out[filepath.Clean(it.Path)] = fileProjection{Data: b, Mode: mode}
+	}
+	return out, nil
+}
+
+// downwardPayload adds one file per item: a field of the instance or a
+// container's resource.
+func downwardPayload(out map[string]fileProjection, f podFields, spec schema.PodSpec, items []schema.DownwardAPIVolumeFile, defaultMode int32, allocatable schema.ResourceList) error {
+	for i, it := range items {
+		var v string
+		var err error
+		switch {
+		case it.FieldRef != nil:
+			v, err = f.fieldValue(it.FieldRef.FieldPath)
+		case it.ResourceFieldRef != nil:
+			v, err = resourceValue(*it.ResourceFieldRef, schema.Container{}, spec, allocatable)
+		}
+		if err != nil {
+			return fmt.Errorf("items[%d] (%s): %w", i, it.Path, err)
+		}
+		mode := defaultMode
+		if it.Mode != nil {
+			mode = *it.Mode
+		}
+		out[filepath.Clean(it.Path)] = fileProjection{Data: []byte(v), Mode: mode}
+	}
+	return nil
+}
+
+// projectedPayload merges the sources in order, a later path replacing an
+// earlier one.
+func projectedPayload(ic InstanceContext, f podFields, spec schema.PodSpec, p schema.ProjectedVolumeSource) (map[string]fileProjection, error) {
+	mode := modeOr(p.DefaultMode)
+	out := map[string]fileProjection{}
+	for i, src := range p.Sources {
+		var part map[string]fileProjection
+		var err error
+		switch {
+		case src.ConfigMap != nil:
+			part, err = configMapPayload(ic, src.ConfigMap.Name, src.ConfigMap.Items, mode, isTrue(src.ConfigMap.Optional))
+		case src.Secret != nil:
+			part, err = secretPayload(ic, src.Secret.Name, src.Secret.Items, mode, isTrue(src.Secret.Optional))
+		case src.DownwardAPI != nil:
+			part = map[string]fileProjection{}
+			err = downwardPayload(part, f, spec, src.DownwardAPI.Items, mode, ic.Allocatable)
+		}
+		if err != nil {
+			return nil, wrapField(fmt.Sprintf("projected.sources[%d]", i), err)
+		}
+		for k, v := range part {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// containerMounts maps c's volumeMounts (subPathExpr expanded with vars)
+// and returns the subPaths to prepare. Without a data dir only hostPath
+// volumes are mounted.
+func containerMounts(ic InstanceContext, vols map[string]volumeSetup, c schema.Container, vars map[string]string) ([]Mount, []subPathSetup, error) {
+	var mounts []Mount
+	var subs []subPathSetup
+	for i, vm := range c.VolumeMounts {
+		vs, ok := vols[vm.Name]
+		if !ok {
+			return nil, nil, fmt.Errorf("volumeMounts[%d]: no volume named %q", i, vm.Name)
+		}
+		sub, err := subPathOf(vm, vars)
+		if err != nil {
+			return nil, nil, wrapField(fmt.Sprintf("volumeMounts[%d]", i), err)
+		}
+		if ic.DataDir == "" && vs.hostPath == nil {
+			continue
+		}
+		prop, err := propagationOf(vm.MountPropagation)
+		if err != nil {
+			return nil, nil, fmt.Errorf("volumeMounts[%d].mountPropagation: %w", i, err)
+		}
+		m := Mount{Source: vs.root, Target: vm.MountPath, ReadOnly: vm.ReadOnly || vs.writer, Propagation: prop}
+		if sub != "" {
+			m.Source = filepath.Join(vs.root, sub)
+			subs = append(subs, subPathSetup{volume: vm.Name, root: vs.root, sub: sub})
+		}
+		mounts = append(mounts, m)
+	}
+	return mounts, subs, nil
+}
+
+// subPathOf returns the mount's subPath (subPathExpr expanded), which must
+// stay inside the volume. As in the kubelet, a subPathExpr referring to a
+// variable that is undefined or empty is a *ConfigError: the instance
+// waits until its environment provides it.
+func subPathOf(vm schema.VolumeMount, vars map[string]string) (string, error) {
+	sub, field := vm.SubPath, "subPath"
+	if vm.SubPathExpr != "" {
+		var missing []string
+		sub = expandWith(vm.SubPathExpr, func(name string) string {
+			if vars[name] == "" && !slices.Contains(missing, name) {
+				missing = append(missing, name)
+			}
+			return vars[name]
+		})
+		if len(missing) > 0 {
+			slices.Sort(missing)
+			return "", &ConfigError{Message: fmt.Sprintf("volumeMount %q: subPathExpr %q: missing value for %s", vm.Name, vm.SubPathExpr, strings.Join(missing, ", "))}
+		}
+		field = "subPathExpr"
+	}
+	if sub == "" {
+		return "", nil
+	}
+	if filepath.IsAbs(sub) || !filepath.IsLocal(sub) {
+		written := vm.SubPath
+		if field == "subPathExpr" {
+			written = vm.SubPathExpr // its expansion may hold a secret
+		}
+		return "", fmt.Errorf("%s: %q must be a relative path that does not contain '..'", field, written)
+	}
+	return filepath.Clean(sub), nil
+}
+
+func propagationOf(p *string) (string, error) {
+	if p == nil {
+		return "", nil
+	}
+	switch *p {
+	case "", schema.MountPropagationNone:
+		return "", nil
+	case schema.MountPropagationHostToContainer:
+		return "rslave", nil
+	case schema.MountPropagationBidirectional:
+		return "rshared", nil
+	}
+	return "", fmt.Errorf("unsupported %q", *p)
+}
+
+// mountError is a volume the agent could not prepare on the host (a
+// hostPath type check, a tmpfs it may not mount): the instance waits and
+// is retried at the next pass, as a pod stays ContainerCreating.
+type mountError struct {
+	volume string
+	err    error
+}
+
+func (e *mountError) Error() string {
+	return fmt.Sprintf("MountVolume.SetUp failed for volume %q: %v", e.volume, e.err)
+}
+
+func (e *mountError) Unwrap() error { return e.err }
+
+// prepareVolume makes one volume ready on the host.
+func prepareVolume(vs volumeSetup, fsGroup *int64, now time.Time) error {
+	var err error
+	switch {
+	case vs.hostPath != nil:
+		err = prepareHostPath(vs.hostPath.Path, vs.hostPath.Type)
+	case vs.writer:
+		_, err = writeAtomic(vs.root, vs.payload, fsGroup, now)
+	case vs.emptyDir != nil:
+		err = prepareEmptyDir(vs.root, *vs.emptyDir, fsGroup)
+	}
+	if err != nil {
+		return &mountError{volume: vs.name, err: err}
+	}
+	return nil
+}
+
+// prepareEmptyDir creates the directory (0777, as the kubelet does), with
+// medium Memory a tmpfs of sizeLimit mounted on it, and with fsGroup the
+// group ownership of a writable volume. Mode and ownership are set once,
+// when the directory (or its tmpfs) is new: what the containers change
+// later is theirs.
+func prepareEmptyDir(dir string, ed schema.EmptyDirVolumeSource, fsGroup *int64) error {
+	fresh := false
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o777); err != nil {
+			return err
+		}
+		fresh = true
+	}
+	switch ed.Medium {
+	case schema.StorageMediumDefault:
+	case schema.StorageMediumMemory:
+		var size int64
+		if ed.SizeLimit != nil {
+			var err error
+			if size, err = parseBytes(*ed.SizeLimit); err != nil {
+				return fmt.Errorf("sizeLimit: %w", err)
+			}
+		}
+		mounted, err := mountTmpfs(dir, size)
+		if err != nil {
+			return err
+		}
+		fresh = fresh || mounted
+	default:
+		return fmt.Errorf("emptyDir medium %q is not supported", ed.Medium)
+	}
+	if !fresh {
+		return nil
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		return err
+	}
+	if fsGroup != nil {
+		return setGroupOwnership(dir, *fsGroup, false)
+	}
+	return nil
+}
+
+// prepareSubPath creates a missing subPath as a directory with the mode of
+// the volume root, as the kubelet does, and refuses one that resolves,
+// through symlinks, outside the volume.
+func prepareSubPath(s subPathSetup) error {
+	full := filepath.Join(s.root, s.sub)
+	if _, err := os.Lstat(full); errors.Is(err, fs.ErrNotExist) {
+		info, err := os.Stat(s.root)
+		if err != nil {
+			return &mountError{volume: s.volume, err: err}
+		}
+		if err := os.MkdirAll(full, info.Mode().Perm()); err != nil {
+			return &mountError{volume: s.volume, err: fmt.Errorf("subPath %s: %w", s.sub, err)}
+		}
+	}
+	root, err := filepath.EvalSymlinks(s.root)
+	if err != nil {
+		return &mountError{volume: s.volume, err: err}
+	}
+	resolved, err := filepath.EvalSymlinks(full)
+	if err != nil {
+		return &mountError{volume: s.volume, err: fmt.Errorf("subPath %s: %w", s.sub, err)}
+	}
+	if rel, err := filepath.Rel(root, resolved); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return &mountError{volume: s.volume, err: fmt.Errorf("subPath %s resolves to %s, outside the volume", s.sub, resolved)}
+	}
+	return nil
+}
+
+// prepareTerminationLog creates the host file bind-mounted at a
+// container's terminationMessagePath: empty, mode 0666 so any user in the
+// container may write it.
+func prepareTerminationLog(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o666)
+	if err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Chmod(path, 0o666)
+}
+
+// removePodFiles removes an instance's directory, unmounting its memory
+// emptyDirs first.
+func removePodFiles(dataDir, podUID string) error {
+	dir := podDir(dataDir, podUID)
+	empties, _ := os.ReadDir(filepath.Join(dir, "volumes", volumeKindEmptyDir))
+	for _, e := range empties {
+		if err := unmountAll(filepath.Join(dir, "volumes", volumeKindEmptyDir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return os.RemoveAll(dir)
+}

@@ -1,0 +1,286 @@
+package e2e
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgeset/edgeset/broker"
+	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/edgeagent"
+	"github.com/edgeset/edgeset/mqttclient"
+	"github.com/edgeset/edgeset/schema"
+	"github.com/edgeset/edgeset/test/testimage"
+)
+
+// secretValue is the API key of the test's Secret: a string no other
+// message can contain by chance.
+const secretValue = "e2e-api-key-7f3a9c1d5b"
+
+// configManifest is a ConfigMap, a Secret and an unchanged-style apps/v1
+// DaemonSet that uses them the way upstream log shippers and agents do: a
+// configMap volume, envFrom with a prefix, a secretKeyRef, the downward API
+// in $(VAR) args, an init container writing into a shared emptyDir, a
+// DirectoryOrCreate hostPath and every capability dropped. It runs on the
+// nodes labelled e2e-role=reader. %[1]s is the image, %[2]s the host path,
+// %[3]s the ConfigMap's log level.
+const configManifest = `apiVersion: v1
+kind: ConfigMap
+metadata: {name: app-config, namespace: e2e}
+data:
+  app.conf: "level=%[3]s\n"
+  FOO: bar
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: api-key, namespace: e2e}
+type: Opaque
+stringData:
+  key: ` + secretValue + `
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: reader, namespace: e2e}
+spec:
+  selector: {matchLabels: {app: reader}}
+  template:
+    metadata: {labels: {app: reader}}
+    spec:
+      nodeSelector: {e2e-role: reader}
+      terminationGracePeriodSeconds: 3
+      initContainers:
+      - name: setup
+        image: "%[1]s"
+        imagePullPolicy: Never
+        args: [write, /shared/init-done]
+        volumeMounts: [{name: shared, mountPath: /shared}]
+      containers:
+      - name: main
+        image: "%[1]s"
+        imagePullPolicy: Never
+        args: [show, "--node=$(NODE_NAME)", "--escaped=$$(NODE_NAME)"]
+        env:
+        - name: NODE_NAME
+          valueFrom: {fieldRef: {fieldPath: spec.nodeName}}
+        - name: POD_NAME
+          valueFrom: {fieldRef: {fieldPath: metadata.name}}
+        - name: API_KEY
+          valueFrom: {secretKeyRef: {name: api-key, key: key}}
+        - name: SHOW_FILES
+          value: /etc/app/app.conf:/shared/init-done
+        envFrom:
+        - prefix: CFG_
+          configMapRef: {name: app-config}
+        securityContext:
+          capabilities: {drop: [ALL]}
+        volumeMounts:
+        - {name: config, mountPath: /etc/app, readOnly: true}
+        - {name: shared, mountPath: /shared}
+        - {name: data, mountPath: /data}
+      volumes:
+      - name: config
+        configMap: {name: app-config}
+      - name: shared
+        emptyDir: {}
+      - name: data
+        hostPath: {path: "%[2]s", type: DirectoryOrCreate}
+`
+
+// TestDockerConfigObjects runs configManifest on a real engine and checks
+// what the daemon sees (its own output, read through the controller's logs
+// API as edgesetctl logs reads it), what Docker was asked, that a
+// ConfigMap change reaches the running daemon's file without a restart,
+// and that the Secret's value travels on no MQTT topic but those of the
+// node that runs the daemon.
+func TestDockerConfigObjects(t *testing.T) {
+	cli := testimage.RequireDocker(t)
+	image := testimage.Build(t)
+	f := startFleet(t, cli, 2)
+	reader, other := f.nodes[0], f.nodes[1]
+	sniff := startSniffer(t, f)
+	label := "reader"
+	_, err := f.api.UpdateNode(t.Context(), reader, api.NodePatch{Labels: map[string]*string{"e2e-role": &label}})
+	require.NoError(t, err)
+
+	hostDir := filepath.Join(t.TempDir(), "created", "data")
+	f.applyAll(t, fmt.Sprintf(configManifest, image, hostDir, "info"))
+	const key = "e2e/reader"
+
+	var out string
+	checkFor(t, wait, poll, func() error {
+		out, err = f.logs(t, key, reader)
+		if err != nil {
+			return err
+		}
+		for _, want := range []string{"file: /shared/init-done: edgeset", "capeff:"} {
+			if !strings.Contains(out, want) {
+				return fmt.Errorf("daemon output lacks %q so far:\n%s", want, out)
+			}
+		}
+		return nil
+	})
+	for _, want := range []string{
+		"arg: --node=" + reader,
+		"arg: --escaped=$(NODE_NAME)",
+		"env: NODE_NAME=" + reader,
+		"env: API_KEY=" + secretValue,
+		"env: CFG_FOO=bar",
+		"env: CFG_app.conf=level=info", // a valid name since Kubernetes 1.34 relaxed them
+		"file: /etc/app/app.conf: level=info\\n",
+		"capeff: 0000000000000000",
+	} {
+		assert.Contains(t, out, want)
+	}
+	t.Logf("what the daemon saw:\n%s", out)
+	assert.Regexp(t, `env: POD_NAME=reader-[a-z0-9]{5}\n`, out)
+	f.requireInspect(t, key, reader, hostDir)
+	st, err := os.Stat(hostDir)
+	require.NoError(t, err, "DirectoryOrCreate must create the host path")
+	assert.True(t, st.IsDir())
+
+	before := f.containersOf(t, key)[reader]
+	f.applyAll(t, fmt.Sprintf(configManifest, image, hostDir, "debug"))
+	checkFor(t, wait, poll, func() error {
+		out, err := f.logs(t, key, reader)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(out, "file: /etc/app/app.conf: level=debug\\n") {
+			return fmt.Errorf("the ConfigMap change has not reached the daemon's file:\n%s", out)
+		}
+		return nil
+	})
+	assert.Equal(t, snapshot{reader: before}.ids(), snapshot{reader: f.containersOf(t, key)[reader]}.ids(),
+		"a ConfigMap change updates files in place, without recreating containers")
+
+	sniff.requireSecretOnlyUnder(t, schema.TopicPrefix+"nodes/"+reader+"/", other)
+}
+
+// applyAll sends a manifest of several objects and fails the test if the
+// controller refuses any.
+func (f *fleet) applyAll(t *testing.T, manifest string) {
+	t.Helper()
+	res, err := f.api.Apply(t.Context(), "e2e.yaml", []byte(manifest), false)
+	require.NoError(t, err)
+	require.NotEmpty(t, res)
+}
+
+// logs returns the whole log of the daemonset's main container on node.
+func (f *fleet) logs(t *testing.T, key, node string) (string, error) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	rc, err := f.api.Logs(ctx, api.LogsRequest{DaemonSet: key, Node: node, Container: "main"})
+	if err != nil {
+		return "", err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	return string(b), err
+}
+
+// requireInspect checks what the engine was asked for the main container
+// of key on node, and that the init container ran to completion.
+func (f *fleet) requireInspect(t *testing.T, key, node, hostDir string) {
+	t.Helper()
+	var main, setup string
+	for _, c := range f.containersOf(t, key)[node] {
+		switch c.Labels[edgeagent.LabelContainer] {
+		case "main":
+			main = c.ID
+		case "setup":
+			setup = c.ID
+		}
+	}
+	require.NotEmpty(t, main, "main container")
+	require.NotEmpty(t, setup, "init container")
+	res, err := f.docker.ContainerInspect(t.Context(), main, client.ContainerInspectOptions{})
+	require.NoError(t, err)
+	c := res.Container
+	assert.Equal(t, []string{"ALL"}, []string(c.HostConfig.CapDrop))
+	assert.Contains(t, c.Config.Cmd, "--node="+node)
+	assert.Contains(t, c.Config.Env, "NODE_NAME="+node)
+	var bound bool
+	for _, m := range c.Mounts {
+		bound = bound || (m.Source == hostDir && m.Destination == "/data")
+	}
+	assert.True(t, bound, "hostPath %s mounted at /data: %+v", hostDir, c.Mounts)
+	init, err := f.docker.ContainerInspect(t.Context(), setup, client.ContainerInspectOptions{})
+	require.NoError(t, err)
+	assert.False(t, init.Container.State.Running)
+	assert.Equal(t, 0, init.Container.State.ExitCode)
+}
+
+// sniffer records every message the embedded broker delivers to a client
+// with the controller's identity subscribed to "#".
+type sniffer struct {
+	mu   sync.Mutex // guards msgs
+	msgs []sniffed
+}
+
+type sniffed struct {
+	topic   string
+	payload []byte
+}
+
+// startSniffer connects to f's broker as the controller identity, first in
+// first out so no message is coalesced away.
+func startSniffer(t *testing.T, f *fleet) *sniffer {
+	t.Helper()
+	s := &sniffer{}
+	c, err := mqttclient.New(mqttclient.Options{
+		BrokerURL: f.brokerURL, ClientID: "e2e-sniffer",
+		Username: broker.ControllerUsername, Password: broker.ControllerToken(f.secret),
+		Subscriptions: []mqttclient.Subscription{{Filter: "#"}},
+		Handler: func(topic string, payload []byte) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.msgs = append(s.msgs, sniffed{topic: topic, payload: append([]byte(nil), payload...)})
+		},
+		NoCoalesce:         func(string) bool { return true },
+		EventBuffer:        1 << 16,
+		FirstConnectJitter: -1,
+		Backoff:            mqttclient.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond},
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return s
+}
+
+// requireSecretOnlyUnder fails the test unless the secret's value (plain
+// or base64, as Secret data travels in JSON) appeared at least once, and
+// only on topics starting with prefix; other's topics are named in the
+// failure.
+func (s *sniffer) requireSecretOnlyUnder(t *testing.T, prefix, other string) {
+	t.Helper()
+	forms := []string{secretValue, base64.StdEncoding.EncodeToString([]byte(secretValue))}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := 0
+	for _, m := range s.msgs {
+		for _, form := range forms {
+			if !strings.Contains(string(m.payload), form) {
+				continue
+			}
+			seen++
+			if !strings.HasPrefix(m.topic, prefix) {
+				t.Errorf("the secret's value travelled on %s (not under %s; the other node is %s)", m.topic, prefix, other)
+			}
+		}
+	}
+	require.NotZero(t, seen, "the sniffer never saw the secret: it cannot vouch for where it travels (%d messages)", len(s.msgs))
+	t.Logf("sniffer saw %d messages, %d carrying the secret", len(s.msgs), seen)
+}
