@@ -112,6 +112,10 @@ type ContainerSpec struct {
 	// imagePullSecrets; nil uses the device's own (Config.RegistryAuth).
 	PullAuth *RegistryAuth
 
+	// Hostname is the container's host name: the instance's pod name, as
+	// Kubernetes names a pod's host, unless it uses the host's network. A
+	// container joining another's network namespace takes that one's.
+	Hostname string
 	// WorkingDir overrides the image's working directory when set.
 	WorkingDir string
 	// User is "uid" or "uid:gid" (runAsUser, runAsGroup); empty keeps the

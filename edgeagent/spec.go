@@ -230,6 +230,7 @@ func (b *containerBuilder) build(p *instancePlan, path string, c schema.Containe
 	}
 	if !spec.HostNetwork {
 		s.Ports = portBindings(c.Ports)
+		s.Hostname = ic.PodName()
 	}
 	mounts, subs, err := containerMounts(ic, b.vols, c, vars)
 	if err != nil {

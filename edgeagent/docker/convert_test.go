@@ -172,3 +172,30 @@ func BenchmarkCreateOptions(b *testing.B) {
 		}
 	}
 }
+
+// TestCreateOptionsHostname: the pod name is the host name of a container
+// with a network namespace of its own; the engine forbids one beside host
+// networking or a joined namespace, whose owner's name is shared.
+func TestCreateOptionsHostname(t *testing.T) {
+	cases := []struct {
+		name string
+		spec edgeagent.ContainerSpec
+		want string
+	}{
+		{"own namespace", edgeagent.ContainerSpec{Hostname: "fluent-bit-x7k2q"}, "fluent-bit-x7k2q"},
+		{"host network", edgeagent.ContainerSpec{Hostname: "fluent-bit-x7k2q", HostNetwork: true}, ""},
+		{"joins another", edgeagent.ContainerSpec{Hostname: "fluent-bit-x7k2q", NetworkOf: "abc"}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.spec.Name, tc.spec.Image = "c", "img"
+			opts, err := createOptions(tc.spec)
+			if err != nil {
+				t.Fatalf("createOptions: %v", err)
+			}
+			if opts.Config.Hostname != tc.want {
+				t.Errorf("Hostname = %q, want %q", opts.Config.Hostname, tc.want)
+			}
+		})
+	}
+}
