@@ -17,6 +17,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/edgeset/edgeset/edgeagent"
+	"github.com/edgeset/edgeset/schema"
 )
 
 // logsOf returns everything the container has logged so far.
@@ -158,7 +159,7 @@ func clearBit(t testing.TB, mask string, n uint) string {
 func capNames(names []string) string {
 	out := make([]string, len(names))
 	for i, n := range names {
-		out[i] = edgeagent.CapabilityName(n)
+		out[i], _ = schema.CapabilityName(n)
 	}
 	return strings.Join(out, ",")
 }
