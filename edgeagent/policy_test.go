@@ -147,4 +147,3 @@ func TestLocalPolicyValidate(t *testing.T) {
 		})
 	}
 }
-
