@@ -362,18 +362,15 @@ func prepareEmptyDir(dir string, ed schema.EmptyDirVolumeSource, fsGroup *int64)
 
 // prepareSubPath creates a missing subPath as a directory with the mode of
 // the volume root, as the kubelet does, and refuses one that resolves,
-// through symlinks, outside the volume.
+// through symlinks, outside the volume. The directory is created through
+// an os.Root on the volume, so a symlink a container planted in its volume
+// cannot make the agent create anything outside it (the kubelet's
+// doSafeMakeDir); what it creates is checked again after.
 func prepareSubPath(s subPathSetup) error {
-	full := filepath.Join(s.root, s.sub)
-	if _, err := os.Lstat(full); errors.Is(err, fs.ErrNotExist) {
-		info, err := os.Stat(s.root)
-		if err != nil {
-			return &mountError{volume: s.volume, err: err}
-		}
-		if err := os.MkdirAll(full, info.Mode().Perm()); err != nil {
-			return &mountError{volume: s.volume, err: fmt.Errorf("subPath %s: %w", s.sub, err)}
-		}
+	if err := makeSubPathDir(s); err != nil {
+		return &mountError{volume: s.volume, err: fmt.Errorf("subPath %s: %w", s.sub, err)}
 	}
+	full := filepath.Join(s.root, s.sub)
 	root, err := filepath.EvalSymlinks(s.root)
 	if err != nil {
 		return &mountError{volume: s.volume, err: err}
@@ -386,6 +383,24 @@ func prepareSubPath(s subPathSetup) error {
 		return &mountError{volume: s.volume, err: fmt.Errorf("subPath %s resolves to %s, outside the volume", s.sub, resolved)}
 	}
 	return nil
+}
+
+// makeSubPathDir creates s.sub inside s.root when it is missing, never
+// following a symlink out of the volume.
+func makeSubPathDir(s subPathSetup) error {
+	r, err := os.OpenRoot(s.root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if _, err := r.Lstat(s.sub); !errors.Is(err, fs.ErrNotExist) {
+		return nil // present (checked by the caller) or unreadable (reported there)
+	}
+	info, err := r.Stat(".")
+	if err != nil {
+		return err
+	}
+	return r.MkdirAll(s.sub, info.Mode().Perm())
 }
 
 // prepareTerminationLog creates the host file bind-mounted at a

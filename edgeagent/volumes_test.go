@@ -400,3 +400,26 @@ func TestBuildInstanceMountErrorWaits(t *testing.T) {
 	require.ErrorAs(t, err, &me)
 	assert.EqualError(t, err, `MountVolume.SetUp failed for volume "sock": hostPath type check failed: `+ic.DataDir+` is not a socket file`)
 }
+
+// TestPrepareSubPathCreatesNothingOutsideTheVolume: a container that can
+// write its volume may plant a symlink to anywhere on the host; a subPath
+// (or a subPathExpr) through it must not make the agent, running as root,
+// create directories out there before it notices the escape.
+func TestPrepareSubPathCreatesNothingOutsideTheVolume(t *testing.T) {
+	root := t.TempDir()
+	vol := filepath.Join(root, "vol")
+	outside := filepath.Join(root, "host")
+	require.NoError(t, os.MkdirAll(vol, 0o777))
+	require.NoError(t, os.MkdirAll(outside, 0o755))
+	require.NoError(t, os.Symlink(outside, filepath.Join(vol, "planted")))
+	require.NoError(t, os.Symlink("../host", filepath.Join(vol, "relative")))
+
+	for _, sub := range []string{"planted/cron.d", "relative/x/y"} {
+		err := prepareSubPath(subPathSetup{volume: "v", root: vol, sub: sub})
+		require.Error(t, err, sub)
+		assert.Contains(t, err.Error(), `MountVolume.SetUp failed for volume "v"`)
+	}
+	entries, err := os.ReadDir(outside)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "nothing created outside the volume")
+}
