@@ -38,7 +38,13 @@ const (
 // and directory of the version is group-owned by fsGroup and
 // group-readable (directories setgid and group-searchable), as the
 // kubelet's SetVolumeOwnership does for a read-only volume. A payload equal
-// to what dir holds writes nothing; written reports whether it wrote.
+// to what dir holds writes no new version; written reports whether it
+// wrote one.
+//
+// Every call also finishes what an interrupted one (the agent killed
+// between any two steps) left: version directories other than the one
+// ..data names are removed and the visible links are made to match the
+// payload, so a crash after the swap cannot leave a key invisible.
 func writeAtomic(dir string, payload map[string]fileProjection, fsGroup *int64, now time.Time) (written bool, err error) {
 	if err := validatePayload(payload); err != nil {
 		return false, err
@@ -51,7 +57,10 @@ func writeAtomic(dir string, payload map[string]fileProjection, fsGroup *int64, 
 		return false, err
 	}
 	if oldTs != "" && payloadMatches(filepath.Join(dir, oldTs), payload) {
-		return false, nil
+		if err := syncVisibleLinks(dir, payload); err != nil {
+			return false, err
+		}
+		return false, removeOtherVersions(dir, oldTs)
 	}
 	tsDir, err := os.MkdirTemp(dir, now.UTC().Format("..2006_01_02_15_04_05."))
 	if err != nil {
@@ -68,12 +77,28 @@ func writeAtomic(dir string, payload map[string]fileProjection, fsGroup *int64, 
 	if err := syncVisibleLinks(dir, payload); err != nil {
 		return true, err
 	}
-	if oldTs != "" && oldTs != filepath.Base(tsDir) {
-		if err := os.RemoveAll(filepath.Join(dir, oldTs)); err != nil {
-			return true, err
+	return true, removeOtherVersions(dir, filepath.Base(tsDir))
+}
+
+// removeOtherVersions removes every entry of dir that the writer owns
+// (its name begins with "..") except ..data and the version current names:
+// the previous version, and whatever an interrupted write left (a
+// half-written version, a ..data_tmp link).
+func removeOtherVersions(dir, current string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasPrefix(name, "..") || name == dataDirName || name == current {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			return err
 		}
 	}
-	return true, nil
+	return nil
 }
 
 // validatePayload refuses paths that are absolute, leave the volume, or
@@ -159,11 +184,16 @@ func syncVisibleLinks(dir string, payload map[string]fileProjection) error {
 		tops[top] = true
 	}
 	for _, top := range sortedKeys(tops) {
-		link := filepath.Join(dir, top)
-		if _, err := os.Lstat(link); err == nil {
+		link, target := filepath.Join(dir, top), filepath.Join(dataDirName, top)
+		if got, err := os.Readlink(link); err == nil && got == target {
 			continue
 		}
-		if err := os.Symlink(filepath.Join(dataDirName, top), link); err != nil {
+		// Missing, or something else in its place (a directory made for a
+		// subPath mount of a key that did not exist yet).
+		if err := os.RemoveAll(link); err != nil {
+			return err
+		}
+		if err := os.Symlink(target, link); err != nil {
 			return err
 		}
 	}

@@ -423,3 +423,69 @@ func TestPrepareSubPathCreatesNothingOutsideTheVolume(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, entries, "nothing created outside the volume")
 }
+
+// TestWriteAtomicRecoversFromACrash: the agent killed (-9, power loss) at
+// any point of an update leaves the volume in a state the next
+// writeAtomic repairs: a half-written version directory is removed, and a
+// swap done without its visible links (or without removing the previous
+// version) is completed, even though ..data already holds the payload.
+func TestWriteAtomicRecoversFromACrash(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	v1 := map[string]fileProjection{"a.conf": {Data: []byte("1"), Mode: 0o644}}
+	v2 := map[string]fileProjection{"a.conf": {Data: []byte("2"), Mode: 0o644}, "b.conf": {Data: []byte("b"), Mode: 0o644}}
+	want := func(ts string) map[string]string {
+		return map[string]string{
+			"..data":       "link:" + ts,
+			"a.conf":       "link:..data/a.conf",
+			"b.conf":       "link:..data/b.conf",
+			ts:             "dir",
+			ts + "/a.conf": "file:-rw-r--r--:2",
+			ts + "/b.conf": "file:-rw-r--r--:b",
+		}
+	}
+
+	t.Run("killed while writing the new version", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "vol")
+		_, err := writeAtomic(dir, v1, nil, t0)
+		require.NoError(t, err)
+		half := filepath.Join(dir, "..2026_01_02_03_05_05.123")
+		require.NoError(t, os.Mkdir(half, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(half, "a.conf"), []byte("2"), 0o644))
+
+		_, err = writeAtomic(dir, v2, nil, t0.Add(2*time.Minute))
+		require.NoError(t, err)
+		ts := tsDirs(t, dir)
+		require.Len(t, ts, 1, "the half-written version is gone")
+		assert.Equal(t, want(ts[0]), listVolume(t, dir))
+	})
+
+	t.Run("killed after the swap, before the links", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "vol")
+		_, err := writeAtomic(dir, v1, nil, t0)
+		require.NoError(t, err)
+		old := tsDirs(t, dir)[0]
+		// The first steps of an update to v2, then the kill.
+		next := filepath.Join(dir, "..2026_01_02_03_05_05.456")
+		require.NoError(t, os.Mkdir(next, 0o755))
+		require.NoError(t, writeVersion(next, v2, nil))
+		require.NoError(t, swapDataDir(dir, filepath.Base(next)))
+
+		_, err = writeAtomic(dir, v2, nil, t0.Add(2*time.Minute))
+		require.NoError(t, err)
+		assert.Equal(t, want(filepath.Base(next)), listVolume(t, dir), "b.conf visible, %s removed", old)
+	})
+
+	t.Run("a visible name that is not the writer's link", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "vol")
+		_, err := writeAtomic(dir, v1, nil, t0)
+		require.NoError(t, err)
+		// A subPath mount of a key not there yet makes it a directory.
+		require.NoError(t, os.Mkdir(filepath.Join(dir, "b.conf"), 0o755))
+
+		_, err = writeAtomic(dir, v2, nil, t0.Add(2*time.Minute))
+		require.NoError(t, err)
+		ts := tsDirs(t, dir)
+		require.Len(t, ts, 1)
+		assert.Equal(t, want(ts[0]), listVolume(t, dir))
+	})
+}
