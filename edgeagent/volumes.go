@@ -41,9 +41,29 @@ type volumeSetup struct {
 }
 
 // subPathSetup is a subPath to create (as a directory when missing) and to
-// keep inside its volume.
+// keep inside its volume. expr is the mount's subPathExpr when sub is its
+// expansion, which may hold a secret: errors then name expr, never sub.
 type subPathSetup struct {
 	volume, root, sub string
+	expr              string
+}
+
+// fail is err as a mountError naming the subPath. For a subPathExpr it
+// names the expression and keeps only err's bare cause, since every path
+// in err holds the expansion.
+func (s subPathSetup) fail(err error) error {
+	if s.expr == "" {
+		return &mountError{volume: s.volume, err: fmt.Errorf("subPath %s: %w", s.sub, err)}
+	}
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe):
+		err = pe.Err
+	case errors.As(err, &le):
+		err = le.Err
+	}
+	return &mountError{volume: s.volume, err: fmt.Errorf("subPathExpr %q: %w", s.expr, err)}
 }
 
 // planVolumes computes every volume of the instance: payloads from the
@@ -231,7 +251,7 @@ func containerMounts(ic InstanceContext, vols map[string]volumeSetup, c schema.C
 		m := Mount{Source: vs.root, Target: vm.MountPath, ReadOnly: vm.ReadOnly || vs.writer, Propagation: prop}
 		if sub != "" {
 			m.Source = filepath.Join(vs.root, sub)
-			subs = append(subs, subPathSetup{volume: vm.Name, root: vs.root, sub: sub})
+			subs = append(subs, subPathSetup{volume: vm.Name, root: vs.root, sub: sub, expr: vm.SubPathExpr})
 		}
 		mounts = append(mounts, m)
 	}
@@ -368,7 +388,7 @@ func prepareEmptyDir(dir string, ed schema.EmptyDirVolumeSource, fsGroup *int64)
 // doSafeMakeDir); what it creates is checked again after.
 func prepareSubPath(s subPathSetup) error {
 	if err := makeSubPathDir(s); err != nil {
-		return &mountError{volume: s.volume, err: fmt.Errorf("subPath %s: %w", s.sub, err)}
+		return s.fail(err)
 	}
 	full := filepath.Join(s.root, s.sub)
 	root, err := filepath.EvalSymlinks(s.root)
@@ -377,9 +397,12 @@ func prepareSubPath(s subPathSetup) error {
 	}
 	resolved, err := filepath.EvalSymlinks(full)
 	if err != nil {
-		return &mountError{volume: s.volume, err: fmt.Errorf("subPath %s: %w", s.sub, err)}
+		return s.fail(err)
 	}
 	if rel, err := filepath.Rel(root, resolved); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		if s.expr != "" {
+			return s.fail(errors.New("resolves outside the volume"))
+		}
 		return &mountError{volume: s.volume, err: fmt.Errorf("subPath %s resolves to %s, outside the volume", s.sub, resolved)}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -488,4 +489,41 @@ func TestWriteAtomicRecoversFromACrash(t *testing.T) {
 		require.Len(t, ts, 1)
 		assert.Equal(t, want(ts[0]), listVolume(t, dir))
 	})
+}
+
+// TestSubPathExprErrorsHideTheExpansion: a subPathExpr may expand a
+// secretKeyRef; when the subPath cannot be prepared, the error (which
+// becomes an event and the observed message) names the expression, never
+// its value.
+func TestSubPathExprErrorsHideTheExpansion(t *testing.T) {
+	long := strings.Repeat("s3cr3t", 50) // longer than a file name may be
+	for _, tc := range []struct {
+		name, value string
+		plant       bool
+	}{
+		{"cannot be created", long, false},
+		{"resolves outside the volume", "out/s3cr3t-token", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ic := testContext()
+			ic.DataDir = t.TempDir()
+			ic.Secrets = map[string]schema.Secret{"api": {Metadata: schema.ObjectMeta{Name: "api"}, Data: map[string][]byte{"token": []byte(tc.value)}}}
+			tmpl := schema.PodTemplateSpec{Spec: schema.PodSpec{
+				Volumes: []schema.Volume{{Name: "v", EmptyDir: &schema.EmptyDirVolumeSource{}}},
+				Containers: []schema.Container{{Name: "c", Image: "x:1",
+					Env:          []schema.EnvVar{{Name: "TOKEN", ValueFrom: &schema.EnvVarSource{SecretKeyRef: &schema.SecretKeySelector{Name: "api", Key: "token"}}}},
+					VolumeMounts: []schema.VolumeMount{{Name: "v", MountPath: "/v", SubPathExpr: "$(TOKEN)"}}}},
+			}}
+			if tc.plant {
+				vol := volumeDir(ic.DataDir, ic.PodUID(), volumeKindEmptyDir, "v")
+				require.NoError(t, os.MkdirAll(vol, 0o777))
+				require.NoError(t, os.Symlink(t.TempDir(), filepath.Join(vol, "out")))
+			}
+			_, err := BuildInstance(ic, tmpl)
+			var me *mountError
+			require.ErrorAs(t, err, &me)
+			assert.Contains(t, err.Error(), `subPathExpr "$(TOKEN)"`)
+			assert.NotContains(t, err.Error(), "s3cr3t")
+		})
+	}
 }
