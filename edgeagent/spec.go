@@ -207,13 +207,21 @@ func (b *containerBuilder) build(p *instancePlan, path string, c schema.Containe
 	if err != nil {
 		return ContainerSpec{}, err
 	}
+	entrypoint, err := vars.expandAll("command", c.Command)
+	if err != nil {
+		return ContainerSpec{}, wrap(err)
+	}
+	cmd, err := vars.expandAll("args", c.Args)
+	if err != nil {
+		return ContainerSpec{}, wrap(err)
+	}
 	ic, spec := b.ic, b.t.Spec
 	s := ContainerSpec{
 		Name:        ContainerName(ic.Node, ic.DaemonSet, ic.Revision, c.Name),
 		Image:       c.Image,
 		Labels:      containerLabels(ic, c.Name, i, b.grace),
-		Entrypoint:  expandAll(c.Command, vars),
-		Cmd:         expandAll(c.Args, vars),
+		Entrypoint:  entrypoint,
+		Cmd:         cmd,
 		Env:         env,
 		HostNetwork: spec.HostNetwork,
 		HostPID:     spec.HostPID,

@@ -229,7 +229,7 @@ func projectedPayload(ic InstanceContext, f podFields, spec schema.PodSpec, p sc
 // containerMounts maps c's volumeMounts (subPathExpr expanded with vars)
 // and returns the subPaths to prepare. Without a data dir only hostPath
 // volumes are mounted.
-func containerMounts(ic InstanceContext, vols map[string]volumeSetup, c schema.Container, vars map[string]string) ([]Mount, []subPathSetup, error) {
+func containerMounts(ic InstanceContext, vols map[string]volumeSetup, c schema.Container, vars *expansion) ([]Mount, []subPathSetup, error) {
 	var mounts []Mount
 	var subs []subPathSetup
 	for i, vm := range c.VolumeMounts {
@@ -262,16 +262,23 @@ func containerMounts(ic InstanceContext, vols map[string]volumeSetup, c schema.C
 // stay inside the volume. As in the kubelet, a subPathExpr referring to a
 // variable that is undefined or empty is a *ConfigError: the instance
 // waits until its environment provides it.
-func subPathOf(vm schema.VolumeMount, vars map[string]string) (string, error) {
+func subPathOf(vm schema.VolumeMount, vars *expansion) (string, error) {
 	sub, field := vm.SubPath, "subPath"
 	if vm.SubPathExpr != "" {
 		var missing []string
-		sub = expandWith(vm.SubPathExpr, func(name string) string {
-			if vars[name] == "" && !slices.Contains(missing, name) {
+		var err error
+		sub, err = vars.expandWith(vm.SubPathExpr, func(name string) string {
+			if vars.vars[name] == "" && !slices.Contains(missing, name) {
 				missing = append(missing, name)
 			}
-			return vars[name]
+			return vars.vars[name]
 		})
+		if err == nil {
+			err = vars.charge(len(sub))
+		}
+		if err != nil {
+			return "", fmt.Errorf("subPathExpr: %w", err)
+		}
 		if len(missing) > 0 {
 			slices.Sort(missing)
 			return "", &ConfigError{Message: fmt.Sprintf("volumeMount %q: subPathExpr %q: missing value for %s", vm.Name, vm.SubPathExpr, strings.Join(missing, ", "))}
