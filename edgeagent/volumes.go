@@ -71,15 +71,34 @@ func (s subPathSetup) fail(err error) error {
 // dir. A missing non-optional ConfigMap, Secret or key is a *ConfigError.
 func planVolumes(ic InstanceContext, f podFields, spec schema.PodSpec) (map[string]volumeSetup, error) {
 	out := make(map[string]volumeSetup, len(spec.Volumes))
+	var files, bytes int
 	for i, v := range spec.Volumes {
 		vs, err := planVolume(ic, f, spec, v)
 		if err != nil {
 			return nil, wrapField(fmt.Sprintf("spec.volumes[%d] (%s)", i, v.Name), err)
 		}
 		out[v.Name] = vs
+		for _, p := range vs.payload {
+			files, bytes = files+1, bytes+len(p.Data)
+		}
+	}
+	if files > maxInstanceFiles || bytes > maxInstanceFileBytes {
+		return nil, &ConfigError{Message: fmt.Sprintf("configMap, secret, downwardAPI and projected volumes would write %d files of %d bytes, more than the limit of %d files and %d bytes for one instance",
+			files, bytes, maxInstanceFiles, maxInstanceFileBytes)}
 	}
 	return out, nil
 }
+
+// Bounds of what an instance's configMap, secret, downwardAPI and
+// projected volumes write to the device (and compare on every pass).
+// Items may name one key many times and volumes may project one object
+// many times, so a small template could otherwise ask for gigabytes; the
+// bounds leave room for dozens of full-size (1 MiB) objects, and for
+// every key of a ConfigMap with 100,000 tiny ones, twice.
+const (
+	maxInstanceFiles     = 1 << 18
+	maxInstanceFileBytes = 64 << 20
+)
 
 func planVolume(ic InstanceContext, f podFields, spec schema.PodSpec, v schema.Volume) (volumeSetup, error) {
 	dir := func(kind string) string { return volumeDir(ic.DataDir, ic.PodUID(), kind, v.Name) }

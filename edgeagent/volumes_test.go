@@ -1,6 +1,7 @@
 package edgeagent
 
 import (
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
@@ -526,4 +527,29 @@ func TestSubPathExprErrorsHideTheExpansion(t *testing.T) {
 			assert.NotContains(t, err.Error(), "s3cr3t")
 		})
 	}
+}
+
+// TestInstanceFilesAreBounded: items may name one key many times, and
+// volumes may project one object many times, so a small template could
+// make the agent write gigabytes to the device's disk (and read them back
+// on every pass). The instance waits with a reason instead, and nothing
+// is written.
+func TestInstanceFilesAreBounded(t *testing.T) {
+	ic := testContext()
+	ic.DataDir = t.TempDir()
+	ic.ConfigMaps = map[string]schema.ConfigMap{"big": {Metadata: schema.ObjectMeta{Name: "big"}, Data: map[string]string{"v": strings.Repeat("x", 1<<20)}}}
+	var items []schema.KeyToPath
+	for i := range 100 {
+		items = append(items, schema.KeyToPath{Key: "v", Path: fmt.Sprintf("f%d", i)})
+	}
+	tmpl := schema.PodTemplateSpec{Spec: schema.PodSpec{
+		Volumes:    []schema.Volume{{Name: "v", ConfigMap: &schema.ConfigMapVolumeSource{Name: "big", Items: items}}},
+		Containers: []schema.Container{{Name: "c", Image: "x:1", VolumeMounts: []schema.VolumeMount{{Name: "v", MountPath: "/v"}}}},
+	}}
+	_, err := BuildInstance(ic, tmpl)
+	var cfgErr *ConfigError
+	require.ErrorAs(t, err, &cfgErr)
+	assert.Contains(t, err.Error(), "more than the limit")
+	_, statErr := os.Stat(podDir(ic.DataDir, ic.PodUID()))
+	assert.ErrorIs(t, statErr, fs.ErrNotExist, "nothing written")
 }
