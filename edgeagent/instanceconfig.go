@@ -74,6 +74,7 @@ func (a *Agent) instanceContext(k instanceKey) InstanceContext {
 	ic := InstanceContext{
 		Node: a.cfg.NodeName, NodeLabels: n.labels, HostIPs: n.hostIPs, Allocatable: n.allocatable,
 		DaemonSet: k.DaemonSet, Revision: k.Revision, SeccompProfileDir: a.cfg.SeccompProfileDir,
+		Policy: a.cfg.Policy,
 	}
 	if !a.cfg.Ephemeral {
 		ic.DataDir = a.cfg.DataDir

@@ -37,6 +37,11 @@ type InstanceContext struct {
 	// SeccompProfileDir holds Localhost seccomp profiles; empty is
 	// DefaultSeccompProfileDir.
 	SeccompProfileDir string
+	// Policy is the device's local policy. Its Check is the caller's; with
+	// RestrictHostPaths, BuildInstance also holds a hostPath volume that
+	// resolves, through symlinks on the host, outside AllowedHostPaths,
+	// before creating anything for it.
+	Policy LocalPolicy
 }
 
 // DefaultSeccompProfileDir is the kubelet's directory of Localhost seccomp

@@ -38,6 +38,7 @@ type volumeSetup struct {
 	payload  map[string]fileProjection
 	emptyDir *schema.EmptyDirVolumeSource
 	hostPath *schema.HostPathVolumeSource
+	policy   LocalPolicy // of a hostPath: where it may resolve
 }
 
 // subPathSetup is a subPath to create (as a directory when missing) and to
@@ -104,7 +105,7 @@ func planVolume(ic InstanceContext, f podFields, spec schema.PodSpec, v schema.V
 	dir := func(kind string) string { return volumeDir(ic.DataDir, ic.PodUID(), kind, v.Name) }
 	switch {
 	case v.HostPath != nil:
-		return volumeSetup{name: v.Name, root: v.HostPath.Path, hostPath: v.HostPath}, nil
+		return volumeSetup{name: v.Name, root: v.HostPath.Path, hostPath: v.HostPath, policy: ic.Policy}, nil
 	case v.ConfigMap != nil:
 		p, err := configMapPayload(ic, v.ConfigMap.Name, v.ConfigMap.Items, modeOr(v.ConfigMap.DefaultMode), isTrue(v.ConfigMap.Optional))
 		return volumeSetup{name: v.Name, root: dir(volumeKindConfigMap), writer: true, payload: p}, err
@@ -351,7 +352,10 @@ func prepareVolume(vs volumeSetup, fsGroup *int64, now time.Time) error {
 	var err error
 	switch {
 	case vs.hostPath != nil:
-		err = prepareHostPath(vs.hostPath.Path, vs.hostPath.Type)
+		err = vs.policy.checkResolvedHostPath(vs.hostPath.Path)
+		if err == nil {
+			err = prepareHostPath(vs.hostPath.Path, vs.hostPath.Type)
+		}
 	case vs.writer:
 		_, err = writeAtomic(vs.root, vs.payload, fsGroup, now)
 	case vs.emptyDir != nil:
