@@ -57,10 +57,7 @@ func writeAtomic(dir string, payload map[string]fileProjection, fsGroup *int64, 
 		return false, err
 	}
 	if oldTs != "" && payloadMatches(filepath.Join(dir, oldTs), payload) {
-		if err := syncVisibleLinks(dir, payload); err != nil {
-			return false, err
-		}
-		return false, removeOtherVersions(dir, oldTs)
+		return false, syncDir(dir, oldTs, payload)
 	}
 	tsDir, err := os.MkdirTemp(dir, now.UTC().Format("..2006_01_02_15_04_05."))
 	if err != nil {
@@ -74,31 +71,7 @@ func writeAtomic(dir string, payload map[string]fileProjection, fsGroup *int64, 
 		_ = os.RemoveAll(tsDir)
 		return false, err
 	}
-	if err := syncVisibleLinks(dir, payload); err != nil {
-		return true, err
-	}
-	return true, removeOtherVersions(dir, filepath.Base(tsDir))
-}
-
-// removeOtherVersions removes every entry of dir that the writer owns
-// (its name begins with "..") except ..data and the version current names:
-// the previous version, and whatever an interrupted write left (a
-// half-written version, a ..data_tmp link).
-func removeOtherVersions(dir, current string) error {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		name := e.Name()
-		if !strings.HasPrefix(name, "..") || name == dataDirName || name == current {
-			continue
-		}
-		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return true, syncDir(dir, filepath.Base(tsDir), payload)
 }
 
 // validatePayload refuses paths that are absolute, leave the volume, or
@@ -175,37 +148,44 @@ func swapDataDir(dir, tsName string) error {
 	return os.Rename(tmp, filepath.Join(dir, dataDirName))
 }
 
-// syncVisibleLinks creates dir/<top> -> ..data/<top> for each top-level
-// payload path and removes the visible entries no longer in the payload.
-func syncVisibleLinks(dir string, payload map[string]fileProjection) error {
+// syncDir makes dir's entries match the version current: it removes every
+// entry the writer owns (its name begins with "..") except ..data and
+// current (the previous version, and whatever an interrupted write left: a
+// half-written version, a ..data_tmp link), removes every visible entry
+// that is not the link of a top-level payload path (a name no longer in
+// the payload, or a directory made for a subPath mount of a key that did
+// not exist yet), and creates the missing links dir/<top> -> ..data/<top>.
+// One directory read: a volume of 100,000 keys is synced in one pass
+// without a system call per key when nothing changed.
+func syncDir(dir, current string, payload map[string]fileProjection) error {
 	tops := map[string]bool{}
 	for p := range payload {
 		top, _, _ := strings.Cut(p, string(filepath.Separator))
 		tops[top] = true
 	}
-	for _, top := range sortedKeys(tops) {
-		link, target := filepath.Join(dir, top), filepath.Join(dataDirName, top)
-		if got, err := os.Readlink(link); err == nil && got == target {
-			continue
-		}
-		// Missing, or something else in its place (a directory made for a
-		// subPath mount of a key that did not exist yet).
-		if err := os.RemoveAll(link); err != nil {
-			return err
-		}
-		if err := os.Symlink(target, link); err != nil {
-			return err
-		}
-	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
 	}
+	linked := make(map[string]bool, len(tops))
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), "..") || tops[e.Name()] {
+		name := e.Name()
+		switch {
+		case name == dataDirName || name == current:
+			continue
+		case !strings.HasPrefix(name, "..") && tops[name] && e.Type()&fs.ModeSymlink != 0:
+			linked[name] = true // only the writer makes links here: its own
 			continue
 		}
-		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
+	for _, top := range sortedKeys(tops) {
+		if linked[top] {
+			continue
+		}
+		if err := os.Symlink(filepath.Join(dataDirName, top), filepath.Join(dir, top)); err != nil {
 			return err
 		}
 	}
