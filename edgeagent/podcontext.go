@@ -42,6 +42,10 @@ type InstanceContext struct {
 	// resolves, through symlinks on the host, outside AllowedHostPaths,
 	// before creating anything for it.
 	Policy LocalPolicy
+
+	// written, when set, lets BuildInstance skip the config volumes whose
+	// payload it last wrote unchanged (the agent's).
+	written *writtenVolumes
 }
 
 // DefaultSeccompProfileDir is the kubelet's directory of Localhost seccomp

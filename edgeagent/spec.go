@@ -124,6 +124,7 @@ type instancePlan struct {
 	fsGroup  *int64
 	subPaths []subPathSetup
 	termLogs []string
+	written  *writtenVolumes
 }
 
 // planInstance computes the instance's containers and host preparations.
@@ -143,7 +144,7 @@ func planInstance(ic InstanceContext, t schema.PodTemplateSpec) (instancePlan, e
 		return fail(err)
 	}
 	b := &containerBuilder{ic: ic, t: t, vols: vols, grace: stopGrace(t.Spec), env: envResolver{ic: ic, fields: f, spec: t.Spec}}
-	p := instancePlan{}
+	p := instancePlan{written: ic.written}
 	if t.Spec.SecurityContext != nil {
 		p.fsGroup = t.Spec.SecurityContext.FSGroup
 	}
@@ -173,7 +174,7 @@ func planInstance(ic InstanceContext, t schema.PodTemplateSpec) (instancePlan, e
 // host, in that order.
 func (p instancePlan) prepare(now time.Time) error {
 	for _, v := range p.volumes {
-		if err := prepareVolume(v, p.fsGroup, now); err != nil {
+		if err := prepareVolume(v, p.fsGroup, now, p.written); err != nil {
 			return err
 		}
 	}

@@ -348,7 +348,7 @@ func (e *mountError) Error() string {
 func (e *mountError) Unwrap() error { return e.err }
 
 // prepareVolume makes one volume ready on the host.
-func prepareVolume(vs volumeSetup, fsGroup *int64, now time.Time) error {
+func prepareVolume(vs volumeSetup, fsGroup *int64, now time.Time, written *writtenVolumes) error {
 	var err error
 	switch {
 	case vs.hostPath != nil:
@@ -357,7 +357,7 @@ func prepareVolume(vs volumeSetup, fsGroup *int64, now time.Time) error {
 			err = prepareHostPath(vs.hostPath.Path, vs.hostPath.Type)
 		}
 	case vs.writer:
-		_, err = writeAtomic(vs.root, vs.payload, fsGroup, now)
+		err = written.write(vs.root, vs.payload, fsGroup, now)
 	case vs.emptyDir != nil:
 		err = prepareEmptyDir(vs.root, *vs.emptyDir, fsGroup)
 	}
