@@ -534,3 +534,29 @@ func TestRunTwiceFails(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, strings.Contains(err.Error(), "twice"))
 }
+
+// TestRunAsRootIsACreateContainerConfigError: an image that would run as
+// root under runAsNonRoot is the kubelet's CreateContainerConfigError,
+// with the runtime's reason once (not "create container X: create
+// container X: ..."), an event, and a retry at later passes.
+func TestRunAsRootIsACreateContainerConfigError(t *testing.T) {
+	h := newHarness(t)
+	var refuse atomic.Bool
+	refuse.Store(true)
+	h.rt.CreateFailure = func(edgeagent.ContainerSpec) error {
+		if refuse.Load() {
+			return edgeagent.ErrRunAsRoot
+		}
+		return nil
+	}
+	h.start(h.config())
+	h.connect()
+	h.apply(1, revA)
+	st := h.waitInstance(revA.DaemonSet, revA.Hash, phaseIs(schema.PhaseCreateContainerConfigError))
+	assert.Regexp(t, `^create [^:]+: container has runAsNonRoot and image will run as root$`, st.Message)
+	ev := assertEvent(t, h, "CreateContainerConfigError")
+	assert.Equal(t, st.Message, ev.Message)
+
+	refuse.Store(false) // the image now runs as a user: the next pass starts it
+	h.waitInstance(revA.DaemonSet, revA.Hash, runningReady)
+}

@@ -197,6 +197,8 @@ func (s *instanceSync) status(ctx context.Context) schema.InstanceStatus {
 	switch {
 	case s.phase == schema.PhaseFailed:
 		return s.a.fail(ctx, s.inst, s.found, s.message, now)
+	case s.phase == schema.PhaseCreateContainerConfigError:
+		return s.a.configRefused(ctx, s.inst, s.found, s.message, now)
 	case s.phase != "":
 		return s.inst.status(s.phase, s.message, false, s.found, now)
 	case !s.longRunningUp():
