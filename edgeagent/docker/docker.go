@@ -14,6 +14,7 @@ package docker
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -118,7 +119,20 @@ func containerErr(op, id string, err error) error {
 
 // unavailable reports whether err is the engine's failure rather than a
 // refusal of the request: no connection, or a server error (HTTP 5xx), which
-// is what a daemon answers while it shuts down.
+// is what a daemon answers while it shuts down. The OCI runtime's refusal
+// to set up a container (capabilities the engine may not grant, a device
+// or sysctl it cannot provide) also comes as a server error, but is about
+// the container: the same start fails again.
 func unavailable(err error) bool {
+	if err == nil || ociRefusal(err) {
+		return false
+	}
 	return client.IsErrConnectionFailed(err) || cerrdefs.IsInternal(err) || cerrdefs.IsUnavailable(err)
+}
+
+// ociRefusal reports whether err is the OCI runtime (runc, crun) refusing
+// to create a container's process: "failed to create shim task: OCI runtime
+// create failed: runc create failed: ...".
+func ociRefusal(err error) bool {
+	return strings.Contains(err.Error(), "OCI runtime")
 }

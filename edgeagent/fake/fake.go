@@ -47,6 +47,10 @@ type Runtime struct {
 	// that spec with it, as an engine-side refusal would (the Docker
 	// runtime's edgeagent.ErrRunAsRoot, say).
 	CreateFailure func(spec edgeagent.ContainerSpec) error
+	// StartFailure, when set and returning an error, fails the Start of
+	// that spec's container with it, leaving it created, as an OCI runtime
+	// that cannot set the container up would.
+	StartFailure func(spec edgeagent.ContainerSpec) error
 	// CrashAfter, when set and returning crash, makes each started container
 	// exit with exitCode after the given time.
 	CrashAfter func(spec edgeagent.ContainerSpec) (exitCode int, after time.Duration, crash bool)
@@ -279,6 +283,11 @@ func (r *Runtime) Start(ctx context.Context, id string) error {
 	}
 	if c.state.Running {
 		return nil
+	}
+	if r.StartFailure != nil {
+		if err := r.StartFailure(c.spec); err != nil {
+			return fmt.Errorf("start %s: %w", id, err)
+		}
 	}
 	if err := r.joinNetworkLocked(c); err != nil {
 		return err
