@@ -183,8 +183,11 @@ func BenchmarkCreateOptions(b *testing.B) {
 func TestStartRefusalIsNotUnavailability(t *testing.T) {
 	oci := fmt.Errorf("%w: failed to create task for container: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: unable to apply caps: operation not permitted: unknown", cerrdefs.ErrInternal)
 	shutdown := fmt.Errorf("%w: daemon is shutting down", cerrdefs.ErrInternal)
-	if err := containerErr("start", "abc", oci); errors.Is(err, edgeagent.ErrUnavailable) {
-		t.Errorf("OCI refusal %q is ErrUnavailable", err)
+	propagation := fmt.Errorf("%w: path / is mounted on / but it is not a shared or slave mount", cerrdefs.ErrInternal)
+	for _, refusal := range []error{oci, propagation} {
+		if err := containerErr("start", "abc", refusal); errors.Is(err, edgeagent.ErrUnavailable) {
+			t.Errorf("refusal %q is ErrUnavailable", err)
+		}
 	}
 	if err := containerErr("start", "abc", shutdown); !errors.Is(err, edgeagent.ErrUnavailable) {
 		t.Errorf("daemon failure %q is not ErrUnavailable", err)

@@ -124,15 +124,26 @@ func containerErr(op, id string, err error) error {
 // or sysctl it cannot provide) also comes as a server error, but is about
 // the container: the same start fails again.
 func unavailable(err error) bool {
-	if err == nil || ociRefusal(err) {
+	if err == nil || containerRefusal(err) {
 		return false
 	}
 	return client.IsErrConnectionFailed(err) || cerrdefs.IsInternal(err) || cerrdefs.IsUnavailable(err)
 }
 
-// ociRefusal reports whether err is the OCI runtime (runc, crun) refusing
-// to create a container's process: "failed to create shim task: OCI runtime
-// create failed: runc create failed: ...".
-func ociRefusal(err error) bool {
-	return strings.Contains(err.Error(), "OCI runtime")
+// refusals are what the daemon says, with a server error, when it cannot
+// set up this container: the OCI runtime (runc, crun) refusing its process
+// ("failed to create shim task: OCI runtime create failed: ..."), and a
+// mountPropagation the host's mounts cannot give ("path / is mounted on /
+// but it is not a shared or slave mount").
+var refusals = []string{"OCI runtime", "is not a shared mount", "is not a shared or slave mount"}
+
+// containerRefusal reports whether err is one of refusals.
+func containerRefusal(err error) bool {
+	msg := err.Error()
+	for _, r := range refusals {
+		if strings.Contains(msg, r) {
+			return true
+		}
+	}
+	return false
 }
