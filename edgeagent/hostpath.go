@@ -14,10 +14,18 @@ import (
 // DirectoryOrCreate creates a missing directory (0755, parents too),
 // FileOrCreate a missing empty file (0644; its parent must exist), and
 // every type then checks what the path is, following symlinks. The empty
-// type checks nothing.
+// type checks nothing, and a missing path is created as a directory
+// (0755): the kubelet leaves that to the container runtime, and
+// containerd, CRI-O and Docker's -v all create it, where Docker's mount API
+// would refuse the container ("bind source path does not exist").
 func prepareHostPath(path, typ string) error {
 	switch typ {
 	case schema.HostPathUnset:
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			if err := os.MkdirAll(path, 0o755); err != nil {
+				return fmt.Errorf("hostPath: create missing %s: %w", path, err)
+			}
+		}
 		return nil
 	case schema.HostPathDirectoryOrCreate:
 		if !exists(path) {

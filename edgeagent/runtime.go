@@ -73,6 +73,10 @@ type LogOptions struct {
 	// Until, when set, ends the log at that instant (the previous run of a
 	// restarted container ends where the current one started).
 	Until time.Time
+	// Since, when set, starts the log at that instant; with Tail, the last
+	// lines are taken first and those before Since dropped, as Docker does.
+	// A container restarted in place keeps one log for all its runs.
+	Since time.Time
 }
 
 // RuntimeInfo describes the container engine.

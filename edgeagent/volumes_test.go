@@ -136,7 +136,8 @@ func TestPrepareHostPath(t *testing.T) {
 	tests := []struct {
 		name, path, typ, wantErr string
 	}{
-		{"unset checks nothing", filepath.Join(root, "absent"), schema.HostPathUnset, ""},
+		{"unset checks nothing", file, schema.HostPathUnset, ""},
+		{"unset creates what is missing, as container runtimes do", filepath.Join(root, "runtime", "made"), schema.HostPathUnset, ""},
 		{"DirectoryOrCreate creates", filepath.Join(root, "new", "deep"), schema.HostPathDirectoryOrCreate, ""},
 		{"DirectoryOrCreate on a file", file, schema.HostPathDirectoryOrCreate, "hostPath type check failed: " + file + " is not a directory"},
 		{"FileOrCreate creates", filepath.Join(root, "created"), schema.HostPathFileOrCreate, ""},
@@ -164,6 +165,10 @@ func TestPrepareHostPath(t *testing.T) {
 	}
 	info, err := os.Stat(filepath.Join(root, "new", "deep"))
 	require.NoError(t, err)
+	assert.Equal(t, fs.FileMode(0o755), info.Mode().Perm())
+	info, err = os.Stat(filepath.Join(root, "runtime", "made"))
+	require.NoError(t, err)
+	assert.True(t, info.IsDir())
 	assert.Equal(t, fs.FileMode(0o755), info.Mode().Perm())
 	info, err = os.Stat(filepath.Join(root, "created"))
 	require.NoError(t, err)

@@ -451,6 +451,11 @@ func TestLogsUntilEndsAtTheRestart(t *testing.T) {
 	if got := e.logsOf(t, id, edgeagent.LogOptions{Until: first.StartedAt.Add(-time.Millisecond)}); got != "" {
 		t.Errorf("log until before the first start = %q, want nothing", got)
 	}
+	// Since (a termination message's log tail) keeps the second run only.
+	last := e.logsOf(t, id, edgeagent.LogOptions{Since: second.StartedAt, Tail: 80})
+	if got := strings.Count(last, line); got != 1 {
+		t.Errorf("log since the second start = %q, want the second run's lines only", last)
+	}
 }
 
 func TestOOMKilled(t *testing.T) {
