@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -400,5 +401,57 @@ func TestNodeCannotReadOtherNodesSecrets(t *testing.T) {
 	}
 	if err := in.has(configMap, "cm")(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestNodeSubscriptionsAreBounded: a node may subscribe to any revision,
+// ConfigMap or own-secret topic, each an exact filter; without a bound
+// one connection could grow the broker's topic tree without end with
+// distinct hashes. Past the limit a new filter is refused; filters it
+// holds may be renewed, and room comes back with an unsubscribe. The
+// controller is not bounded.
+func TestNodeSubscriptionsAreBounded(t *testing.T) {
+	const limit = 10_000 // defaultMaxSubscriptions
+	tb := startBroker(t, Options{})
+	a := mustDial(t, tb.Addr(), tb.node("node-a"))
+	ctl := mustDial(t, tb.Addr(), tb.controller())
+	var in inbox
+	subscribeMany := func(cl paho.Client, from, n int) map[string]byte {
+		filters := map[string]byte{}
+		for i := from; i < from+n; i++ {
+			filters[schema.RevisionTopic(fmt.Sprintf("%020x", i))] = 1
+		}
+		tok := cl.SubscribeMultiple(filters, in.handle)
+		if !tok.WaitTimeout(wait) || tok.Error() != nil {
+			t.Fatalf("subscribe %d filters: %v", n, tok.Error())
+		}
+		return tok.(*paho.SubscribeToken).Result()
+	}
+	for from := 0; from < limit; from += 1000 {
+		for f, code := range subscribeMany(a, from, 1000) {
+			if code != 1 {
+				t.Fatalf("node-a subscribe %s (within the limit): SUBACK %#x", f, code)
+			}
+		}
+	}
+	if code := subscribe(t, a, schema.RevisionTopic(fmt.Sprintf("%020x", limit)), &in); code != suback80 {
+		t.Errorf("node-a subscription %d: SUBACK %#x, want %#x", limit+1, code, suback80)
+	}
+	first := schema.RevisionTopic(fmt.Sprintf("%020x", 0))
+	if code := subscribe(t, a, first, &in); code != 1 {
+		t.Errorf("node-a renews %s: SUBACK %#x, want 1", first, code)
+	}
+	if tok := a.Unsubscribe(first); !tok.WaitTimeout(wait) || tok.Error() != nil {
+		t.Fatalf("unsubscribe: %v", tok.Error())
+	}
+	if code := subscribe(t, a, schema.RevisionTopic(fmt.Sprintf("%020x", limit+1)), &in); code != 1 {
+		t.Errorf("node-a subscribe after an unsubscribe: SUBACK %#x, want 1", code)
+	}
+	for from := 0; from < limit+1000; from += 1000 {
+		for f, code := range subscribeMany(ctl, from, 1000) {
+			if code != 1 {
+				t.Fatalf("controller subscribe %s: SUBACK %#x", f, code)
+			}
+		}
 	}
 }

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"slices"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -24,6 +25,7 @@ func (h *hook) Provides(b byte) bool {
 	return bytes.Contains([]byte{
 		mqtt.OnConnectAuthenticate,
 		mqtt.OnACLCheck,
+		mqtt.OnSubscribe,
 		mqtt.OnPublishDropped,
 		mqtt.OnPacketIDExhausted,
 		mqtt.OnQosDropped,
@@ -56,6 +58,42 @@ func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 		h.b.notifyDrop(cl.ID, topic)
 	}
 	return ok
+}
+
+// OnSubscribe refuses the filters that would take a node client past
+// Limits.MaxSubscriptions: mochi refuses an empty filter as invalid
+// (SUBACK failure), before the ACL and without storing it. A filter the
+// client already holds, or names twice in one packet, counts once.
+func (h *hook) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.Packet {
+	if string(cl.Properties.Username) == ControllerUsername {
+		return pk
+	}
+	held := cl.State.Subscriptions.Len()
+	limit := h.b.opts.Limits.MaxSubscriptions
+	var filters []packets.Subscription // copied on the first refusal
+	refused := 0
+	counted := map[string]bool{}
+	for i, sub := range pk.Filters {
+		if _, ok := cl.State.Subscriptions.Get(sub.Filter); ok || counted[sub.Filter] {
+			continue
+		}
+		if held < limit {
+			held++
+			counted[sub.Filter] = true
+			continue
+		}
+		if filters == nil {
+			filters = slices.Clone(pk.Filters)
+		}
+		filters[i].Filter = ""
+		refused++
+	}
+	if refused > 0 {
+		h.b.log.Warn("subscriptions refused: client holds its limit of filters", "client", cl.ID,
+			"username", string(cl.Properties.Username), "refused", refused, "limit", limit)
+		pk.Filters = filters
+	}
+	return pk
 }
 
 // OnPublishDropped counts a message dropped because the client's outbound

@@ -78,6 +78,12 @@ type Limits struct {
 	// may have in flight towards the broker (default 128; the controller gets
 	// 65,535).
 	ReceiveMaximum uint16
+	// MaxSubscriptions is the number of topic filters one node client may
+	// hold at once; past it a new filter is refused (SUBACK failure). The
+	// controller is not bounded. An agent holds its desired and
+	// logs/request topics and one per revision, ConfigMap or Secret it is
+	// still waiting for, a few thousand at most (default 10,000).
+	MaxSubscriptions int
 	// SessionExpiry is how long a persistent (clean session false) session
 	// is kept after its client disconnects (default 1h).
 	SessionExpiry time.Duration
@@ -96,6 +102,7 @@ const (
 	defaultMaxInflight      = 4096
 	defaultReceiveMaximum   = 128
 	defaultSessionExpiry    = time.Hour
+	defaultMaxSubscriptions = 10_000
 	defaultReadBufferSize   = 1 << 10
 	defaultWriteBufferSize  = 4 << 10
 	// sysTopicInterval is how often mochi refreshes $SYS topics (seconds);
@@ -131,6 +138,7 @@ func (l Limits) withDefaults() Limits {
 	setDefault(&l.MaxInflight, defaultMaxInflight)
 	setDefault(&l.ReceiveMaximum, defaultReceiveMaximum)
 	setDefault(&l.SessionExpiry, defaultSessionExpiry)
+	setDefault(&l.MaxSubscriptions, defaultMaxSubscriptions)
 	setDefault(&l.ReadBufferSize, defaultReadBufferSize)
 	setDefault(&l.WriteBufferSize, defaultWriteBufferSize)
 	return l

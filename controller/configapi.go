@@ -77,18 +77,22 @@ func (c *Controller) deleteConfig(kind, key string, del func(*store.Txn) (bool, 
 	c.passMu.Lock()
 	defer c.passMu.Unlock()
 	out := newApplied()
+	found := false
 	err := c.store.Update(false, func(tx *store.Txn) error {
-		found, err := del(tx)
-		if err != nil {
+		var err error
+		if found, err = del(tx); err != nil || !found {
 			return err
-		}
-		if !found {
-			return fmt.Errorf("%s%s: %w", kind, key, api.ErrNotFound)
 		}
 		return rollOnConfigChanges(tx, configChanges{kind + key: true}, time.Now(), out)
 	})
 	if err != nil {
 		return err
+	}
+	if !found {
+		// Said outside the transaction, as GetConfigMap and DeleteDaemonSet
+		// say it: the store's wrapping (its file path) means nothing to an
+		// operator who mistyped a name.
+		return fmt.Errorf("%s %s: %w", strings.TrimSuffix(kind, "/"), key, api.ErrNotFound)
 	}
 	forget(out)
 	out.event(kind+key, "Deleted", "deleted")

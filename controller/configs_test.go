@@ -414,7 +414,12 @@ func TestConfigAPIHidesSecretValues(t *testing.T) {
 	_, err = tc.api.GetSecret(ctx, "edge/none", false)
 	assert.ErrorIs(t, err, api.ErrNotFound)
 	require.NoError(t, tc.api.DeleteConfigMap(ctx, "edge/agent-config"))
-	assert.ErrorIs(t, tc.api.DeleteConfigMap(ctx, "edge/agent-config"), api.ErrNotFound)
+	err = tc.api.DeleteConfigMap(ctx, "edge/agent-config")
+	assert.ErrorIs(t, err, api.ErrNotFound)
+	assert.EqualError(t, err, "configmap edge/agent-config: not found") // not the store's file and transaction
+	err = tc.api.DeleteSecret(ctx, "edge/none")
+	assert.ErrorIs(t, err, api.ErrNotFound)
+	assert.EqualError(t, err, "secret edge/none: not found")
 }
 
 // TestConfigObjectsSurviveRestart: a restarted controller whose broker

@@ -134,6 +134,7 @@ type Agent struct {
 	applied    uint64
 	instances  map[instanceKey]*instance
 	klogs      *KubeletLogs // nil unless Config.KubeletLogDir is set
+	volumes    *writtenVolumes
 }
 
 // New opens the local state and returns an agent ready to Run. It makes no
@@ -152,6 +153,7 @@ func New(cfg Config, rt Runtime, conn Conn) (*Agent, error) {
 		wake: make(chan struct{}, 1), inbox: map[string][]byte{}, missing: map[string]bool{},
 		revisions: map[string]schema.Revision{}, instances: map[instanceKey]*instance{},
 		configMaps: map[string]schema.ConfigMap{}, secrets: map[string]schema.Secret{},
+		volumes: newWrittenVolumes(),
 	}
 	a.probes = newProber(rt, a.poke, a.log)
 	a.hooks = newHooks(a.probes.runHandler, a.poke)

@@ -534,3 +534,73 @@ func TestRunTwiceFails(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, strings.Contains(err.Error(), "twice"))
 }
+
+// TestRunAsRootIsACreateContainerConfigError: an image that would run as
+// root under runAsNonRoot is the kubelet's CreateContainerConfigError,
+// with the runtime's reason once (not "create container X: create
+// container X: ..."), an event, and a retry at later passes.
+func TestRunAsRootIsACreateContainerConfigError(t *testing.T) {
+	h := newHarness(t)
+	var refuse atomic.Bool
+	refuse.Store(true)
+	h.rt.CreateFailure = func(edgeagent.ContainerSpec) error {
+		if refuse.Load() {
+			return edgeagent.ErrRunAsRoot
+		}
+		return nil
+	}
+	h.start(h.config())
+	h.connect()
+	h.apply(1, revA)
+	st := h.waitInstance(revA.DaemonSet, revA.Hash, phaseIs(schema.PhaseCreateContainerConfigError))
+	assert.Regexp(t, `^create [^:]+: container has runAsNonRoot and image will run as root$`, st.Message)
+	ev := assertEvent(t, h, "CreateContainerConfigError")
+	assert.Equal(t, st.Message, ev.Message)
+
+	refuse.Store(false) // the image now runs as a user: the next pass starts it
+	h.waitInstance(revA.DaemonSet, revA.Hash, runningReady)
+}
+
+// TestStartErrorBacksOff: a start the engine refuses (an OCI runtime that
+// may not grant the capabilities) is the kubelet's StartError: counted as
+// a restart, with an event, and retried under the crash back-off, not at
+// every pass.
+func TestStartErrorBacksOff(t *testing.T) {
+	h := newHarness(t)
+	var refuse atomic.Bool
+	refuse.Store(true)
+	var attempts atomic.Int64
+	h.rt.StartFailure = func(edgeagent.ContainerSpec) error {
+		attempts.Add(1)
+		if refuse.Load() {
+			return errors.New("failed to create shim task: OCI runtime create failed: unable to apply caps: operation not permitted")
+		}
+		return nil
+	}
+	h.start(h.config())
+	h.connect()
+	h.apply(1, revA)
+	st := h.waitInstance(revA.DaemonSet, revA.Hash, phaseIs(schema.PhaseCrashLoopBackOff))
+	assert.Contains(t, st.Message, "StartError: start container ")
+	assert.Contains(t, st.Message, "unable to apply caps: operation not permitted; back-off 10s restarting failed container main")
+	assert.Equal(t, int32(1), st.Restarts)
+	require.NotNil(t, st.LastExitCode)
+	assert.Equal(t, int32(128), *st.LastExitCode)
+	assertEvent(t, h, "StartError")
+
+	h.waitPasses(10)
+	assert.Equal(t, int64(1), attempts.Load(), "no new attempt before the back-off ends")
+	h.clock.Advance(10 * time.Second)
+	h.waitInstance(revA.DaemonSet, revA.Hash, phaseIs(schema.PhaseCrashLoopBackOff)) // second failure: back-off 20s
+	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		if st, _ := h.instance(revA.DaemonSet, revA.Hash); !strings.Contains(st.Message, "back-off 20s") {
+			return fmt.Errorf("message %q, want back-off 20s", st.Message)
+		}
+		return nil
+	})
+	assert.Equal(t, int64(2), attempts.Load())
+
+	refuse.Store(false)
+	h.clock.Advance(20 * time.Second)
+	h.waitInstance(revA.DaemonSet, revA.Hash, runningReady)
+}

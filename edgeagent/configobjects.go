@@ -1,19 +1,11 @@
 package edgeagent
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 
 	"github.com/edgeset/edgeset/schema"
 )
-
-// maxConfigMessage bounds a ConfigMap or Secret payload: a MaxConfigSize
-// object grows by base64 and JSON escaping on the wire.
-const maxConfigMessage = 4 * schema.MaxConfigSize
 
 // handleConfigMap verifies and caches a ConfigMap the desired state is
 // waiting for. It returns false only when it could not be persisted.
@@ -23,11 +15,7 @@ func (a *Agent) handleConfigMap(ctx context.Context, hash string, b []byte) bool
 		a.log.Debug("ignoring configmap not waited for", "topic", topic)
 		return true
 	}
-	var m schema.ConfigMapMessage
-	err := decodeConfigMessage(b, &m)
-	if err == nil {
-		err = checkConfigMap(hash, m)
-	}
+	m, err := receiveConfigMap(hash, b)
 	if err != nil {
 		a.log.Warn("rejecting configmap", "topic", topic, "err", err)
 		return true
@@ -51,11 +39,7 @@ func (a *Agent) handleSecret(ctx context.Context, hash string, b []byte) bool {
 		a.log.Debug("ignoring secret not waited for", "topic", topic)
 		return true
 	}
-	var m schema.SecretMessage
-	err := decodeConfigMessage(b, &m)
-	if err == nil {
-		err = checkSecret(a.cfg.NodeName, hash, m)
-	}
+	m, err := receiveSecret(a.cfg.NodeName, hash, b)
 	if err != nil {
 		a.log.Warn("rejecting secret", "topic", topic, "err", err)
 		return true
@@ -70,69 +54,45 @@ func (a *Agent) handleSecret(ctx context.Context, hash string, b []byte) bool {
 	return true
 }
 
-// decodeConfigMessage decodes a ConfigMap or Secret message strictly: size
-// bounded, unknown fields and trailing data rejected. Its errors never
-// quote the payload, which may be a secret.
-func decodeConfigMessage(b []byte, v any) error {
-	if len(b) > maxConfigMessage {
-		return fmt.Errorf("%w: %d bytes, limit %d", schema.ErrMessageTooLarge, len(b), maxConfigMessage)
+// receiveConfigMap decodes the payload b of hash's ConfigMap topic and
+// checks it is that ConfigMap. Its errors never quote a value.
+func receiveConfigMap(hash string, b []byte) (schema.ConfigMapMessage, error) {
+	m, err := schema.DecodeConfigMapMessage(b)
+	if err != nil {
+		return m, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var se *json.SyntaxError
-		var te *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &te):
-			return fmt.Errorf("decode %T: field %s: must be %s", v, te.Field, te.Type)
-		case errors.As(err, &se):
-			return fmt.Errorf("decode %T: invalid JSON at offset %d", v, se.Offset)
-		case errors.Is(err, io.EOF):
-			return fmt.Errorf("decode %T: empty message", v)
-		}
-		return fmt.Errorf("decode %T: %w", v, err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("decode %T: trailing data after the JSON object", v)
-	}
-	return nil
+	return m, checkConfigMap(hash, m)
 }
 
-// checkConfigMap verifies that m is the ConfigMap published on hash's
-// topic: hash, m.Hash and the content hash agree.
-func checkConfigMap(hash string, m schema.ConfigMapMessage) error {
-	if m.SchemaVersion != schema.WireVersion {
-		return fmt.Errorf("schemaVersion: %w %d", schema.ErrSchemaVersion, m.SchemaVersion)
+// receiveSecret decodes the payload b of node's secret topic for hash and
+// checks it is that Secret, for node. Its errors never quote a value.
+func receiveSecret(node, hash string, b []byte) (schema.SecretMessage, error) {
+	m, err := schema.DecodeSecretMessage(b)
+	if err != nil {
+		return m, err
 	}
+	return m, checkSecret(node, hash, m)
+}
+
+// checkConfigMap verifies that m, decoded and checked against its own
+// hash by schema.DecodeConfigMapMessage, is the ConfigMap published on
+// hash's topic.
+func checkConfigMap(hash string, m schema.ConfigMapMessage) error {
 	if m.Hash != hash {
 		return fmt.Errorf("hash: message carries %s on the topic of %s", m.Hash, hash)
 	}
-	if got := schema.ConfigMapHash(m.ConfigMap); got != hash {
-		return fmt.Errorf("configMap: content hashes to %s, not %s", got, hash)
-	}
-	if m.ConfigMap.Metadata.Name == "" {
-		return errors.New("configMap.metadata.name: required")
-	}
 	return nil
 }
 
-// checkSecret verifies that m is the Secret for node published on hash's
-// topic: node, hash, m.Hash and the content hash agree.
+// checkSecret verifies that m, decoded and checked against its own hash
+// by schema.DecodeSecretMessage, is the Secret for node published on
+// hash's topic.
 func checkSecret(node, hash string, m schema.SecretMessage) error {
-	if m.SchemaVersion != schema.WireVersion {
-		return fmt.Errorf("schemaVersion: %w %d", schema.ErrSchemaVersion, m.SchemaVersion)
-	}
 	if m.Node != node {
 		return fmt.Errorf("node: secret is for %q, this is %q", m.Node, node)
 	}
 	if m.Hash != hash {
 		return fmt.Errorf("hash: message carries %s on the topic of %s", m.Hash, hash)
-	}
-	if got := schema.SecretHash(m.Secret); got != hash {
-		return fmt.Errorf("secret: content hashes to %s, not %s", got, hash)
-	}
-	if m.Secret.Metadata.Name == "" {
-		return errors.New("secret.metadata.name: required")
 	}
 	return nil
 }

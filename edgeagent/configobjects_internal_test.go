@@ -1,6 +1,7 @@
 package edgeagent
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -10,11 +11,11 @@ import (
 )
 
 func objConfigMap(v string) schema.ConfigMap {
-	return schema.ConfigMap{Metadata: schema.ObjectMeta{Name: "cfg", Namespace: "a"}, Data: map[string]string{"k": v}}
+	return schema.ConfigMap{TypeMeta: schema.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, Metadata: schema.ObjectMeta{Name: "cfg", Namespace: "a"}, Data: map[string]string{"k": v}}
 }
 
 func objSecret(v string) schema.Secret {
-	return schema.Secret{Metadata: schema.ObjectMeta{Name: "s", Namespace: "a"}, Data: map[string][]byte{"k": []byte(v)}}
+	return schema.Secret{TypeMeta: schema.TypeMeta{APIVersion: "v1", Kind: "Secret"}, Metadata: schema.ObjectMeta{Name: "s", Namespace: "a"}, Data: map[string][]byte{"k": []byte(v)}}
 }
 
 func TestConfigObjectsPersistAndDropUnreferenced(t *testing.T) {
@@ -90,12 +91,16 @@ func TestCheckConfigMessages(t *testing.T) {
 		}{
 			{"valid", cmMsg(nil), ""},
 			{"schema version", cmMsg(func(m *schema.ConfigMapMessage) { m.SchemaVersion = 9 }), "schemaVersion"},
-			{"hash of another topic", cmMsg(func(m *schema.ConfigMapMessage) { m.Hash = "00000000000000000000" }), "hash: message carries"},
-			{"content", cmMsg(func(m *schema.ConfigMapMessage) { m.ConfigMap = objConfigMap("2") }), "configMap: content hashes to"},
+			{"hash not its content", cmMsg(func(m *schema.ConfigMapMessage) { m.Hash = "00000000000000000000" }), "does not match its content"},
+			{"another topic's", cmMsg(func(m *schema.ConfigMapMessage) {
+				m.ConfigMap = objConfigMap("other")
+				m.Hash = schema.ConfigMapHash(m.ConfigMap)
+			}), "hash: message carries"},
+			{"content", cmMsg(func(m *schema.ConfigMapMessage) { m.ConfigMap = objConfigMap("2") }), "configmap hashes to"},
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
-				err := checkConfigMap(hc, tc.msg)
+				_, err := receiveConfigMap(hc, marshal(t, tc.msg))
 				if tc.want == "" {
 					require.NoError(t, err)
 					return
@@ -112,12 +117,16 @@ func TestCheckConfigMessages(t *testing.T) {
 		}{
 			{"valid", secMsg(nil), ""},
 			{"another node's", secMsg(func(m *schema.SecretMessage) { m.Node = "m" }), `node: secret is for "m"`},
-			{"hash of another topic", secMsg(func(m *schema.SecretMessage) { m.Hash = "00000000000000000000" }), "hash: message carries"},
-			{"content", secMsg(func(m *schema.SecretMessage) { m.Secret = objSecret("y") }), "secret: content hashes to"},
+			{"hash not its content", secMsg(func(m *schema.SecretMessage) { m.Hash = "00000000000000000000" }), "does not match its content"},
+			{"another topic's", secMsg(func(m *schema.SecretMessage) {
+				m.Secret = objSecret("other")
+				m.Hash = schema.SecretHash(m.Secret)
+			}), "hash: message carries"},
+			{"content", secMsg(func(m *schema.SecretMessage) { m.Secret = objSecret("y") }), "secret hashes to"},
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
-				err := checkSecret("n", hs, tc.msg)
+				_, err := receiveSecret("n", hs, marshal(t, tc.msg))
 				if tc.want == "" {
 					require.NoError(t, err)
 					return
@@ -128,12 +137,18 @@ func TestCheckConfigMessages(t *testing.T) {
 		}
 	})
 	t.Run("decoding never quotes the payload", func(t *testing.T) {
-		var m schema.SecretMessage
-		for _, b := range []string{`{"secret":{"data":{"k":"not-base64!"}}}`, `{"secret":{"data":{"k":42}}}`, `{"surprise":"s3cr3t"}`, `{"a":1} trailing`, ``} {
-			err := decodeConfigMessage([]byte(b), &m)
+		for _, b := range []string{`{"secret":{"data":{"k":"not-base64!"}}}`, `{"secret":{"data":{"k":42}}}`, `{"surprise":"s3cr3t"}`, `{"a":1} trailing`, ``, `{"secret":{"data":{"k":"czNjcjN0"}},"x":s3cr3t}`} {
+			_, err := receiveSecret("n", hs, []byte(b))
 			require.Error(t, err, b)
 			assert.NotContains(t, err.Error(), "s3cr3t")
 			assert.NotContains(t, err.Error(), "not-base64")
 		}
 	})
+}
+
+func marshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
 }

@@ -45,26 +45,32 @@ type envResolver struct {
 }
 
 // resolve returns c's environment as KEY=VALUE in definition order, and
-// the final variables (for $(VAR) in command, args and subPathExpr). A
-// missing non-optional ConfigMap, Secret or key is a *ConfigError with the
+// the expansion of the final variables (for $(VAR) in command, args and
+// subPathExpr), with what is left of the container's budget. A missing
+// non-optional ConfigMap, Secret or key is a *ConfigError with the
 // kubelet's message; other errors name the field under path.
-func (r envResolver) resolve(path string, c schema.Container) ([]string, map[string]string, error) {
+func (r envResolver) resolve(path string, c schema.Container) ([]string, *expansion, error) {
 	b := &envBuilder{vars: map[string]string{}}
+	x := newExpansion(b.vars)
 	for i, src := range c.EnvFrom {
-		if err := r.envFrom(b, src); err != nil {
+		if err := r.envFrom(b, x, src); err != nil {
 			return nil, nil, wrapField(fmt.Sprintf("%s.envFrom[%d]", path, i), err)
 		}
 	}
 	for i, e := range c.Env {
-		v, skip, err := r.value(c, e, b.vars)
+		v, skip, err := r.value(c, e, x)
 		if err != nil {
 			return nil, nil, wrapField(fmt.Sprintf("%s.env[%d] (%s)", path, i, e.Name), err)
 		}
-		if !skip {
-			b.set(e.Name, v)
+		if skip {
+			continue
 		}
+		if err := x.charge(len(e.Name) + 1 + len(v)); err != nil {
+			return nil, nil, fmt.Errorf("%s.env[%d] (%s): %w", path, i, e.Name, err)
+		}
+		b.set(e.Name, v)
 	}
-	return b.list(), b.vars, nil
+	return b.list(), x, nil
 }
 
 // wrapField prefixes err with the field path, except a *ConfigError,
@@ -79,7 +85,14 @@ func wrapField(path string, err error) error {
 	return fmt.Errorf("%s: %w", path, err)
 }
 
-func (r envResolver) envFrom(b *envBuilder, src schema.EnvFromSource) error {
+func (r envResolver) envFrom(b *envBuilder, x *expansion, src schema.EnvFromSource) error {
+	set := func(name, value string) error {
+		if err := x.charge(len(name) + 1 + len(value)); err != nil {
+			return err
+		}
+		b.set(name, value)
+		return nil
+	}
 	switch {
 	case src.ConfigMapRef != nil:
 		cm, ok := r.ic.ConfigMaps[src.ConfigMapRef.Name]
@@ -90,8 +103,11 @@ func (r envResolver) envFrom(b *envBuilder, src schema.EnvFromSource) error {
 			return configMapNotFound(src.ConfigMapRef.Name)
 		}
 		for _, k := range sortedKeys(cm.Data) {
-			if envVarName.MatchString(src.Prefix + k) {
-				b.set(src.Prefix+k, cm.Data[k])
+			if !envVarName.MatchString(src.Prefix + k) {
+				continue
+			}
+			if err := set(src.Prefix+k, cm.Data[k]); err != nil {
+				return err
 			}
 		}
 	case src.SecretRef != nil:
@@ -103,8 +119,11 @@ func (r envResolver) envFrom(b *envBuilder, src schema.EnvFromSource) error {
 			return secretNotFound(src.SecretRef.Name)
 		}
 		for _, k := range sortedKeys(s.Data) {
-			if envVarName.MatchString(src.Prefix + k) {
-				b.set(src.Prefix+k, string(s.Data[k]))
+			if !envVarName.MatchString(src.Prefix + k) {
+				continue
+			}
+			if err := set(src.Prefix+k, string(s.Data[k])); err != nil {
+				return err
 			}
 		}
 	}
@@ -113,9 +132,10 @@ func (r envResolver) envFrom(b *envBuilder, src schema.EnvFromSource) error {
 
 // value resolves one env entry; skip is set when an optional source is
 // absent, which leaves the variable undefined, as in Kubernetes.
-func (r envResolver) value(c schema.Container, e schema.EnvVar, defined map[string]string) (v string, skip bool, err error) {
+func (r envResolver) value(c schema.Container, e schema.EnvVar, defined *expansion) (v string, skip bool, err error) {
 	if e.Value != "" || e.ValueFrom == nil {
-		return expand(e.Value, defined), false, nil
+		v, err = defined.expand(e.Value)
+		return v, false, err
 	}
 	src := e.ValueFrom
 	switch {

@@ -1,9 +1,14 @@
 package edgeagent
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgeset/edgeset/schema"
 )
 
 // The cases of Kubernetes' third_party/forked/golang/expansion tests.
@@ -54,4 +59,64 @@ func TestExpand(t *testing.T) {
 			assert.Equal(t, tc.want, expand(tc.in, vars))
 		})
 	}
+}
+
+// TestExpansionIsBounded: each variable may reference the one before it
+// twice, so a template of a few hundred bytes doubles a value per entry
+// (2^40 bytes after 40 entries); args may repeat a big value thousands of
+// times. Building the instance must fail with an error naming the field
+// instead of exhausting the device's memory.
+func TestExpansionIsBounded(t *testing.T) {
+	chain := func(n int) []schema.EnvVar {
+		env := []schema.EnvVar{{Name: "V0", Value: strings.Repeat("x", 1024)}}
+		for i := 1; i <= n; i++ {
+			env = append(env, schema.EnvVar{Name: fmt.Sprintf("V%d", i), Value: fmt.Sprintf("$(V%d)$(V%d)", i-1, i-1)})
+		}
+		return env
+	}
+	for _, tc := range []struct {
+		name  string
+		c     schema.Container
+		field string
+	}{
+		{"doubling env", schema.Container{Env: chain(14)}, "env["},
+		{"args repeat a value", schema.Container{Env: chain(8), Args: []string{strings.Repeat("$(V8)", 8192)}}, "args[0]"},
+		{"command after a big env", schema.Container{Env: chain(10), Command: []string{"$(V10)", "$(V10)", "$(V10)"}}, "command["},
+		{"subPathExpr", schema.Container{Env: chain(10), VolumeMounts: []schema.VolumeMount{{Name: "v", MountPath: "/v", SubPathExpr: "$(V10)$(V10)$(V10)"}}}, "subPathExpr"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.c.Name, tc.c.Image = "c", "x:1"
+			tmpl := schema.PodTemplateSpec{Spec: schema.PodSpec{
+				Volumes:    []schema.Volume{{Name: "v", EmptyDir: &schema.EmptyDirVolumeSource{}}},
+				Containers: []schema.Container{tc.c},
+			}}
+			_, err := BuildInstance(testContext(), tmpl)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.field)
+			assert.Contains(t, err.Error(), "exceeds the limit of")
+		})
+	}
+
+	t.Run("ordinary use stays well inside", func(t *testing.T) {
+		tmpl := schema.PodTemplateSpec{Spec: schema.PodSpec{Containers: []schema.Container{{Name: "c", Image: "x:1",
+			Env:  chain(6), // 64 KiB
+			Args: []string{"--a=$(V6)", "--b=$(V6)"},
+		}}}}
+		_, err := BuildInstance(testContext(), tmpl)
+		require.NoError(t, err)
+	})
+}
+
+// TestManyVariablesFromOneBigKeyAreBounded: no expansion at all, but every
+// entry copies the same large ConfigMap value into the environment.
+func TestManyVariablesFromOneBigKeyAreBounded(t *testing.T) {
+	ic := testContext()
+	ic.ConfigMaps = map[string]schema.ConfigMap{"big": {Metadata: schema.ObjectMeta{Name: "big"}, Data: map[string]string{"v": strings.Repeat("x", 512<<10)}}}
+	var env []schema.EnvVar
+	for i := range 64 {
+		env = append(env, schema.EnvVar{Name: fmt.Sprintf("E%d", i), ValueFrom: &schema.EnvVarSource{ConfigMapKeyRef: &schema.ConfigMapKeySelector{Name: "big", Key: "v"}}})
+	}
+	_, err := BuildInstance(ic, schema.PodTemplateSpec{Spec: schema.PodSpec{Containers: []schema.Container{{Name: "c", Image: "x:1", Env: env}}}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "exceeds the limit of")
 }

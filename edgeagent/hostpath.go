@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/edgeset/edgeset/schema"
 )
@@ -13,10 +14,18 @@ import (
 // DirectoryOrCreate creates a missing directory (0755, parents too),
 // FileOrCreate a missing empty file (0644; its parent must exist), and
 // every type then checks what the path is, following symlinks. The empty
-// type checks nothing.
+// type checks nothing, and a missing path is created as a directory
+// (0755): the kubelet leaves that to the container runtime, and
+// containerd, CRI-O and Docker's -v all create it, where Docker's mount API
+// would refuse the container ("bind source path does not exist").
 func prepareHostPath(path, typ string) error {
 	switch typ {
 	case schema.HostPathUnset:
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			if err := os.MkdirAll(path, 0o755); err != nil {
+				return fmt.Errorf("hostPath: create missing %s: %w", path, err)
+			}
+		}
 		return nil
 	case schema.HostPathDirectoryOrCreate:
 		if !exists(path) {
@@ -85,4 +94,69 @@ func makeFile(path string) error {
 		return f.Close()
 	}
 	return nil
+}
+
+// checkResolvedHostPath applies RestrictHostPaths to where hostPath lies
+// on this host: with every symlink of its existing part resolved, it must
+// still be beneath one of the allowed prefixes (resolved too, so that an
+// allowed /var/run covers /run). Check compares the manifest's path only,
+// and a container that may write an allowed directory can plant a symlink
+// in it to anywhere, which the engine's bind and DirectoryOrCreate or
+// FileOrCreate would follow. A dangling symlink is refused: creating the
+// path would create its target.
+func (p LocalPolicy) checkResolvedHostPath(hostPath string) error {
+	if !p.RestrictHostPaths {
+		return nil
+	}
+	resolved, err := resolveExisting(hostPath)
+	if err != nil {
+		return fmt.Errorf("hostPath %s: %w", hostPath, err)
+	}
+	allowed := LocalPolicy{RestrictHostPaths: true}
+	for _, prefix := range p.AllowedHostPaths {
+		if r, err := resolveExisting(prefix); err == nil {
+			allowed.AllowedHostPaths = append(allowed.AllowedHostPaths, r)
+		}
+	}
+	if !allowed.hostPathAllowed(resolved) {
+		return fmt.Errorf("hostPath %s resolves to %s, outside the allowed host paths", hostPath, resolved)
+	}
+	return nil
+}
+
+// resolveExisting returns the absolute path p names once the symlinks of
+// its longest existing prefix are resolved, a dangling symlink to where
+// it points (creating the path would create its target); the missing rest
+// is appended as written.
+func resolveExisting(p string) (string, error) {
+	p, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	var rest []string
+	for hops := 0; ; {
+		r, err := filepath.EvalSymlinks(p)
+		if err == nil {
+			return filepath.Join(append([]string{r}, rest...)...), nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		if target, lerr := os.Readlink(p); lerr == nil {
+			if hops++; hops > 40 {
+				return "", fmt.Errorf("%s: too many levels of symbolic links", p)
+			}
+			if !filepath.IsAbs(target) {
+				target = filepath.Join(filepath.Dir(p), target)
+			}
+			p = filepath.Clean(target)
+			continue
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return "", err
+		}
+		rest = append([]string{filepath.Base(p)}, rest...)
+		p = parent
+	}
 }

@@ -143,6 +143,16 @@ func (a *Agent) fail(ctx context.Context, inst *instance, found containerGroup, 
 	return inst.status(schema.PhaseFailed, msg, false, found, now)
 }
 
+// configRefused reports an instance the runtime would not create for a
+// reason of its config (runAsNonRoot and a root image), with an event when
+// it starts being held.
+func (a *Agent) configRefused(ctx context.Context, inst *instance, found containerGroup, msg string, now time.Time) schema.InstanceStatus {
+	if inst.lastPhase != schema.PhaseCreateContainerConfigError {
+		a.event(ctx, schema.EventWarning, "CreateContainerConfigError", inst.key.DaemonSet, msg)
+	}
+	return inst.status(schema.PhaseCreateContainerConfigError, msg, false, found, now)
+}
+
 // status assembles the InstanceStatus and remembers the phase and
 // readiness transitions.
 func (inst *instance) status(phase, msg string, ready bool, found containerGroup, now time.Time) schema.InstanceStatus {
@@ -195,14 +205,19 @@ func (s *instanceSync) block(phase, msg string) {
 
 // blockOn records a runtime call that failed with err: Failed, unless the
 // engine was unavailable (restarting, say), when the instance is Pending
-// until a later pass retries the call.
+// until a later pass retries the call, or the image would run as root
+// under runAsNonRoot, which the kubelet reports as
+// CreateContainerConfigError (and retries, as every pass does here).
 func (s *instanceSync) blockOn(err error, msg string) {
-	if errors.Is(err, ErrUnavailable) {
+	switch {
+	case errors.Is(err, ErrUnavailable):
 		s.a.log.Warn("container engine unavailable; retrying at a later pass", "daemonSet", s.inst.key.DaemonSet, "err", msg)
 		s.block(schema.PhasePending, msg)
-		return
+	case errors.Is(err, ErrRunAsRoot):
+		s.block(schema.PhaseCreateContainerConfigError, msg)
+	default:
+		s.block(schema.PhaseFailed, msg)
 	}
-	s.block(schema.PhaseFailed, msg)
 }
 
 // specAt is the ContainerSpec of a slot.
@@ -395,7 +410,8 @@ func (a *Agent) create(ctx context.Context, spec ContainerSpec) (ContainerState,
 		return a.adoptByName(ctx, spec)
 	}
 	if err != nil {
-		return ContainerState{}, fmt.Errorf("create container %s: %w", spec.Name, err)
+		// A Runtime's Create errors already name the container.
+		return ContainerState{}, err
 	}
 	c, err := a.rt.Inspect(ctx, id)
 	if err != nil {

@@ -74,6 +74,7 @@ func (a *Agent) instanceContext(k instanceKey) InstanceContext {
 	ic := InstanceContext{
 		Node: a.cfg.NodeName, NodeLabels: n.labels, HostIPs: n.hostIPs, Allocatable: n.allocatable,
 		DaemonSet: k.DaemonSet, Revision: k.Revision, SeccompProfileDir: a.cfg.SeccompProfileDir,
+		Policy: a.cfg.Policy, written: a.volumes,
 	}
 	if !a.cfg.Ephemeral {
 		ic.DataDir = a.cfg.DataDir
@@ -134,9 +135,13 @@ func (a *Agent) sweepPods(live []instanceKey) {
 		return
 	}
 	keep := make(map[string]bool, len(live))
+	keepDirs := make(map[string]bool, len(live))
 	for _, k := range live {
-		keep[PodUID(a.cfg.NodeName, k.DaemonSet, k.Revision)] = true
+		uid := PodUID(a.cfg.NodeName, k.DaemonSet, k.Revision)
+		keep[uid] = true
+		keepDirs[podDir(a.cfg.DataDir, uid)] = true
 	}
+	a.volumes.retain(keepDirs)
 	entries, err := os.ReadDir(filepath.Join(a.cfg.DataDir, "pods"))
 	if err != nil {
 		return

@@ -612,3 +612,39 @@ func TestAgentRestartDuringInitContinues(t *testing.T) {
 	assert.Zero(t, st.Restarts)
 	assert.Equal(t, setup.ID, h.container("setup", anyState).ID, "the completed init container is not re-run")
 }
+
+// TestFallbackMessageIsTheEndedRunsLog: Docker keeps one log for every run
+// of a container restarted in place; a FallbackToLogsOnError message is
+// the tail of the run that ended, as the kubelet's (which reads that
+// container's own log), not lines of earlier runs.
+func TestFallbackMessageIsTheEndedRunsLog(t *testing.T) {
+	rev := testRevision("edge/term", testTemplate("busybox:1.36", func(p *schema.PodSpec) {
+		p.Containers[0].TerminationMessagePolicy = schema.TerminationMessageFallbackToLogsOnError
+	}))
+	h := newHarness(t)
+	h.rt.LogOutput = func(c edgeagent.ContainerState, opts edgeagent.LogOptions) (io.ReadCloser, error) {
+		// An earlier run logged a minute before this run started; this run
+		// logs its reason at once, just before the engine's StartedAt.
+		lines := []struct {
+			at   time.Time
+			text string
+		}{
+			{c.StartedAt.Add(-time.Minute), "fatal: an earlier run\n"},
+			{c.StartedAt.Add(-time.Millisecond), "fatal: boom\n"},
+		}
+		var b strings.Builder
+		for _, l := range lines {
+			if opts.Since.IsZero() || !l.at.Before(opts.Since) {
+				b.WriteString(l.text)
+			}
+		}
+		return io.NopCloser(strings.NewReader(b.String())), nil
+	}
+	h.start(h.config())
+	h.connect()
+	h.apply(1, rev)
+	st := h.waitInstance(rev.DaemonSet, rev.Hash, runningReady)
+	require.NoError(t, h.rt.Crash(st.ContainerIDs[0], 2))
+	st = h.waitInstance(rev.DaemonSet, rev.Hash, phaseIs(schema.PhaseCrashLoopBackOff))
+	assert.True(t, strings.HasPrefix(st.Message, "exit code 2: fatal: boom; back-off"), "message %q", st.Message)
+}

@@ -37,6 +37,15 @@ type InstanceContext struct {
 	// SeccompProfileDir holds Localhost seccomp profiles; empty is
 	// DefaultSeccompProfileDir.
 	SeccompProfileDir string
+	// Policy is the device's local policy. Its Check is the caller's; with
+	// RestrictHostPaths, BuildInstance also holds a hostPath volume that
+	// resolves, through symlinks on the host, outside AllowedHostPaths,
+	// before creating anything for it.
+	Policy LocalPolicy
+
+	// written, when set, lets BuildInstance skip the config volumes whose
+	// payload it last wrote unchanged (the agent's).
+	written *writtenVolumes
 }
 
 // DefaultSeccompProfileDir is the kubelet's directory of Localhost seccomp

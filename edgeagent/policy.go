@@ -39,26 +39,11 @@ type LocalPolicy struct {
 	RefuseUnmaskedProcMount bool
 }
 
-// capabilities are the Linux capabilities (linux/capability.h, up to
-// CAP_CHECKPOINT_RESTORE) in CapabilityName's spelling.
-var capabilities = []string{
-	"CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL",
-	"SETGID", "SETUID", "SETPCAP", "LINUX_IMMUTABLE", "NET_BIND_SERVICE",
-	"NET_BROADCAST", "NET_ADMIN", "NET_RAW", "IPC_LOCK", "IPC_OWNER",
-	"SYS_MODULE", "SYS_RAWIO", "SYS_CHROOT", "SYS_PTRACE", "SYS_PACCT",
-	"SYS_ADMIN", "SYS_BOOT", "SYS_NICE", "SYS_RESOURCE", "SYS_TIME",
-	"SYS_TTY_CONFIG", "MKNOD", "LEASE", "AUDIT_WRITE", "AUDIT_CONTROL",
-	"SETFCAP", "MAC_OVERRIDE", "MAC_ADMIN", "SYSLOG", "WAKE_ALARM",
-	"BLOCK_SUSPEND", "AUDIT_READ", "PERFMON", "BPF", "CHECKPOINT_RESTORE",
-}
-
-// capAll names every capability.
-const capAll = "ALL"
-
-// CapabilityName is a capability as the engine and the policy spell it:
-// upper case without the CAP_ prefix ("cap_net_admin" is "NET_ADMIN").
-func CapabilityName(name string) string {
-	return strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(name)), "CAP_")
+// capName is a capability as the engine and the policy compare it
+// (schema.CapabilityName's spelling: "cap_net_admin" is "NET_ADMIN").
+func capName(name string) string {
+	c, _ := schema.CapabilityName(name)
+	return c
 }
 
 // Validate reports every capability of the policy that does not exist,
@@ -70,7 +55,7 @@ func (p LocalPolicy) Validate() error {
 		names []string
 	}{{"denied-capabilities", p.DeniedCapabilities}, {"allowed-capabilities", p.AllowedCapabilities}} {
 		for _, n := range l.names {
-			if c := CapabilityName(n); c != capAll && !slices.Contains(capabilities, c) {
+			if _, ok := schema.CapabilityName(n); !ok {
 				errs = append(errs, fmt.Errorf("%s: %q is not a Linux capability", l.key, n))
 			}
 		}
@@ -146,20 +131,20 @@ func (p LocalPolicy) restrictsCapabilities() bool {
 
 // capabilityRefused returns why adding name is refused, or "".
 func (p LocalPolicy) capabilityRefused(name string) string {
-	c := CapabilityName(name)
+	c := capName(name)
 	for _, d := range p.DeniedCapabilities {
-		if d := CapabilityName(d); d == c || d == capAll {
+		if d := capName(d); d == c || d == schema.CapabilityAll {
 			return "is denied by local policy"
 		}
 	}
-	if c == capAll && len(p.DeniedCapabilities) > 0 {
+	if c == schema.CapabilityAll && len(p.DeniedCapabilities) > 0 {
 		return "would add denied capabilities"
 	}
 	if len(p.AllowedCapabilities) == 0 {
 		return ""
 	}
 	for _, a := range p.AllowedCapabilities {
-		if a := CapabilityName(a); a == c || a == capAll {
+		if a := capName(a); a == c || a == schema.CapabilityAll {
 			return ""
 		}
 	}

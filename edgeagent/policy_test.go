@@ -147,9 +147,3 @@ func TestLocalPolicyValidate(t *testing.T) {
 		})
 	}
 }
-
-func TestCapabilityName(t *testing.T) {
-	for in, want := range map[string]string{"NET_ADMIN": "NET_ADMIN", "net_admin": "NET_ADMIN", "CAP_SYS_ADMIN": "SYS_ADMIN", " cap_chown ": "CHOWN", "all": "ALL"} {
-		assert.Equal(t, want, CapabilityName(in), in)
-	}
-}

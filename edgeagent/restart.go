@@ -2,6 +2,7 @@ package edgeagent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/edgeset/edgeset/schema"
@@ -70,7 +71,10 @@ func (s *instanceSync) mayStart(ctx context.Context, sl slot) bool {
 	c := s.found[sl]
 	_, seenRunning := s.inst.runningSince[c.ID]
 	_, counted := s.inst.exited[c.ID]
-	if c.StartedAt.IsZero() || !seenRunning && !counted {
+	if !counted && (c.StartedAt.IsZero() || !seenRunning) {
+		// Never started, or exited before this agent saw it run (a
+		// rebooted device); a start that failed was counted (startFailed)
+		// and waits for its back-off.
 		return true
 	}
 	s.recordExit(ctx, sl, c)
@@ -165,7 +169,12 @@ func (s *instanceSync) startOne(ctx context.Context, sl slot) bool {
 		s.a.clearTerminationLog(c)
 	}
 	if err := s.a.rt.Start(ctx, c.ID); err != nil {
-		s.blockOn(err, fmt.Sprintf("start container %s: %v", c.Name, err))
+		msg := fmt.Sprintf("start container %s: %v", c.Name, err)
+		if errors.Is(err, ErrUnavailable) {
+			s.blockOn(err, msg)
+		} else {
+			s.startFailed(ctx, sl, msg)
+		}
 		return false
 	}
 	st, err := s.a.rt.Inspect(ctx, c.ID)
@@ -182,6 +191,26 @@ func (s *instanceSync) startOne(ctx context.Context, sl slot) bool {
 	return true
 }
 
+// startFailed counts a start the engine refused (the OCI runtime could not
+// set the container up: capabilities it may not grant, a device or a mount
+// it cannot provide) as the kubelet counts a StartError: a restart under the
+// crash back-off with an event, reported as CrashLoopBackOff with the
+// engine's reason, rather than a new attempt at every pass.
+func (s *instanceSync) startFailed(ctx context.Context, sl slot, msg string) {
+	inst, c := s.inst, s.found[sl]
+	inst.crash = s.a.cfg.RestartBackoff.next(inst.crash, s.p.now, 0)
+	inst.restarts++
+	code := int32(startErrorExitCode)
+	inst.lastExitCode = &code
+	inst.exited[c.ID] = "StartError: " + msg
+	s.a.event(ctx, schema.EventWarning, "StartError", inst.key.DaemonSet, msg)
+	s.blockCrashed(sl, c)
+}
+
+// startErrorExitCode is the exit code the engine and the kubelet give a
+// container that could not start.
+const startErrorExitCode = 128
+
 // target is what probes and hooks of the container in sl reach.
 func (s *instanceSync) target(sl slot, c ContainerState) probeTarget {
 	return probeTarget{id: c.ID, startedAt: c.StartedAt, host: hookHost(s.tmpl.Spec, s.found, sl, c), ports: s.containerAt(sl).Ports}
@@ -197,6 +226,8 @@ func (s *instanceSync) status(ctx context.Context) schema.InstanceStatus {
 	switch {
 	case s.phase == schema.PhaseFailed:
 		return s.a.fail(ctx, s.inst, s.found, s.message, now)
+	case s.phase == schema.PhaseCreateContainerConfigError:
+		return s.a.configRefused(ctx, s.inst, s.found, s.message, now)
 	case s.phase != "":
 		return s.inst.status(s.phase, s.message, false, s.found, now)
 	case !s.longRunningUp():

@@ -94,7 +94,9 @@ func TestStartFailure(t *testing.T) {
 		// An engine restarting answers with server errors for a moment: the
 		// instance waits for it, it has not failed.
 		{"engine unavailable", fmt.Errorf("engine shutting down: %w", edgeagent.ErrUnavailable), 3, schema.PhasePending},
-		{"start refused", errors.New("executable file not found"), 1 << 30, schema.PhaseFailed},
+		// A start the engine refuses fails the same way again: the kubelet's
+		// StartError, under the crash back-off (TestStartErrorBacksOff).
+		{"start refused", errors.New("executable file not found"), 1 << 30, schema.PhaseCrashLoopBackOff},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -111,8 +113,9 @@ func TestStartFailure(t *testing.T) {
 			h.connect()
 			h.apply(1, revA)
 
-			if tc.wantPhase == schema.PhaseFailed {
-				st := h.waitInstance(revA.DaemonSet, revA.Hash, phaseIs(schema.PhaseFailed))
+			if tc.wantPhase == schema.PhaseCrashLoopBackOff {
+				st := h.waitInstance(revA.DaemonSet, revA.Hash, phaseIs(schema.PhaseCrashLoopBackOff))
+				assert.Contains(t, st.Message, "StartError: ")
 				assert.Contains(t, st.Message, tc.err.Error())
 				return
 			}

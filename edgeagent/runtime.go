@@ -73,6 +73,10 @@ type LogOptions struct {
 	// Until, when set, ends the log at that instant (the previous run of a
 	// restarted container ends where the current one started).
 	Until time.Time
+	// Since, when set, starts the log at that instant; with Tail, the last
+	// lines are taken first and those before Since dropped, as Docker does.
+	// A container restarted in place keeps one log for all its runs.
+	Since time.Time
 }
 
 // RuntimeInfo describes the container engine.
@@ -112,6 +116,10 @@ type ContainerSpec struct {
 	// imagePullSecrets; nil uses the device's own (Config.RegistryAuth).
 	PullAuth *RegistryAuth
 
+	// Hostname is the container's host name: the instance's pod name, as
+	// Kubernetes names a pod's host, unless it uses the host's network. A
+	// container joining another's network namespace takes that one's.
+	Hostname string
 	// WorkingDir overrides the image's working directory when set.
 	WorkingDir string
 	// User is "uid" or "uid:gid" (runAsUser, runAsGroup); empty keeps the

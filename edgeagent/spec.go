@@ -124,6 +124,7 @@ type instancePlan struct {
 	fsGroup  *int64
 	subPaths []subPathSetup
 	termLogs []string
+	written  *writtenVolumes
 }
 
 // planInstance computes the instance's containers and host preparations.
@@ -143,7 +144,7 @@ func planInstance(ic InstanceContext, t schema.PodTemplateSpec) (instancePlan, e
 		return fail(err)
 	}
 	b := &containerBuilder{ic: ic, t: t, vols: vols, grace: stopGrace(t.Spec), env: envResolver{ic: ic, fields: f, spec: t.Spec}}
-	p := instancePlan{}
+	p := instancePlan{written: ic.written}
 	if t.Spec.SecurityContext != nil {
 		p.fsGroup = t.Spec.SecurityContext.FSGroup
 	}
@@ -173,7 +174,7 @@ func planInstance(ic InstanceContext, t schema.PodTemplateSpec) (instancePlan, e
 // host, in that order.
 func (p instancePlan) prepare(now time.Time) error {
 	for _, v := range p.volumes {
-		if err := prepareVolume(v, p.fsGroup, now); err != nil {
+		if err := prepareVolume(v, p.fsGroup, now, p.written); err != nil {
 			return err
 		}
 	}
@@ -207,13 +208,21 @@ func (b *containerBuilder) build(p *instancePlan, path string, c schema.Containe
 	if err != nil {
 		return ContainerSpec{}, err
 	}
+	entrypoint, err := vars.expandAll("command", c.Command)
+	if err != nil {
+		return ContainerSpec{}, wrap(err)
+	}
+	cmd, err := vars.expandAll("args", c.Args)
+	if err != nil {
+		return ContainerSpec{}, wrap(err)
+	}
 	ic, spec := b.ic, b.t.Spec
 	s := ContainerSpec{
 		Name:        ContainerName(ic.Node, ic.DaemonSet, ic.Revision, c.Name),
 		Image:       c.Image,
 		Labels:      containerLabels(ic, c.Name, i, b.grace),
-		Entrypoint:  expandAll(c.Command, vars),
-		Cmd:         expandAll(c.Args, vars),
+		Entrypoint:  entrypoint,
+		Cmd:         cmd,
 		Env:         env,
 		HostNetwork: spec.HostNetwork,
 		HostPID:     spec.HostPID,
@@ -230,6 +239,7 @@ func (b *containerBuilder) build(p *instancePlan, path string, c schema.Containe
 	}
 	if !spec.HostNetwork {
 		s.Ports = portBindings(c.Ports)
+		s.Hostname = ic.PodName()
 	}
 	mounts, subs, err := containerMounts(ic, b.vols, c, vars)
 	if err != nil {

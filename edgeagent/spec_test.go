@@ -67,7 +67,7 @@ func TestBuildSpecs(t *testing.T) {
 			LabelPodName: PodName("gw-1", "edge/logs"), LabelPodUID: PodUID("gw-1", "edge/logs", "0123456789abcdef"),
 		},
 		Entrypoint: []string{"/fluent-bit"}, Cmd: []string{"-c", "/etc/fb.conf"}, Env: []string{"A=1", "B="},
-		HostPID: true, Privileged: true,
+		HostPID: true, Privileged: true, Hostname: PodName("gw-1", "edge/logs"),
 		Ports:       []PortBinding{{ContainerPort: 2020, HostPort: 2020, Protocol: "udp"}},
 		Mounts:      []Mount{{Source: "/var/log", Target: "/logs", ReadOnly: true}},
 		NanoCPUs:    250_000_000,

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/edgeset/edgeset/schema"
@@ -25,6 +26,12 @@ const (
 	// other instance of the node; events carry up to
 	// maxTerminationMessage.
 	maxStatusMessage = 1024
+	// runStartSlack is how much before a run's StartedAt its log tail
+	// starts: the engine records StartedAt once the process runs, so a
+	// process that fails at once may log its reason just before it. Runs
+	// of a crashing container are further apart (the back-off is 10s or
+	// more), so this keeps the lines of earlier runs out.
+	runStartSlack = time.Second
 )
 
 // terminationMessage returns the message c left when it exited: the host
@@ -81,10 +88,16 @@ func (a *Agent) clearTerminationLog(c ContainerState) {
 	}
 }
 
-// logTail returns the last fallbackLogLines lines of c's log, at most
-// fallbackLogBytes (the last ones).
+// logTail returns the last fallbackLogLines lines of the run of c that
+// just ended, at most fallbackLogBytes (the last ones). Docker restarts a
+// container in place, with one log for every run: the kubelet reads the
+// ended container's own log, so the lines of earlier runs are left out.
 func (a *Agent) logTail(ctx context.Context, c ContainerState) string {
-	rc, err := a.rt.Logs(ctx, c.ID, LogOptions{Tail: fallbackLogLines})
+	opts := LogOptions{Tail: fallbackLogLines}
+	if !c.StartedAt.IsZero() {
+		opts.Since = c.StartedAt.Add(-runStartSlack)
+	}
+	rc, err := a.rt.Logs(ctx, c.ID, opts)
 	if err != nil {
 		a.log.Warn("cannot read log for termination message", "container", c.Name, "err", err)
 		return ""

@@ -38,12 +38,33 @@ type volumeSetup struct {
 	payload  map[string]fileProjection
 	emptyDir *schema.EmptyDirVolumeSource
 	hostPath *schema.HostPathVolumeSource
+	policy   LocalPolicy // of a hostPath: where it may resolve
 }
 
 // subPathSetup is a subPath to create (as a directory when missing) and to
-// keep inside its volume.
+// keep inside its volume. expr is the mount's subPathExpr when sub is its
+// expansion, which may hold a secret: errors then name expr, never sub.
 type subPathSetup struct {
 	volume, root, sub string
+	expr              string
+}
+
+// fail is err as a mountError naming the subPath. For a subPathExpr it
+// names the expression and keeps only err's bare cause, since every path
+// in err holds the expansion.
+func (s subPathSetup) fail(err error) error {
+	if s.expr == "" {
+		return &mountError{volume: s.volume, err: fmt.Errorf("subPath %s: %w", s.sub, err)}
+	}
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe):
+		err = pe.Err
+	case errors.As(err, &le):
+		err = le.Err
+	}
+	return &mountError{volume: s.volume, err: fmt.Errorf("subPathExpr %q: %w", s.expr, err)}
 }
 
 // planVolumes computes every volume of the instance: payloads from the
@@ -51,21 +72,40 @@ type subPathSetup struct {
 // dir. A missing non-optional ConfigMap, Secret or key is a *ConfigError.
 func planVolumes(ic InstanceContext, f podFields, spec schema.PodSpec) (map[string]volumeSetup, error) {
 	out := make(map[string]volumeSetup, len(spec.Volumes))
+	var files, bytes int
 	for i, v := range spec.Volumes {
 		vs, err := planVolume(ic, f, spec, v)
 		if err != nil {
 			return nil, wrapField(fmt.Sprintf("spec.volumes[%d] (%s)", i, v.Name), err)
 		}
 		out[v.Name] = vs
+		for _, p := range vs.payload {
+			files, bytes = files+1, bytes+len(p.Data)
+		}
+	}
+	if files > maxInstanceFiles || bytes > maxInstanceFileBytes {
+		return nil, &ConfigError{Message: fmt.Sprintf("configMap, secret, downwardAPI and projected volumes would write %d files of %d bytes, more than the limit of %d files and %d bytes for one instance",
+			files, bytes, maxInstanceFiles, maxInstanceFileBytes)}
 	}
 	return out, nil
 }
+
+// Bounds of what an instance's configMap, secret, downwardAPI and
+// projected volumes write to the device (and compare on every pass).
+// Items may name one key many times and volumes may project one object
+// many times, so a small template could otherwise ask for gigabytes; the
+// bounds leave room for dozens of full-size (1 MiB) objects, and for
+// every key of a ConfigMap with 100,000 tiny ones, twice.
+const (
+	maxInstanceFiles     = 1 << 18
+	maxInstanceFileBytes = 64 << 20
+)
 
 func planVolume(ic InstanceContext, f podFields, spec schema.PodSpec, v schema.Volume) (volumeSetup, error) {
 	dir := func(kind string) string { return volumeDir(ic.DataDir, ic.PodUID(), kind, v.Name) }
 	switch {
 	case v.HostPath != nil:
-		return volumeSetup{name: v.Name, root: v.HostPath.Path, hostPath: v.HostPath}, nil
+		return volumeSetup{name: v.Name, root: v.HostPath.Path, hostPath: v.HostPath, policy: ic.Policy}, nil
 	case v.ConfigMap != nil:
 		p, err := configMapPayload(ic, v.ConfigMap.Name, v.ConfigMap.Items, modeOr(v.ConfigMap.DefaultMode), isTrue(v.ConfigMap.Optional))
 		return volumeSetup{name: v.Name, root: dir(volumeKindConfigMap), writer: true, payload: p}, err
@@ -209,7 +249,7 @@ func projectedPayload(ic InstanceContext, f podFields, spec schema.PodSpec, p sc
 // containerMounts maps c's volumeMounts (subPathExpr expanded with vars)
 // and returns the subPaths to prepare. Without a data dir only hostPath
 // volumes are mounted.
-func containerMounts(ic InstanceContext, vols map[string]volumeSetup, c schema.Container, vars map[string]string) ([]Mount, []subPathSetup, error) {
+func containerMounts(ic InstanceContext, vols map[string]volumeSetup, c schema.Container, vars *expansion) ([]Mount, []subPathSetup, error) {
 	var mounts []Mount
 	var subs []subPathSetup
 	for i, vm := range c.VolumeMounts {
@@ -231,7 +271,7 @@ func containerMounts(ic InstanceContext, vols map[string]volumeSetup, c schema.C
 		m := Mount{Source: vs.root, Target: vm.MountPath, ReadOnly: vm.ReadOnly || vs.writer, Propagation: prop}
 		if sub != "" {
 			m.Source = filepath.Join(vs.root, sub)
-			subs = append(subs, subPathSetup{volume: vm.Name, root: vs.root, sub: sub})
+			subs = append(subs, subPathSetup{volume: vm.Name, root: vs.root, sub: sub, expr: vm.SubPathExpr})
 		}
 		mounts = append(mounts, m)
 	}
@@ -242,16 +282,23 @@ func containerMounts(ic InstanceContext, vols map[string]volumeSetup, c schema.C
 // stay inside the volume. As in the kubelet, a subPathExpr referring to a
 // variable that is undefined or empty is a *ConfigError: the instance
 // waits until its environment provides it.
-func subPathOf(vm schema.VolumeMount, vars map[string]string) (string, error) {
+func subPathOf(vm schema.VolumeMount, vars *expansion) (string, error) {
 	sub, field := vm.SubPath, "subPath"
 	if vm.SubPathExpr != "" {
 		var missing []string
-		sub = expandWith(vm.SubPathExpr, func(name string) string {
-			if vars[name] == "" && !slices.Contains(missing, name) {
+		var err error
+		sub, err = vars.expandWith(vm.SubPathExpr, func(name string) string {
+			if vars.vars[name] == "" && !slices.Contains(missing, name) {
 				missing = append(missing, name)
 			}
-			return vars[name]
+			return vars.vars[name]
 		})
+		if err == nil {
+			err = vars.charge(len(sub))
+		}
+		if err != nil {
+			return "", fmt.Errorf("subPathExpr: %w", err)
+		}
 		if len(missing) > 0 {
 			slices.Sort(missing)
 			return "", &ConfigError{Message: fmt.Sprintf("volumeMount %q: subPathExpr %q: missing value for %s", vm.Name, vm.SubPathExpr, strings.Join(missing, ", "))}
@@ -301,13 +348,16 @@ func (e *mountError) Error() string {
 func (e *mountError) Unwrap() error { return e.err }
 
 // prepareVolume makes one volume ready on the host.
-func prepareVolume(vs volumeSetup, fsGroup *int64, now time.Time) error {
+func prepareVolume(vs volumeSetup, fsGroup *int64, now time.Time, written *writtenVolumes) error {
 	var err error
 	switch {
 	case vs.hostPath != nil:
-		err = prepareHostPath(vs.hostPath.Path, vs.hostPath.Type)
+		err = vs.policy.checkResolvedHostPath(vs.hostPath.Path)
+		if err == nil {
+			err = prepareHostPath(vs.hostPath.Path, vs.hostPath.Type)
+		}
 	case vs.writer:
-		_, err = writeAtomic(vs.root, vs.payload, fsGroup, now)
+		err = written.write(vs.root, vs.payload, fsGroup, now)
 	case vs.emptyDir != nil:
 		err = prepareEmptyDir(vs.root, *vs.emptyDir, fsGroup)
 	}
@@ -362,30 +412,48 @@ func prepareEmptyDir(dir string, ed schema.EmptyDirVolumeSource, fsGroup *int64)
 
 // prepareSubPath creates a missing subPath as a directory with the mode of
 // the volume root, as the kubelet does, and refuses one that resolves,
-// through symlinks, outside the volume.
+// through symlinks, outside the volume. The directory is created through
+// an os.Root on the volume, so a symlink a container planted in its volume
+// cannot make the agent create anything outside it (the kubelet's
+// doSafeMakeDir); what it creates is checked again after.
 func prepareSubPath(s subPathSetup) error {
-	full := filepath.Join(s.root, s.sub)
-	if _, err := os.Lstat(full); errors.Is(err, fs.ErrNotExist) {
-		info, err := os.Stat(s.root)
-		if err != nil {
-			return &mountError{volume: s.volume, err: err}
-		}
-		if err := os.MkdirAll(full, info.Mode().Perm()); err != nil {
-			return &mountError{volume: s.volume, err: fmt.Errorf("subPath %s: %w", s.sub, err)}
-		}
+	if err := makeSubPathDir(s); err != nil {
+		return s.fail(err)
 	}
+	full := filepath.Join(s.root, s.sub)
 	root, err := filepath.EvalSymlinks(s.root)
 	if err != nil {
 		return &mountError{volume: s.volume, err: err}
 	}
 	resolved, err := filepath.EvalSymlinks(full)
 	if err != nil {
-		return &mountError{volume: s.volume, err: fmt.Errorf("subPath %s: %w", s.sub, err)}
+		return s.fail(err)
 	}
 	if rel, err := filepath.Rel(root, resolved); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		if s.expr != "" {
+			return s.fail(errors.New("resolves outside the volume"))
+		}
 		return &mountError{volume: s.volume, err: fmt.Errorf("subPath %s resolves to %s, outside the volume", s.sub, resolved)}
 	}
 	return nil
+}
+
+// makeSubPathDir creates s.sub inside s.root when it is missing, never
+// following a symlink out of the volume.
+func makeSubPathDir(s subPathSetup) error {
+	r, err := os.OpenRoot(s.root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if _, err := r.Lstat(s.sub); !errors.Is(err, fs.ErrNotExist) {
+		return nil // present (checked by the caller) or unreadable (reported there)
+	}
+	info, err := r.Stat(".")
+	if err != nil {
+		return err
+	}
+	return r.MkdirAll(s.sub, info.Mode().Perm())
 }
 
 // prepareTerminationLog creates the host file bind-mounted at a

@@ -1,12 +1,14 @@
 package edgeagent
 
 import (
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,7 +136,8 @@ func TestPrepareHostPath(t *testing.T) {
 	tests := []struct {
 		name, path, typ, wantErr string
 	}{
-		{"unset checks nothing", filepath.Join(root, "absent"), schema.HostPathUnset, ""},
+		{"unset checks nothing", file, schema.HostPathUnset, ""},
+		{"unset creates what is missing, as container runtimes do", filepath.Join(root, "runtime", "made"), schema.HostPathUnset, ""},
 		{"DirectoryOrCreate creates", filepath.Join(root, "new", "deep"), schema.HostPathDirectoryOrCreate, ""},
 		{"DirectoryOrCreate on a file", file, schema.HostPathDirectoryOrCreate, "hostPath type check failed: " + file + " is not a directory"},
 		{"FileOrCreate creates", filepath.Join(root, "created"), schema.HostPathFileOrCreate, ""},
@@ -162,6 +165,10 @@ func TestPrepareHostPath(t *testing.T) {
 	}
 	info, err := os.Stat(filepath.Join(root, "new", "deep"))
 	require.NoError(t, err)
+	assert.Equal(t, fs.FileMode(0o755), info.Mode().Perm())
+	info, err = os.Stat(filepath.Join(root, "runtime", "made"))
+	require.NoError(t, err)
+	assert.True(t, info.IsDir())
 	assert.Equal(t, fs.FileMode(0o755), info.Mode().Perm())
 	info, err = os.Stat(filepath.Join(root, "created"))
 	require.NoError(t, err)
@@ -399,4 +406,155 @@ func TestBuildInstanceMountErrorWaits(t *testing.T) {
 	var me *mountError
 	require.ErrorAs(t, err, &me)
 	assert.EqualError(t, err, `MountVolume.SetUp failed for volume "sock": hostPath type check failed: `+ic.DataDir+` is not a socket file`)
+}
+
+// TestPrepareSubPathCreatesNothingOutsideTheVolume: a container that can
+// write its volume may plant a symlink to anywhere on the host; a subPath
+// (or a subPathExpr) through it must not make the agent, running as root,
+// create directories out there before it notices the escape.
+func TestPrepareSubPathCreatesNothingOutsideTheVolume(t *testing.T) {
+	root := t.TempDir()
+	vol := filepath.Join(root, "vol")
+	outside := filepath.Join(root, "host")
+	require.NoError(t, os.MkdirAll(vol, 0o777))
+	require.NoError(t, os.MkdirAll(outside, 0o755))
+	require.NoError(t, os.Symlink(outside, filepath.Join(vol, "planted")))
+	require.NoError(t, os.Symlink("../host", filepath.Join(vol, "relative")))
+
+	for _, sub := range []string{"planted/cron.d", "relative/x/y"} {
+		err := prepareSubPath(subPathSetup{volume: "v", root: vol, sub: sub})
+		require.Error(t, err, sub)
+		assert.Contains(t, err.Error(), `MountVolume.SetUp failed for volume "v"`)
+	}
+	entries, err := os.ReadDir(outside)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "nothing created outside the volume")
+}
+
+// TestWriteAtomicRecoversFromACrash: the agent killed (-9, power loss) at
+// any point of an update leaves the volume in a state the next
+// writeAtomic repairs: a half-written version directory is removed, and a
+// swap done without its visible links (or without removing the previous
+// version) is completed, even though ..data already holds the payload.
+func TestWriteAtomicRecoversFromACrash(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	v1 := map[string]fileProjection{"a.conf": {Data: []byte("1"), Mode: 0o644}}
+	v2 := map[string]fileProjection{"a.conf": {Data: []byte("2"), Mode: 0o644}, "b.conf": {Data: []byte("b"), Mode: 0o644}}
+	want := func(ts string) map[string]string {
+		return map[string]string{
+			"..data":       "link:" + ts,
+			"a.conf":       "link:..data/a.conf",
+			"b.conf":       "link:..data/b.conf",
+			ts:             "dir",
+			ts + "/a.conf": "file:-rw-r--r--:2",
+			ts + "/b.conf": "file:-rw-r--r--:b",
+		}
+	}
+
+	t.Run("killed while writing the new version", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "vol")
+		_, err := writeAtomic(dir, v1, nil, t0)
+		require.NoError(t, err)
+		half := filepath.Join(dir, "..2026_01_02_03_05_05.123")
+		require.NoError(t, os.Mkdir(half, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(half, "a.conf"), []byte("2"), 0o644))
+
+		_, err = writeAtomic(dir, v2, nil, t0.Add(2*time.Minute))
+		require.NoError(t, err)
+		ts := tsDirs(t, dir)
+		require.Len(t, ts, 1, "the half-written version is gone")
+		assert.Equal(t, want(ts[0]), listVolume(t, dir))
+	})
+
+	t.Run("killed after the swap, before the links", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "vol")
+		_, err := writeAtomic(dir, v1, nil, t0)
+		require.NoError(t, err)
+		old := tsDirs(t, dir)[0]
+		// The first steps of an update to v2, then the kill.
+		next := filepath.Join(dir, "..2026_01_02_03_05_05.456")
+		require.NoError(t, os.Mkdir(next, 0o755))
+		require.NoError(t, writeVersion(next, v2, nil))
+		require.NoError(t, swapDataDir(dir, filepath.Base(next)))
+
+		_, err = writeAtomic(dir, v2, nil, t0.Add(2*time.Minute))
+		require.NoError(t, err)
+		assert.Equal(t, want(filepath.Base(next)), listVolume(t, dir), "b.conf visible, %s removed", old)
+	})
+
+	t.Run("a visible name that is not the writer's link", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "vol")
+		_, err := writeAtomic(dir, v1, nil, t0)
+		require.NoError(t, err)
+		// A subPath mount of a key not there yet makes it a directory.
+		require.NoError(t, os.Mkdir(filepath.Join(dir, "b.conf"), 0o755))
+
+		_, err = writeAtomic(dir, v2, nil, t0.Add(2*time.Minute))
+		require.NoError(t, err)
+		ts := tsDirs(t, dir)
+		require.Len(t, ts, 1)
+		assert.Equal(t, want(ts[0]), listVolume(t, dir))
+	})
+}
+
+// TestSubPathExprErrorsHideTheExpansion: a subPathExpr may expand a
+// secretKeyRef; when the subPath cannot be prepared, the error (which
+// becomes an event and the observed message) names the expression, never
+// its value.
+func TestSubPathExprErrorsHideTheExpansion(t *testing.T) {
+	long := strings.Repeat("s3cr3t", 50) // longer than a file name may be
+	for _, tc := range []struct {
+		name, value string
+		plant       bool
+	}{
+		{"cannot be created", long, false},
+		{"resolves outside the volume", "out/s3cr3t-token", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ic := testContext()
+			ic.DataDir = t.TempDir()
+			ic.Secrets = map[string]schema.Secret{"api": {Metadata: schema.ObjectMeta{Name: "api"}, Data: map[string][]byte{"token": []byte(tc.value)}}}
+			tmpl := schema.PodTemplateSpec{Spec: schema.PodSpec{
+				Volumes: []schema.Volume{{Name: "v", EmptyDir: &schema.EmptyDirVolumeSource{}}},
+				Containers: []schema.Container{{Name: "c", Image: "x:1",
+					Env:          []schema.EnvVar{{Name: "TOKEN", ValueFrom: &schema.EnvVarSource{SecretKeyRef: &schema.SecretKeySelector{Name: "api", Key: "token"}}}},
+					VolumeMounts: []schema.VolumeMount{{Name: "v", MountPath: "/v", SubPathExpr: "$(TOKEN)"}}}},
+			}}
+			if tc.plant {
+				vol := volumeDir(ic.DataDir, ic.PodUID(), volumeKindEmptyDir, "v")
+				require.NoError(t, os.MkdirAll(vol, 0o777))
+				require.NoError(t, os.Symlink(t.TempDir(), filepath.Join(vol, "out")))
+			}
+			_, err := BuildInstance(ic, tmpl)
+			var me *mountError
+			require.ErrorAs(t, err, &me)
+			assert.Contains(t, err.Error(), `subPathExpr "$(TOKEN)"`)
+			assert.NotContains(t, err.Error(), "s3cr3t")
+		})
+	}
+}
+
+// TestInstanceFilesAreBounded: items may name one key many times, and
+// volumes may project one object many times, so a small template could
+// make the agent write gigabytes to the device's disk (and read them back
+// on every pass). The instance waits with a reason instead, and nothing
+// is written.
+func TestInstanceFilesAreBounded(t *testing.T) {
+	ic := testContext()
+	ic.DataDir = t.TempDir()
+	ic.ConfigMaps = map[string]schema.ConfigMap{"big": {Metadata: schema.ObjectMeta{Name: "big"}, Data: map[string]string{"v": strings.Repeat("x", 1<<20)}}}
+	var items []schema.KeyToPath
+	for i := range 100 {
+		items = append(items, schema.KeyToPath{Key: "v", Path: fmt.Sprintf("f%d", i)})
+	}
+	tmpl := schema.PodTemplateSpec{Spec: schema.PodSpec{
+		Volumes:    []schema.Volume{{Name: "v", ConfigMap: &schema.ConfigMapVolumeSource{Name: "big", Items: items}}},
+		Containers: []schema.Container{{Name: "c", Image: "x:1", VolumeMounts: []schema.VolumeMount{{Name: "v", MountPath: "/v"}}}},
+	}}
+	_, err := BuildInstance(ic, tmpl)
+	var cfgErr *ConfigError
+	require.ErrorAs(t, err, &cfgErr)
+	assert.Contains(t, err.Error(), "more than the limit")
+	_, statErr := os.Stat(podDir(ic.DataDir, ic.PodUID()))
+	assert.ErrorIs(t, statErr, fs.ErrNotExist, "nothing written")
 }

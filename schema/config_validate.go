@@ -2,7 +2,9 @@ package schema
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"strings"
 )
@@ -144,6 +146,27 @@ type dockerConfigJSON struct {
 	Auths map[string]json.RawMessage `json:"auths"`
 }
 
+// secretJSONProblem describes a decoding error of a secret's JSON without
+// quoting it: encoding/json's syntax errors name the offending character.
+func secretJSONProblem(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se) && strings.HasPrefix(se.Error(), "unexpected end"):
+		return se.Error()
+	case errors.As(err, &se):
+		return fmt.Sprintf("syntax error at byte %d", se.Offset)
+	case errors.As(err, &te) && te.Field != "":
+		if te.Type.Kind() == reflect.Map || te.Type.Kind() == reflect.Struct {
+			return te.Field + " must be an object"
+		}
+		return te.Field + " must be " + te.Type.String()
+	case errors.As(err, &te):
+		return "must be a JSON object"
+	}
+	return err.Error() // io.ErrUnexpectedEOF and the like quote nothing
+}
+
 func validateSecretType(errs *fieldErrors, s *Secret, data map[string][]byte) {
 	need := func(key string) bool {
 		if _, ok := data[key]; !ok {
@@ -158,7 +181,7 @@ func validateSecretType(errs *fieldErrors, s *Secret, data map[string][]byte) {
 		if need(DockerConfigJSONKey) {
 			var cfg dockerConfigJSON
 			if err := json.Unmarshal(data[DockerConfigJSONKey], &cfg); err != nil {
-				errs.add("data["+DockerConfigJSONKey+"]", "invalid docker config JSON: %v", err)
+				errs.add("data["+DockerConfigJSONKey+"]", "invalid docker config JSON: %s", secretJSONProblem(err))
 			} else if cfg.Auths == nil {
 				errs.add("data["+DockerConfigJSONKey+"]", "invalid docker config JSON: must have an \"auths\" object")
 			}

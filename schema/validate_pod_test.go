@@ -301,6 +301,7 @@ func TestCapabilityName(t *testing.T) {
 		{"CAP_SYS_TIME", "SYS_TIME", true},
 		{"cap_checkpoint_restore", "CHECKPOINT_RESTORE", true},
 		{"all", "ALL", true},
+		{" cap_chown ", "CHOWN", true},
 		{"CAP_ALL", "ALL", true},
 		{"NET_FLY", "NET_FLY", false},
 		{"", "", false},

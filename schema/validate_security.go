@@ -30,7 +30,7 @@ const CapabilityAll = "ALL"
 // a Linux capability or ALL. Container runtimes accept either case and
 // prefix, so Kubernetes manifests use all of them.
 func CapabilityName(s string) (string, bool) {
-	c := strings.TrimPrefix(strings.ToUpper(s), "CAP_")
+	c := strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(s)), "CAP_")
 	return c, c == CapabilityAll || slices.Contains(linuxCapabilities, c)
 }
 

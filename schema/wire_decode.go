@@ -176,11 +176,17 @@ func decodeWire(b []byte, v any, check func(*fieldErrors)) error {
 	return errs.err()
 }
 
-// jsonProblem rewrites encoding/json errors to name the field.
+// jsonProblem rewrites encoding/json errors to name the field, and a
+// syntax error to its offset: encoding/json would quote the offending
+// character, and a payload may be a secret.
 func jsonProblem(err error) error {
 	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) && te.Field != "" {
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te) && te.Field != "":
 		return fmt.Errorf("%s: must be %s, not a JSON %s", te.Field, te.Type, te.Value)
+	case errors.As(err, &se):
+		return fmt.Errorf("invalid JSON at offset %d", se.Offset)
 	}
 	return err
 }

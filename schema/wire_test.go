@@ -183,7 +183,7 @@ func TestWireDecodeRejects(t *testing.T) {
 	}{
 		{"empty", decoderFor(DecodePresence), nil, "empty message", nil},
 		{"truncated", decoderFor(DecodePresence), []byte(`{"schemaVersion":1`), "unexpected EOF", nil},
-		{"not JSON", decoderFor(DecodePresence), []byte("online"), "invalid character", nil},
+		{"not JSON", decoderFor(DecodePresence), []byte("online"), "invalid JSON at offset 1", nil},
 		{"array", decoderFor(DecodePresence), []byte(`[]`), "cannot unmarshal array", nil},
 		{"trailing data", decoderFor(DecodePresence), []byte(`{"schemaVersion":1,"node":"a","online":true,"session":1} {}`), "trailing data", nil},
 		{"unknown field", decoderFor(DecodePresence), []byte(`{"schemaVersion":1,"node":"a","online":true,"session":1,"battery":3}`), `unknown field "battery"`, nil},

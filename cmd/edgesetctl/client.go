@@ -125,7 +125,8 @@ func (cfg clientConfig) explain(err error) error {
 		return fmt.Errorf("%w\n  token from: %s\n  the controller prints where its token is on start (DATA_DIR/admin.token)", err, src)
 	}
 	var se *api.StatusError
-	if errors.As(err, &se) {
+	if errors.As(err, &se) || errors.Is(err, api.ErrNotFound) {
+		// The controller answered: the hint about reaching it would mislead.
 		return err
 	}
 	where := "--server, EDGESET_SERVER or the default"

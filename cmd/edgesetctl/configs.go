@@ -35,7 +35,7 @@ func fetchConfigMaps(ctx context.Context, c *api.Client, name string, o listOpti
 	}
 	cms = slices.DeleteFunc(cms, func(cm api.ConfigMap) bool { return !selectConfig(cm.ConfigMeta, name, o, sel) })
 	if name != "" && len(cms) == 0 {
-		return nil, fmt.Errorf("configmap %s/%s not found", o.namespace, name)
+		return nil, fmt.Errorf("configmap %s/%s: %w", o.namespace, name, api.ErrNotFound)
 	}
 	return cms, nil
 }
@@ -49,7 +49,7 @@ func fetchSecrets(ctx context.Context, c *api.Client, name string, o listOptions
 	}
 	secrets = slices.DeleteFunc(secrets, func(s api.Secret) bool { return !selectConfig(s.ConfigMeta, name, o, sel) })
 	if name != "" && len(secrets) == 0 {
-		return nil, fmt.Errorf("secret %s/%s not found", o.namespace, name)
+		return nil, fmt.Errorf("secret %s/%s: %w", o.namespace, name, api.ErrNotFound)
 	}
 	return secrets, nil
 }

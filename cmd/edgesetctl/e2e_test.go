@@ -173,6 +173,16 @@ func TestCLIErrors(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, "unknown resource type")
 
+	// A name the controller does not know is that, not a controller to
+	// look for.
+	for _, args := range [][]string{{"get", "cm", "nope", "-n", "edge"}, {"get", "secret", "nope", "-n", "edge"}, {"get", "ds", "nope"}, {"get", "node", "nope"}} {
+		code, _, errOut = c.run(args...)
+		assert.Equal(t, 1, code, args)
+		assert.Contains(t, errOut, "nope", args)
+		assert.Contains(t, errOut, "not found", args)
+		assert.NotContains(t, errOut, "make run", args)
+	}
+
 	code, _, errOut = c.run("describe", "node", "nope")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "not found")

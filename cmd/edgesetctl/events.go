@@ -27,11 +27,12 @@ type eventsOptions struct {
 func newEventsCmd(s *streams) *cobra.Command {
 	var o eventsOptions
 	cmd := &cobra.Command{
-		Use:   "events [--for node/NAME|daemonset/NS/NAME] [--watch]",
+		Use:   "events [--for node/NAME|daemonset/NS/NAME|configmap/NS/NAME|secret/NS/NAME] [--watch]",
 		Short: "List the controller's events, oldest first, and optionally follow new ones",
 		Example: `  edgesetctl events
   edgesetctl events --for node/gw-1
-  edgesetctl events --for ds/node-exporter -n monitoring --watch`,
+  edgesetctl events --for ds/node-exporter -n monitoring --watch
+  edgesetctl events --for cm/fluent-bit -n logging`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.output != "" && o.output != outputJSON {
@@ -49,8 +50,8 @@ func newEventsCmd(s *streams) *cobra.Command {
 			return cfg.explain(showEvents(cmd.Context(), c, s, f, o))
 		},
 	}
-	cmd.Flags().StringVar(&o.forObject, "for", "", "only the events of node/NAME or daemonset/NS/NAME (ds/NAME takes -n)")
-	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", schema.DefaultNamespace, "namespace of a --for daemonset given without one")
+	cmd.Flags().StringVar(&o.forObject, "for", "", "only the events of node/NAME, daemonset/NS/NAME, configmap/NS/NAME or secret/NS/NAME (without NS, -n)")
+	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", schema.DefaultNamespace, "namespace of a --for daemonset, configmap or secret given without one")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "json: an array, or with --watch one event per line")
 	cmd.Flags().IntVar(&o.limit, "limit", 0, "only the newest LIMIT events (default: the controller's)")
 	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "after the list, follow new events (polling every second) until interrupted")
@@ -70,15 +71,16 @@ func eventObject(arg, ns string) (string, error) {
 	}
 	switch {
 	case name == "":
-		return "", usageError{fmt.Errorf("--for %q: want node/NAME or daemonset/NS/NAME", arg)}
+		return "", usageError{fmt.Errorf("--for %q: want node/NAME, daemonset/NS/NAME, configmap/NS/NAME or secret/NS/NAME", arg)}
 	case kind == kindNode:
 		return "node/" + name, nil
-	case kind == kindDaemonSet && !strings.Contains(name, "/"):
-		return "daemonset/" + ns + "/" + name, nil
-	case kind == kindDaemonSet:
-		return "daemonset/" + name, nil
+	case kind == kindDaemonSet || kind == kindConfigMap || kind == kindSecret:
+		if !strings.Contains(name, "/") {
+			name = ns + "/" + name
+		}
+		return kind + "/" + name, nil
 	}
-	return "", usageError{fmt.Errorf("--for %q: events are kept for nodes and daemonsets", arg)}
+	return "", usageError{fmt.Errorf("--for %q: events are kept for nodes, daemonsets, configmaps and secrets", arg)}
 }
 
 // showEvents prints the events f selects, then with o.watch follows new

@@ -61,8 +61,12 @@ func TestEventObject(t *testing.T) {
 		{"no/gw-1", "node/gw-1", ""},
 		{"ds/node-exporter", "daemonset/monitoring/node-exporter", ""},
 		{"daemonset/kube-system/fluentd", "daemonset/kube-system/fluentd", ""},
+		{"cm/fluent-bit", "configmap/monitoring/fluent-bit", ""},
+		{"configmap/logging/fluent-bit", "configmap/logging/fluent-bit", ""},
+		{"secret/api-key", "secret/monitoring/api-key", ""},
+		{"secrets/edge/api-key", "secret/edge/api-key", ""},
 		{"node", "", "want node/NAME"},
-		{"instances/x", "", "kept for nodes and daemonsets"},
+		{"instances/x", "", "kept for nodes, daemonsets, configmaps and secrets"},
 		{"widget/x", "", "unknown resource type"},
 	}
 	for _, tc := range cases {

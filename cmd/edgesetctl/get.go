@@ -119,7 +119,7 @@ func fetchObjects(ctx context.Context, c *api.Client, kind, name string, o listO
 		}
 		nodes = filterNodes(nodes, name, sel)
 		if name != "" && len(nodes) == 0 {
-			return nil, fmt.Errorf("node %q not found", name)
+			return nil, fmt.Errorf("node %q: %w", name, api.ErrNotFound)
 		}
 		return nodes, nil
 	case kindDaemonSet:
@@ -129,7 +129,7 @@ func fetchObjects(ctx context.Context, c *api.Client, kind, name string, o listO
 		}
 		dss = filterDaemonSets(dss, name, o, sel)
 		if name != "" && len(dss) == 0 {
-			return nil, fmt.Errorf("daemonset %s/%s not found", o.namespace, name)
+			return nil, fmt.Errorf("daemonset %s/%s: %w", o.namespace, name, api.ErrNotFound)
 		}
 		return dss, nil
 	case kindSource:

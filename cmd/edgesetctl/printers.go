@@ -61,7 +61,23 @@ func newTable(w io.Writer, headers ...string) *table {
 }
 
 func (t *table) row(cells ...string) {
+	for i, c := range cells {
+		cells[i] = oneLine(c)
+	}
 	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
+}
+
+// cellEscaper keeps a cell on its row: a termination message taken from a
+// container's log (FallbackToLogsOnError) or an engine error may hold line
+// breaks and tabs, which would otherwise start a new row or column.
+var cellEscaper = strings.NewReplacer("\r\n", `\n`, "\n", `\n`, "\r", `\r`, "\t", " ")
+
+// oneLine returns c without trailing line breaks, its inner ones as \n.
+func oneLine(c string) string {
+	if !strings.ContainsAny(c, "\r\n\t") {
+		return c
+	}
+	return cellEscaper.Replace(strings.TrimRight(c, "\r\n"))
 }
 
 func (t *table) flush() error { return t.tw.Flush() }

@@ -173,3 +173,17 @@ func TestExplainCommand(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, errb.String(), `node "nope" is not in testdata/in/nodes-mixed.yaml`)
 }
+
+// TestTableKeepsMessagesOnTheirRow: a termination message taken from a
+// container's last log lines (FallbackToLogsOnError) holds line breaks; in
+// a table it must stay in its cell, not start a row of its own.
+func TestTableKeepsMessagesOnTheirRow(t *testing.T) {
+	var buf bytes.Buffer
+	tb := newTable(&buf, "NODE", "PHASE", "MESSAGE")
+	tb.row("gw-1", "CrashLoopBackOff", "exit code 3: app: exiting with 3\napp: stderr exiting\r\nwith\t3\n")
+	tb.row("gw-2", "Running", "<none>")
+	require.NoError(t, tb.flush())
+	require.Equal(t, "NODE   PHASE              MESSAGE\n"+
+		`gw-1   CrashLoopBackOff   exit code 3: app: exiting with 3\napp: stderr exiting\nwith 3`+"\n"+
+		"gw-2   Running            <none>\n", buf.String())
+}

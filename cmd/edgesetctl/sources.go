@@ -23,7 +23,7 @@ func fetchSources(ctx context.Context, c *api.Client, name string) ([]api.Source
 	}
 	srcs = slices.DeleteFunc(srcs, func(s api.Source) bool { return name != "" && s.Path != name })
 	if name != "" && len(srcs) == 0 {
-		return nil, fmt.Errorf("source %q not found (is it below the controller's manifests-dir?)", name)
+		return nil, fmt.Errorf("source %q: %w (is it below the controller's manifests-dir?)", name, api.ErrNotFound)
 	}
 	return srcs, nil
 }

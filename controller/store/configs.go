@@ -41,21 +41,23 @@ type (
 	SecretRecord    = ConfigRecord[schema.Secret]
 )
 
-// WireConfigMap returns what a device needs of c: namespace (defaulted),
-// name, data and binaryData.
+// WireConfigMap returns what a device needs of c: its kind, namespace
+// (defaulted), name, data and binaryData.
 func WireConfigMap(c schema.ConfigMap) schema.ConfigMap {
 	return schema.ConfigMap{
+		TypeMeta:   schema.TypeMeta{APIVersion: schema.APIVersionCore, Kind: schema.KindConfigMap},
 		Metadata:   schema.ObjectMeta{Namespace: namespaceOfMeta(c.Metadata), Name: c.Metadata.Name},
 		Data:       c.Data,
 		BinaryData: c.BinaryData,
 	}
 }
 
-// WireSecret returns what a device needs of s: namespace (defaulted),
-// name, type and data, StringData merged into Data.
+// WireSecret returns what a device needs of s: its kind, namespace
+// (defaulted), name, type and data, StringData merged into Data.
 func WireSecret(s schema.Secret) schema.Secret {
 	s = normalSecret(s)
 	return schema.Secret{
+		TypeMeta: schema.TypeMeta{APIVersion: schema.APIVersionCore, Kind: schema.KindSecret},
 		Metadata: schema.ObjectMeta{Namespace: namespaceOfMeta(s.Metadata), Name: s.Metadata.Name},
 		Type:     s.Type,
 		Data:     s.Data,

@@ -104,6 +104,7 @@ func TestWireConfigObjectsKeepOnlyWhatDevicesNeed(t *testing.T) {
 	c.Metadata.Labels = map[string]string{"x": "y"}
 	c.BinaryData = map[string][]byte{"b": {0, 1}}
 	assert.Equal(t, schema.ConfigMap{
+		TypeMeta: schema.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		Metadata: schema.ObjectMeta{Namespace: "default", Name: "cfg"},
 		Data:     map[string]string{"a": "1"}, BinaryData: map[string][]byte{"b": {0, 1}},
 	}, WireConfigMap(c))
@@ -111,6 +112,7 @@ func TestWireConfigObjectsKeepOnlyWhatDevicesNeed(t *testing.T) {
 	sec := testSecret("s", map[string]string{"k": "v"})
 	sec.Metadata.Namespace, sec.Metadata.Annotations = "edge", map[string]string{"note": "n"}
 	assert.Equal(t, schema.Secret{
+		TypeMeta: schema.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 		Metadata: schema.ObjectMeta{Namespace: "edge", Name: "s"},
 		Type:     schema.SecretTypeOpaque, Data: map[string][]byte{"k": []byte("v")},
 	}, WireSecret(sec))

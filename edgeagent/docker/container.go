@@ -74,6 +74,11 @@ func createOptions(spec edgeagent.ContainerSpec) (client.ContainerCreateOptions,
 		WorkingDir:   spec.WorkingDir,
 		User:         spec.User,
 	}
+	if !spec.HostNetwork && spec.NetworkOf == "" {
+		// The engine refuses a host name beside either; a container joining
+		// another's namespace gets that container's host name.
+		cfg.Hostname = spec.Hostname
+	}
 	host := &container.HostConfig{
 		NetworkMode:   networkMode(spec),
 		PortBindings:  bindings,

@@ -1,10 +1,13 @@
 package docker
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/events"
 
 	"github.com/edgeset/edgeset/edgeagent"
@@ -170,5 +173,50 @@ func BenchmarkCreateOptions(b *testing.B) {
 		if _, err := createOptions(spec); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestCreateOptionsHostname: the pod name is the host name of a container
+// with a network namespace of its own; the engine forbids one beside host
+// networking or a joined namespace, whose owner's name is shared.
+func TestCreateOptionsHostname(t *testing.T) {
+	cases := []struct {
+		name string
+		spec edgeagent.ContainerSpec
+		want string
+	}{
+		{"own namespace", edgeagent.ContainerSpec{Hostname: "fluent-bit-x7k2q"}, "fluent-bit-x7k2q"},
+		{"host network", edgeagent.ContainerSpec{Hostname: "fluent-bit-x7k2q", HostNetwork: true}, ""},
+		{"joins another", edgeagent.ContainerSpec{Hostname: "fluent-bit-x7k2q", NetworkOf: "abc"}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.spec.Name, tc.spec.Image = "c", "img"
+			opts, err := createOptions(tc.spec)
+			if err != nil {
+				t.Fatalf("createOptions: %v", err)
+			}
+			if opts.Config.Hostname != tc.want {
+				t.Errorf("Hostname = %q, want %q", opts.Config.Hostname, tc.want)
+			}
+		})
+	}
+}
+
+// TestStartRefusalIsNotUnavailability: the daemon answers 500 both while it
+// shuts down and when the OCI runtime refuses a container; only the first
+// is the engine being unavailable (retried at once), the second fails the
+// same way again and goes under the crash back-off.
+func TestStartRefusalIsNotUnavailability(t *testing.T) {
+	oci := fmt.Errorf("%w: failed to create task for container: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: unable to apply caps: operation not permitted: unknown", cerrdefs.ErrInternal)
+	shutdown := fmt.Errorf("%w: daemon is shutting down", cerrdefs.ErrInternal)
+	propagation := fmt.Errorf("%w: path / is mounted on / but it is not a shared or slave mount", cerrdefs.ErrInternal)
+	for _, refusal := range []error{oci, propagation} {
+		if err := containerErr("start", "abc", refusal); errors.Is(err, edgeagent.ErrUnavailable) {
+			t.Errorf("refusal %q is ErrUnavailable", err)
+		}
+	}
+	if err := containerErr("start", "abc", shutdown); !errors.Is(err, edgeagent.ErrUnavailable) {
+		t.Errorf("daemon failure %q is not ErrUnavailable", err)
 	}
 }

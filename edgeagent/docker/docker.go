@@ -14,6 +14,7 @@ package docker
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -118,7 +119,31 @@ func containerErr(op, id string, err error) error {
 
 // unavailable reports whether err is the engine's failure rather than a
 // refusal of the request: no connection, or a server error (HTTP 5xx), which
-// is what a daemon answers while it shuts down.
+// is what a daemon answers while it shuts down. The OCI runtime's refusal
+// to set up a container (capabilities the engine may not grant, a device
+// or sysctl it cannot provide) also comes as a server error, but is about
+// the container: the same start fails again.
 func unavailable(err error) bool {
+	if err == nil || containerRefusal(err) {
+		return false
+	}
 	return client.IsErrConnectionFailed(err) || cerrdefs.IsInternal(err) || cerrdefs.IsUnavailable(err)
+}
+
+// refusals are what the daemon says, with a server error, when it cannot
+// set up this container: the OCI runtime (runc, crun) refusing its process
+// ("failed to create shim task: OCI runtime create failed: ..."), and a
+// mountPropagation the host's mounts cannot give ("path / is mounted on /
+// but it is not a shared or slave mount").
+var refusals = []string{"OCI runtime", "is not a shared mount", "is not a shared or slave mount"}
+
+// containerRefusal reports whether err is one of refusals.
+func containerRefusal(err error) bool {
+	msg := err.Error()
+	for _, r := range refusals {
+		if strings.Contains(msg, r) {
+			return true
+		}
+	}
+	return false
 }

@@ -29,6 +29,9 @@ func (r *Runtime) Logs(ctx context.Context, id string, lo edgeagent.LogOptions) 
 	if !lo.Until.IsZero() {
 		opts.Until = lo.Until.UTC().Format(time.RFC3339Nano)
 	}
+	if !lo.Since.IsZero() {
+		opts.Since = lo.Since.UTC().Format(time.RFC3339Nano)
+	}
 	src, err := r.cli.ContainerLogs(ctx, id, opts)
 	if err != nil {
 		return nil, containerErr("logs of", id, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 
 	"github.com/edgeset/edgeset/edgeagent"
+	"github.com/edgeset/edgeset/schema"
 )
 
 // Security options the engine understands. The key=value spelling is the
@@ -92,7 +93,7 @@ func capabilities(names []string) []string {
 	}
 	out := make([]string, len(names))
 	for i, n := range names {
-		out[i] = edgeagent.CapabilityName(n)
+		out[i], _ = schema.CapabilityName(n)
 	}
 	return out
 }

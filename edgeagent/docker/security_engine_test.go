@@ -17,6 +17,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/edgeset/edgeset/edgeagent"
+	"github.com/edgeset/edgeset/schema"
 )
 
 // logsOf returns everything the container has logged so far.
@@ -158,7 +159,7 @@ func clearBit(t testing.TB, mask string, n uint) string {
 func capNames(names []string) string {
 	out := make([]string, len(names))
 	for i, n := range names {
-		out[i] = edgeagent.CapabilityName(n)
+		out[i], _ = schema.CapabilityName(n)
 	}
 	return strings.Join(out, ",")
 }
@@ -449,6 +450,11 @@ func TestLogsUntilEndsAtTheRestart(t *testing.T) {
 	}
 	if got := e.logsOf(t, id, edgeagent.LogOptions{Until: first.StartedAt.Add(-time.Millisecond)}); got != "" {
 		t.Errorf("log until before the first start = %q, want nothing", got)
+	}
+	// Since (a termination message's log tail) keeps the second run only.
+	last := e.logsOf(t, id, edgeagent.LogOptions{Since: second.StartedAt, Tail: 80})
+	if got := strings.Count(last, line); got != 1 {
+		t.Errorf("log since the second start = %q, want the second run's lines only", last)
 	}
 }
 

@@ -43,6 +43,14 @@ type Runtime struct {
 	// ImagePullFailure, when set and returning an error, fails the pull of
 	// that image with the error's message, as an engine would.
 	ImagePullFailure func(image string) error
+	// CreateFailure, when set and returning an error, fails the Create of
+	// that spec with it, as an engine-side refusal would (the Docker
+	// runtime's edgeagent.ErrRunAsRoot, say).
+	CreateFailure func(spec edgeagent.ContainerSpec) error
+	// StartFailure, when set and returning an error, fails the Start of
+	// that spec's container with it, leaving it created, as an OCI runtime
+	// that cannot set the container up would.
+	StartFailure func(spec edgeagent.ContainerSpec) error
 	// CrashAfter, when set and returning crash, makes each started container
 	// exit with exitCode after the given time.
 	CrashAfter func(spec edgeagent.ContainerSpec) (exitCode int, after time.Duration, crash bool)
@@ -241,6 +249,11 @@ func (r *Runtime) checkCreateLocked(spec edgeagent.ContainerSpec) error {
 	if spec.NetworkOf != "" && r.lookupLocked(spec.NetworkOf) == nil {
 		return fmt.Errorf("create %s: network container %s: %w", spec.Name, spec.NetworkOf, edgeagent.ErrNotFound)
 	}
+	if r.CreateFailure != nil {
+		if err := r.CreateFailure(spec); err != nil {
+			return fmt.Errorf("create %s: %w", spec.Name, err)
+		}
+	}
 	return nil
 }
 
@@ -270,6 +283,11 @@ func (r *Runtime) Start(ctx context.Context, id string) error {
 	}
 	if c.state.Running {
 		return nil
+	}
+	if r.StartFailure != nil {
+		if err := r.StartFailure(c.spec); err != nil {
+			return fmt.Errorf("start %s: %w", id, err)
+		}
 	}
 	if err := r.joinNetworkLocked(c); err != nil {
 		return err

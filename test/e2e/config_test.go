@@ -144,6 +144,7 @@ func TestDockerConfigObjects(t *testing.T) {
 	}
 	t.Logf("what the daemon saw:\n%s", out)
 	assert.Regexp(t, `env: POD_NAME=reader-[a-z0-9]{5}\n`, out)
+	assert.Regexp(t, `env: HOSTNAME=reader-[a-z0-9]{5}\n`, out, "a pod's host name is its name")
 	f.requireInspect(t, key, reader, hostDir)
 	st, err := os.Stat(hostDir)
 	require.NoError(t, err, "DirectoryOrCreate must create the host path")
