@@ -133,6 +133,7 @@ type Agent struct {
 	secrets    map[string]schema.Secret    // by content hash
 	applied    uint64
 	instances  map[instanceKey]*instance
+	restarts   map[string]int32 // restart counts as last persisted, by restartsKey
 	klogs      *KubeletLogs // nil unless Config.KubeletLogDir is set
 	volumes    *writtenVolumes
 }
@@ -213,6 +214,7 @@ func openStore(cfg Config) (stateStore, localState, error) {
 // restore adopts the persisted state, re-verifying each object's hash.
 func (a *Agent) restore(st localState) {
 	a.applied = st.applied
+	a.restarts = st.restarts
 	for h, rev := range st.revisions {
 		if h != rev.Hash || schema.TemplateHash(rev.Template) != h {
 			a.log.Warn("dropping corrupt cached revision", "revision", h)

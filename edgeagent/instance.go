@@ -40,7 +40,8 @@ type killReason struct {
 func (a *Agent) tracker(k instanceKey) *instance {
 	inst, ok := a.instances[k]
 	if !ok {
-		inst = &instance{key: k, exited: map[string]string{}, runningSince: map[string]time.Time{}, killReason: map[string]killReason{}}
+		inst = &instance{key: k, exited: map[string]string{}, runningSince: map[string]time.Time{}, killReason: map[string]killReason{},
+			restarts: a.restarts[restartsKey(k)]}
 		a.instances[k] = inst
 	}
 	return inst

@@ -2,6 +2,7 @@ package edgeagent
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -64,6 +65,7 @@ func (a *Agent) reconcile(ctx context.Context) time.Duration {
 	a.probes.retain(p.active)
 	a.hooks.retain(liveContainers(statuses))
 	a.forget(append(desired, keep...))
+	a.persistRestarts()
 	a.sweepPods(append(desired, keep...))
 	a.finishPass(ctx, statuses)
 	a.syncKubeletLogs(list)
@@ -335,6 +337,26 @@ func (a *Agent) forget(live []instanceKey) {
 			delete(a.revisions, h)
 		}
 	}
+}
+
+// persistRestarts saves the restart counts of the instances tracked when
+// they differ from what was last saved; a failure is retried at the next
+// pass.
+func (a *Agent) persistRestarts() {
+	now := make(map[string]int32, len(a.instances))
+	for k, inst := range a.instances {
+		if inst.restarts > 0 {
+			now[restartsKey(k)] = inst.restarts
+		}
+	}
+	if maps.Equal(now, a.restarts) {
+		return
+	}
+	if err := a.store.saveRestarts(now); err != nil {
+		a.log.Warn("cannot persist restart counts; will retry", "err", err)
+		return
+	}
+	a.restarts = now
 }
 
 // finishPass records the applied generation and publishes the observed

@@ -132,3 +132,36 @@ func TestStartFailure(t *testing.T) {
 		})
 	}
 }
+
+// TestRestartCountSurvivesAgentRestart: RESTARTS counts the daemon's
+// crashes, not the agent's life; the count (which also names the
+// kubelet-style log link) comes back from agent.db after the agent
+// restarts, offline, and keeps counting from there.
+func TestRestartCountSurvivesAgentRestart(t *testing.T) {
+	rev := testRevision("edge/crashy", testTemplate("busybox:1.36"))
+	h := runWith(t, rev)
+	for want := int32(1); want <= 2; want++ {
+		st := h.waitInstance(rev.DaemonSet, rev.Hash, runningReady)
+		require.NoError(t, h.rt.Crash(st.ContainerIDs[0], 1))
+		h.waitInstance(rev.DaemonSet, rev.Hash, func(st schema.InstanceStatus) error {
+			if st.Restarts != want {
+				return fmt.Errorf("restarts %d, want %d", st.Restarts, want)
+			}
+			return nil
+		})
+		h.clock.Advance(time.Minute)
+	}
+	h.waitInstance(rev.DaemonSet, rev.Hash, runningReady)
+	h.stop()
+
+	h.start(h.config()) // no connection: what it knows is agent.db's
+	st := h.waitInstance(rev.DaemonSet, rev.Hash, runningReady)
+	assert.EqualValues(t, 2, st.Restarts, "restored after the agent's restart")
+	require.NoError(t, h.rt.Crash(st.ContainerIDs[0], 1))
+	h.waitInstance(rev.DaemonSet, rev.Hash, func(st schema.InstanceStatus) error {
+		if st.Restarts != 3 {
+			return fmt.Errorf("restarts %d, want 3", st.Restarts)
+		}
+		return nil
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -21,18 +22,27 @@ const StateFile = "agent.db"
 
 // localState is what the agent persists: the last accepted desired state,
 // the revisions and config objects it references that have arrived (each
-// by its content hash), and the generation the reconciler last applied.
+// by its content hash), the generation the reconciler last applied, and
+// the restart count of each instance that has restarted (by
+// restartsKey), so that an agent restart neither resets RESTARTS nor
+// renames the kubelet-style log links named by it.
 type localState struct {
 	desired    *schema.DesiredState
 	revisions  map[string]schema.Revision
 	configMaps map[string]schema.ConfigMap
 	secrets    map[string]schema.Secret
 	applied    uint64
+	restarts   map[string]int32
 }
 
 func newLocalState() localState {
-	return localState{revisions: map[string]schema.Revision{}, configMaps: map[string]schema.ConfigMap{}, secrets: map[string]schema.Secret{}}
+	return localState{revisions: map[string]schema.Revision{}, configMaps: map[string]schema.ConfigMap{},
+		secrets: map[string]schema.Secret{}, restarts: map[string]int32{}}
 }
+
+// restartsKey is an instance's key in localState.restarts:
+// "namespace/name@revision".
+func restartsKey(k instanceKey) string { return k.DaemonSet + "@" + k.Revision }
 
 // stateStore persists localState. saveDesired writes the desired state and
 // drops the revisions and config objects it no longer references in one
@@ -44,6 +54,8 @@ type stateStore interface {
 	saveConfigMap(hash string, cm schema.ConfigMap) error
 	saveSecret(hash string, s schema.Secret) error
 	saveApplied(gen uint64) error
+	// saveRestarts replaces the persisted restart counts with restarts.
+	saveRestarts(restarts map[string]int32) error
 	close() error
 }
 
@@ -52,6 +64,7 @@ var (
 	bucketRevisions  = []byte("revisions")
 	bucketConfigMaps = []byte("configmaps")
 	bucketSecrets    = []byte("secrets")
+	bucketRestarts   = []byte("restarts")
 	keyDesired       = []byte("desired")
 	keyApplied       = []byte("applied")
 )
@@ -73,7 +86,7 @@ func openBoltStore(dir string) (s *boltStore, setAside string, err error) {
 		return nil, setAside, fmt.Errorf("open agent state %s: %w", p, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketRevisions, bucketConfigMaps, bucketSecrets} {
+		for _, b := range [][]byte{bucketMeta, bucketRevisions, bucketConfigMaps, bucketSecrets, bucketRestarts} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -105,6 +118,9 @@ func (s *boltStore) load() (localState, error) {
 			return err
 		}
 		if err := loadBucket(tx.Bucket(bucketConfigMaps), "configmap", st.configMaps); err != nil {
+			return err
+		}
+		if err := loadBucket(tx.Bucket(bucketRestarts), "restart count", st.restarts); err != nil {
 			return err
 		}
 		return loadBucket(tx.Bucket(bucketSecrets), "secret", st.secrets)
@@ -216,6 +232,28 @@ func (s *boltStore) saveApplied(gen uint64) error {
 	return nil
 }
 
+func (s *boltStore) saveRestarts(restarts map[string]int32) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.DeleteBucket(bucketRestarts); err != nil {
+			return err
+		}
+		b, err := tx.CreateBucket(bucketRestarts)
+		if err != nil {
+			return err
+		}
+		for k, n := range restarts {
+			if err := b.Put([]byte(k), strconv.AppendInt(nil, int64(n), 10)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("save restart counts to %s: %w", s.path, err)
+	}
+	return nil
+}
+
 func (s *boltStore) close() error {
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close agent state %s: %w", s.path, err)
@@ -258,6 +296,7 @@ func (m *memoryStore) load() (localState, error) {
 	return localState{
 		desired: m.st.desired, revisions: maps.Clone(m.st.revisions), applied: m.st.applied,
 		configMaps: maps.Clone(m.st.configMaps), secrets: maps.Clone(m.st.secrets),
+		restarts: maps.Clone(m.st.restarts),
 	}, nil
 }
 
@@ -304,6 +343,13 @@ func (m *memoryStore) saveApplied(gen uint64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.st.applied = gen
+	return nil
+}
+
+func (m *memoryStore) saveRestarts(restarts map[string]int32) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.st.restarts = maps.Clone(restarts)
 	return nil
 }
 
