@@ -59,6 +59,28 @@ const (
 	deliveryLimit   = maxPacketSize - messageOverhead
 )
 
+// MaxConfigObjects bounds the ConfigMaps, and separately the Secrets, the
+// controller holds: each may be delivered to every node and is kept in
+// every agent's database, so an API client must not be able to grow them
+// without end. Updating an object already held is always allowed.
+const MaxConfigObjects = 10000
+
+// checkQuota refuses to create the object named object (of kind, which
+// count counts) once MaxConfigObjects of its kind exist.
+func checkQuota(existed bool, kind, object string, count func() (int, error)) error {
+	if existed {
+		return nil
+	}
+	n, err := count()
+	if err != nil {
+		return err
+	}
+	if n >= MaxConfigObjects {
+		return fmt.Errorf("%w: %s: the controller already holds %d %ss, its limit; delete unused ones first", api.ErrInvalid, object, n, kind)
+	}
+	return nil
+}
+
 // configChanges are the config objects ("configmap/ns/name",
 // "secret/ns/name") whose version a request changed: created, changed
 // content, or deleted.
@@ -182,6 +204,9 @@ func applyConfigMap(tx *store.Txn, cm schema.ConfigMap, source string, now time.
 			return res, err
 		}
 	}
+	if err := checkQuota(existed, schema.KindConfigMap, configMapObject+key, tx.CountConfigMaps); err != nil {
+		return res, err
+	}
 	rec, ch, err := tx.PutConfigMap(cm, source, now)
 	if err != nil {
 		return res, err
@@ -213,6 +238,9 @@ func applySecret(tx *store.Txn, s schema.Secret, source string, now time.Time, o
 			!sameJSON(old.Object.Data, next.Data) || old.Object.Type != next.Type); err != nil {
 			return res, err
 		}
+	}
+	if err := checkQuota(existed, schema.KindSecret, secretObject+key, tx.CountSecrets); err != nil {
+		return res, err
 	}
 	rec, ch, err := tx.PutSecret(s, source, now)
 	if err != nil {

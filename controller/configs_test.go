@@ -18,6 +18,7 @@ import (
 	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/controller/reconcile"
+	"github.com/edgeset/edgeset/controller/store"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 )
@@ -581,4 +582,31 @@ func TestRepairedByRepublish(t *testing.T) {
 	} {
 		assert.Equal(t, want, repairedByRepublish(topic), topic)
 	}
+}
+
+// TestConfigObjectQuota: an API client cannot grow the config objects every
+// agent keeps without end: creating one past MaxConfigObjects of its kind
+// is refused with a reason naming it, and nothing of that request lands;
+// updating a held object and creating one of the other kind still work.
+func TestConfigObjectQuota(t *testing.T) {
+	tc := startController(t, Config{})
+	objs := make([]schema.Object, MaxConfigObjects)
+	for i := range objs {
+		objs[i] = configMapObj("edge", fmt.Sprintf("cm-%05d", i), map[string]string{"k": "v"})
+	}
+	tc.apply(t, objs...)
+
+	_, err := tc.applyObjects([]schema.Object{
+		secretObj("edge", "lands-not", map[string]string{"k": "v"}),
+		configMapObj("edge", "one-too-many", map[string]string{"k": "v"}),
+	}, nil, applyRequest{})
+	require.ErrorIs(t, err, api.ErrInvalid)
+	require.ErrorContains(t, err, "configmap/edge/one-too-many: the controller already holds 10000 ConfigMaps, its limit")
+	_, err = tc.store.GetSecret("edge/lands-not")
+	require.ErrorIs(t, err, store.ErrNotFound, "the refused request changed nothing")
+
+	res := tc.apply(t, configMapObj("edge", "cm-00000", map[string]string{"k": "changed"}),
+		secretObj("edge", "lands", map[string]string{"k": "v"}))
+	assert.Equal(t, api.ActionConfigured, res[0].Action)
+	assert.Equal(t, api.ActionCreated, res[1].Action)
 }

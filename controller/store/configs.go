@@ -172,6 +172,20 @@ func deleteConfig(tx *bbolt.Tx, name []byte, key string) (bool, error) {
 	return true, deleteKey(tx, name, key)
 }
 
+// CountConfigMaps returns how many ConfigMaps the store holds.
+func (t *Txn) CountConfigMaps() (int, error) { return countKeys(t.tx, bucketConfigMaps) }
+
+// CountSecrets returns how many Secrets the store holds.
+func (t *Txn) CountSecrets() (int, error) { return countKeys(t.tx, bucketSecrets) }
+
+func countKeys(tx *bbolt.Tx, name []byte) (int, error) {
+	b, err := bucket(tx, name)
+	if err != nil {
+		return 0, err
+	}
+	return b.Stats().KeyN, nil
+}
+
 // ListConfigMaps returns every ConfigMap record, ordered by key.
 func (t *Txn) ListConfigMaps() ([]ConfigMapRecord, error) {
 	return listJSON[ConfigMapRecord](t.tx, bucketConfigMaps)
