@@ -55,6 +55,11 @@ type Config struct {
 	// EventsRetry is the schedule for re-subscribing to runtime events
 	// after the stream fails; default 1 s doubling to 30 s.
 	EventsRetry Backoff
+	// ProbeDial, when set, opens the connections of httpGet and tcpSocket
+	// probes and hooks in place of a net.Dialer. A simulator sets it: its
+	// fake containers' addresses are not on any network, and its probes
+	// must never leave the process.
+	ProbeDial DialFunc
 	// ConnTimeout bounds each Publish, Subscribe and Unsubscribe made by
 	// the agent itself; default 10 s.
 	ConnTimeout time.Duration
@@ -156,7 +161,7 @@ func New(cfg Config, rt Runtime, conn Conn) (*Agent, error) {
 		configMaps: map[string]schema.ConfigMap{}, secrets: map[string]schema.Secret{},
 		volumes: newWrittenVolumes(),
 	}
-	a.probes = newProber(rt, a.poke, a.log)
+	a.probes = newProber(rt, a.poke, a.log, cfg.ProbeDial)
 	a.hooks = newHooks(a.probes.runHandler, a.poke)
 	if cfg.KubeletLogDir != "" {
 		if a.klogs, err = NewKubeletLogs(cfg.KubeletLogDir); err != nil {

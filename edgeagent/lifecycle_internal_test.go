@@ -182,8 +182,8 @@ func TestRunHandler(t *testing.T) {
 	ctx := context.Background()
 	target := probeTarget{id: "c1", host: "127.0.0.1"}
 	exec := schema.LifecycleHandler{Exec: &schema.ExecAction{Command: []string{"hook"}}}
-	ok := newProber(execRuntime{code: 0}, func() {}, slog.New(slog.DiscardHandler))
-	failing := newProber(execRuntime{code: 3}, func() {}, slog.New(slog.DiscardHandler))
+	ok := newProber(execRuntime{code: 0}, func() {}, slog.New(slog.DiscardHandler), nil)
+	failing := newProber(execRuntime{code: 3}, func() {}, slog.New(slog.DiscardHandler), nil)
 	ok.second, failing.second = time.Millisecond, time.Millisecond
 
 	assert.NoError(t, ok.runHandler(ctx, target, exec))

@@ -65,6 +65,7 @@ type prober struct {
 	log    *slog.Logger
 	second time.Duration // length of a probe "second"; shortened in tests
 	client *http.Client
+	dial   DialFunc
 	wg     sync.WaitGroup
 
 	mu       sync.Mutex // guards workers, ready, started, failures
@@ -74,14 +75,23 @@ type prober struct {
 	failures map[string]livenessFailure
 }
 
-func newProber(rt Runtime, poke func(), log *slog.Logger) *prober {
+// DialFunc opens a connection to addr ("host:port") over network ("tcp").
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// newProber returns a prober whose httpGet and tcpSocket probes and hooks
+// connect through dial; nil uses a net.Dialer.
+func newProber(rt Runtime, poke func(), log *slog.Logger, dial DialFunc) *prober {
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
 	tr := &http.Transport{
+		DialContext:       dial,
 		DisableKeepAlives: true,
 		// Like kubelet: probes check liveness, not certificates.
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec
 	}
 	return &prober{
-		rt: rt, poke: poke, log: log, second: time.Second, client: &http.Client{Transport: tr},
+		rt: rt, poke: poke, log: log, second: time.Second, client: &http.Client{Transport: tr}, dial: dial,
 		workers: map[probeKey]probeWorker{}, ready: map[string]readyState{}, started: map[string]readyState{}, failures: map[string]livenessFailure{},
 	}
 }
@@ -266,7 +276,7 @@ func (p *prober) check(ctx context.Context, t probeTarget, pr schema.Probe) erro
 	case pr.HTTPGet != nil:
 		return p.checkHTTP(ctx, t, pr.HTTPGet)
 	case pr.TCPSocket != nil:
-		return checkTCP(ctx, t, pr.TCPSocket)
+		return p.checkTCP(ctx, t, pr.TCPSocket)
 	}
 	return fmt.Errorf("probe has no exec, httpGet or tcpSocket action")
 }
@@ -314,14 +324,13 @@ func (p *prober) checkHTTP(ctx context.Context, t probeTarget, h *schema.HTTPGet
 	return nil
 }
 
-func checkTCP(ctx context.Context, t probeTarget, s *schema.TCPSocketAction) error {
+func (p *prober) checkTCP(ctx context.Context, t probeTarget, s *schema.TCPSocketAction) error {
 	port, err := resolvePort(s.Port, t.ports)
 	if err != nil {
 		return err
 	}
 	addr := net.JoinHostPort(hostOr(s.Host, t.host), strconv.Itoa(port))
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	conn, err := p.dial(ctx, "tcp", addr)
 	if err != nil {
 		return fmt.Errorf("tcp probe: %w", err)
 	}

@@ -19,7 +19,7 @@ import (
 )
 
 func testProber() *prober {
-	return newProber(nil, func() {}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return newProber(nil, func() {}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 }
 
 func serverTarget(t *testing.T, srv *httptest.Server) (probeTarget, int) {

@@ -157,7 +157,7 @@ func (f *Fleet) newDevice(i int) (*device, error) {
 		d.link.src = net.TCPAddrFromAddrPort(netip.AddrPortFrom(f.opts.SourceAddrs[i%n], 0))
 	}
 	d.node, err = edgeagent.NewNode(edgeagent.NodeOptions{
-		Agent: edgeagent.Config{NodeName: name, Ephemeral: true, Logger: f.opts.Logger},
+		Agent: edgeagent.Config{NodeName: name, Ephemeral: true, Logger: f.opts.Logger, ProbeDial: dialDaemon},
 		MQTT: mqttclient.Options{
 			BrokerURL: f.opts.BrokerURL, Password: token, KeepAlive: f.opts.KeepAlive,
 			Backoff: f.opts.Backoff, FirstConnectJitter: -1, Dial: d.link.Dial,

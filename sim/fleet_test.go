@@ -43,11 +43,14 @@ spec:
       containers:
       - name: exporter
         image: registry.local/exporter:1.0
+        readinessProbe: {httpGet: {path: /ready, port: 9100}, periodSeconds: 1}
+        livenessProbe: {tcpSocket: {port: 9100}, periodSeconds: 1}
 `
 
 // TestFleetRunsDaemonSet runs a controller with its embedded broker and 20
 // simulated devices, all gateways, and expects the controller to report
-// the daemonset ready on all 20.
+// the daemonset ready on all 20: its httpGet readiness and tcpSocket
+// liveness probes are answered inside the process (dialDaemon).
 func TestFleetRunsDaemonSet(t *testing.T) {
 	dir := t.TempDir()
 	c, err := controller.New(controller.Config{DataDir: dir, MQTTAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0"}, nil)
