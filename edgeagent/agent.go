@@ -139,7 +139,7 @@ type Agent struct {
 	applied    uint64
 	instances  map[instanceKey]*instance
 	restarts   map[string]int32 // restart counts as last persisted, by restartsKey
-	klogs      *KubeletLogs // nil unless Config.KubeletLogDir is set
+	klogs      *KubeletLogs     // nil unless Config.KubeletLogDir is set
 	volumes    *writtenVolumes
 }
 
