@@ -113,6 +113,7 @@ type Agent struct {
 	log    *slog.Logger
 	store  stateStore
 	probes *prober
+	runs   *runHistory // starts of each container's last two runs, for logs --previous
 	hooks  *hooks
 	wake   chan struct{} // capacity 1: a pending request for a pass
 
@@ -162,6 +163,7 @@ func New(cfg Config, rt Runtime, conn Conn) (*Agent, error) {
 		volumes: newWrittenVolumes(),
 	}
 	a.probes = newProber(rt, a.poke, a.log, cfg.ProbeDial)
+	a.runs = newRunHistory()
 	a.hooks = newHooks(a.probes.runHandler, a.poke)
 	if cfg.KubeletLogDir != "" {
 		if a.klogs, err = NewKubeletLogs(cfg.KubeletLogDir); err != nil {
@@ -214,6 +216,13 @@ func openStore(cfg Config) (stateStore, localState, error) {
 		return nil, localState{}, err
 	}
 	return s, st, nil
+}
+
+// PreviousRunSince returns where the log of container id's run before the
+// one that started at current begins, if this agent saw that run
+// (LogServerOptions.PreviousRunSince).
+func (a *Agent) PreviousRunSince(id string, current time.Time) (time.Time, bool) {
+	return a.runs.previousRunSince(id, current)
 }
 
 // restore adopts the persisted state, re-verifying each object's hash.

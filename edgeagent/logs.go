@@ -41,6 +41,12 @@ type LogServerOptions struct {
 	FollowMax time.Duration
 	// PublishTimeout bounds each chunk's publish; default 10 s.
 	PublishTimeout time.Duration
+	// PreviousRunSince, when set, returns where the log of container id's
+	// run before the one that started at current begins
+	// (Agent.PreviousRunSince), so that --previous serves that run alone;
+	// without it, or when it does not know, --previous serves every
+	// earlier run.
+	PreviousRunSince func(id string, current time.Time) (time.Time, bool)
 }
 
 // LogServer answers a node's log requests (schema.LogRequest on its
@@ -211,7 +217,7 @@ func (s *LogServer) stream(ctx context.Context, req schema.LogRequest) {
 // openLog opens c's log as req asks; closeLog closes it, and ctx ending
 // closes it early.
 func (s *LogServer) openLog(ctx context.Context, c ContainerState, req schema.LogRequest, limit int) (src io.Reader, closeLog func(), err error) {
-	opts, ownTail, err := logOptions(c, req)
+	opts, ownTail, err := logOptions(c, req, s.opts.PreviousRunSince)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -307,12 +313,12 @@ func (s *LogServer) publish(ctx context.Context, c schema.LogChunk) error {
 // run of a container restarted in place it returns the tail for the agent
 // to apply itself (ownTail): an engine applies tail before until, so it
 // would tail the current run and then cut it away.
-func logOptions(c ContainerState, req schema.LogRequest) (opts LogOptions, ownTail int, err error) {
+func logOptions(c ContainerState, req schema.LogRequest, prevSince func(string, time.Time) (time.Time, bool)) (opts LogOptions, ownTail int, err error) {
 	opts = LogOptions{Tail: req.Tail, Follow: req.Follow}
 	if !req.Previous {
 		return opts, 0, nil
 	}
-	if opts, err = previousRun(c, opts); err != nil {
+	if opts, err = previousRun(c, opts, prevSince); err != nil {
 		return opts, 0, err
 	}
 	if !opts.Until.IsZero() {
@@ -347,18 +353,30 @@ func lastLines(r io.Reader, n, limit int) (io.Reader, error) {
 	}
 }
 
-// previousRun selects the log of c's last terminated run: for a container
-// restarted in place (running, with the FinishedAt of an earlier run) the
-// log until its current run started, for an exited container its log.
-// Neither follows. A container that has not terminated yet has no
-// previous run.
-func previousRun(c ContainerState, opts LogOptions) (LogOptions, error) {
+// previousRun selects the log of c's last terminated run. For an exited
+// container it is its last run, from a moment before it started. For a
+// container restarted in place (running, with the FinishedAt of an
+// earlier run) it ends at the boundary of that run and the current one
+// (runBoundary) and begins where
+// prevSince says that run's log begins, when it knows (else it holds every
+// earlier run). Neither follows. A container that has not terminated yet
+// has no previous run.
+func previousRun(c ContainerState, opts LogOptions, prevSince func(string, time.Time) (time.Time, bool)) (LogOptions, error) {
 	opts.Follow = false
 	switch {
 	case !c.Running && !c.StartedAt.IsZero():
+		opts.Since = c.StartedAt.Add(-runStartSlack)
 		return opts, nil
 	case c.Running && !c.FinishedAt.IsZero():
 		opts.Until = c.StartedAt
+		if c.FinishedAt.Before(c.StartedAt) {
+			opts.Until = runBoundary(c.FinishedAt, c.StartedAt)
+		}
+		if prevSince != nil {
+			if since, ok := prevSince(c.ID, c.StartedAt); ok {
+				opts.Since = since
+			}
+		}
 		return opts, nil
 	}
 	return opts, fmt.Errorf("container %q of daemonset %s has no terminated run on this node", c.Labels[LabelContainer], c.Labels[LabelDaemonSet])

@@ -283,9 +283,9 @@ func TestLogServerPrevious(t *testing.T) {
 	mu.Lock()
 	last := got[len(got)-1]
 	mu.Unlock()
-	// The previous run ends where the current one started; the agent
+	// The previous run ends between its end and the current start; the agent
 	// tails it itself, as an engine tails before it applies until.
-	if want := (edgeagent.LogOptions{Until: restarted.StartedAt}); last != want {
+	if want := (edgeagent.LogOptions{Until: restarted.FinishedAt.Add(restarted.StartedAt.Sub(restarted.FinishedAt) / 2)}); last != want {
 		t.Fatalf("restarted in place: log options %+v, want %+v", last, want)
 	}
 
@@ -300,7 +300,8 @@ func TestLogServerPrevious(t *testing.T) {
 	mu.Lock()
 	last = got[len(got)-1]
 	mu.Unlock()
-	if last != (edgeagent.LogOptions{}) {
-		t.Fatalf("exited: log options %+v, want the whole log", last)
+	exited := byName("sidecar")
+	if want := (edgeagent.LogOptions{Since: exited.StartedAt.Add(-time.Second)}); last != want {
+		t.Fatalf("exited: log options %+v, want %+v (its last run)", last, want)
 	}
 }

@@ -85,7 +85,8 @@ func NewNode(opts NodeOptions, rt Runtime) (*Node, error) {
 	if n.agent, err = New(opts.Agent, rt, clientConn{n.client}); err != nil {
 		return nil, err
 	}
-	n.logs = NewLogServer(LogServerOptions{NodeName: name, Runtime: rt, Conn: clientConn{n.client}, Logger: n.log})
+	n.logs = NewLogServer(LogServerOptions{NodeName: name, Runtime: rt, Conn: clientConn{n.client}, Logger: n.log,
+		PreviousRunSince: n.agent.PreviousRunSince})
 	return n, nil
 }
 

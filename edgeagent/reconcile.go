@@ -51,6 +51,7 @@ func (a *Agent) reconcile(ctx context.Context) time.Duration {
 		}
 		return a.cfg.ResyncInterval
 	}
+	a.runs.observe(list)
 	groups, surplus := inventory(list)
 	desired := a.desiredInstances()
 	keep := a.removeLeftovers(ctx, desired, groups, surplus)

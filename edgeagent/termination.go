@@ -95,7 +95,7 @@ func (a *Agent) clearTerminationLog(c ContainerState) {
 func (a *Agent) logTail(ctx context.Context, c ContainerState) string {
 	opts := LogOptions{Tail: fallbackLogLines}
 	if !c.StartedAt.IsZero() {
-		opts.Since = c.StartedAt.Add(-runStartSlack)
+		opts.Since = a.runs.lastRunSince(c.ID, c.StartedAt)
 	}
 	rc, err := a.rt.Logs(ctx, c.ID, opts)
 	if err != nil {

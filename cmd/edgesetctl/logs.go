@@ -29,10 +29,10 @@ streamed until interrupted; the agent ends a follow after 10 minutes.
 
 Docker restarts a container in place and keeps one log for all its runs,
 so unlike kubectl logs (the current container only) the log holds every
-run; use --tail to see the latest lines. --previous prints the runs that
-terminated: for a running container that was restarted, every run before
-the current one (kubectl: the last one only); for an exited container, its
-whole log. A node that does not answer within 15 seconds is reported,
+run; use --tail to see the latest lines. --previous prints the last run
+that terminated, as kubectl does: for a running container that was
+restarted, the run before the current one; for an exited container, its
+last run. A node that does not answer within 15 seconds is reported,
 usually because it is offline.`,
 		Example: `  edgesetctl logs fluentd --node gw-0042 -n logging
   edgesetctl logs fluentd --node gw-0042 -n logging --tail 100 -f
@@ -64,7 +64,7 @@ usually because it is offline.`,
 	cmd.Flags().StringVarP(&req.Container, "container", "c", "", "container of the template (default: the first)")
 	cmd.Flags().IntVar(&req.Tail, "tail", 0, "print only the last N lines (0: all)")
 	cmd.Flags().BoolVarP(&req.Follow, "follow", "f", false, "stream new lines until interrupted")
-	cmd.Flags().BoolVarP(&req.Previous, "previous", "p", false, "print the log of the container's terminated runs (every run before the current one)")
+	cmd.Flags().BoolVarP(&req.Previous, "previous", "p", false, "print the log of the container's last terminated run")
 	return cmd
 }
 

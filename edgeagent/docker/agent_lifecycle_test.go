@@ -108,3 +108,60 @@ func TestLogServerPreviousOnEngine(t *testing.T) {
 	})
 	assert.Equal(t, "app: terminated, exiting\n", text.String(), "the last line of the previous run")
 }
+
+// TestLogServerPreviousRunAloneOnEngine: with the agent's knowledge of
+// where the previous run's log begins, --previous serves that run alone, not every earlier one, on the
+// real engine's timestamps; restarts follow each other at once, as a
+// liveness kill's does.
+func TestLogServerPreviousRunAloneOnEngine(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	spec := e.spec("prev2", "sleep")
+	spec.Labels[edgeagent.LabelDaemonSet] = "edge/prev2"
+	spec.Labels[edgeagent.LabelContainer] = "main"
+	spec.Labels[edgeagent.LabelIndex] = "0"
+	id := e.run(t, spec)
+	e.waitLog(t, id, "app: sleeping")
+	restart := func() edgeagent.ContainerState {
+		require.NoError(t, e.rt.Stop(t.Context(), id, 10*time.Second))
+		require.NoError(t, e.rt.Start(t.Context(), id))
+		st, err := e.rt.Inspect(t.Context(), id)
+		require.NoError(t, err)
+		return st
+	}
+	second := restart() // its FinishedAt is the end of the first run
+	e.waitLog(t, id, "app: sleeping\napp: terminated, exiting\napp: sleeping")
+	third := restart()
+	e.waitLog(t, id, strings.Repeat("app: sleeping\napp: terminated, exiting\n", 2)+"app: sleeping")
+
+	conn := newRecordingConn(nil)
+	s := edgeagent.NewLogServer(edgeagent.LogServerOptions{NodeName: e.node, Runtime: e.rt, Conn: conn,
+		PreviousRunSince: func(cid string, current time.Time) (time.Time, bool) {
+			// As the agent's run history places it: between the end of
+			// the first run and the second's start.
+			return second.FinishedAt.Add(second.StartedAt.Sub(second.FinishedAt) / 2), cid == id && current.Equal(third.StartedAt)
+		}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	req, err := schema.Encode(schema.LogRequest{SchemaVersion: schema.WireVersion, Node: e.node, ID: "prev2", DaemonSet: "edge/prev2", Previous: true})
+	require.NoError(t, err)
+	s.Handle(req)
+
+	var text strings.Builder
+	checkFor(t, agentWait, agentPoll, func() error {
+		text.Reset()
+		for _, p := range conn.published(schema.NodeTopic(e.node, schema.TopicLogsResponse)) {
+			c, err := schema.DecodeLogChunk(p.payload)
+			require.NoError(t, err)
+			require.Empty(t, c.Error)
+			text.WriteString(c.Data)
+			if c.EOF {
+				return nil
+			}
+		}
+		return errors.New("stream not finished")
+	})
+	assert.Equal(t, "app: sleeping\napp: terminated, exiting\n", text.String(), "the second run alone")
+}
