@@ -92,21 +92,8 @@ func TestLogServerPreviousOnEngine(t *testing.T) {
 	require.NoError(t, err)
 	s.Handle(req)
 
-	var text strings.Builder
-	checkFor(t, agentWait, agentPoll, func() error {
-		text.Reset()
-		for _, p := range conn.published(schema.NodeTopic(e.node, schema.TopicLogsResponse)) {
-			c, err := schema.DecodeLogChunk(p.payload)
-			require.NoError(t, err)
-			require.Empty(t, c.Error)
-			text.WriteString(c.Data)
-			if c.EOF {
-				return nil
-			}
-		}
-		return errors.New("stream not finished")
-	})
-	assert.Equal(t, "app: terminated, exiting\n", text.String(), "the last line of the previous run")
+	text := streamText(t, conn, e.node)
+	assert.Equal(t, "app: terminated, exiting\n", text, "the last line of the previous run")
 }
 
 // TestLogServerPreviousRunAloneOnEngine: with the agent's knowledge of
@@ -149,10 +136,18 @@ func TestLogServerPreviousRunAloneOnEngine(t *testing.T) {
 	require.NoError(t, err)
 	s.Handle(req)
 
+	text := streamText(t, conn, e.node)
+	assert.Equal(t, "app: sleeping\napp: terminated, exiting\n", text, "the second run alone")
+}
+
+// streamText waits until the log stream published on node's logs/response
+// topic has ended and returns its text; an error chunk fails the test.
+func streamText(t *testing.T, conn *recordingConn, node string) string {
+	t.Helper()
 	var text strings.Builder
 	checkFor(t, agentWait, agentPoll, func() error {
 		text.Reset()
-		for _, p := range conn.published(schema.NodeTopic(e.node, schema.TopicLogsResponse)) {
+		for _, p := range conn.published(schema.NodeTopic(node, schema.TopicLogsResponse)) {
 			c, err := schema.DecodeLogChunk(p.payload)
 			require.NoError(t, err)
 			require.Empty(t, c.Error)
@@ -163,5 +158,5 @@ func TestLogServerPreviousRunAloneOnEngine(t *testing.T) {
 		}
 		return errors.New("stream not finished")
 	})
-	assert.Equal(t, "app: sleeping\napp: terminated, exiting\n", text.String(), "the second run alone")
+	return text.String()
 }
