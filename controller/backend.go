@@ -402,11 +402,13 @@ func (c *Controller) Version(ctx context.Context) api.VersionInfo {
 	return api.VersionInfo{Version: schema.Version, Broker: b}
 }
 
-// Ready is nil once the first reconcile pass is done.
+// Ready is nil once the first reconcile pass is done and while no part
+// reports a fault (health.go): a store that cannot persist, a listener
+// that stopped accepting.
 func (c *Controller) Ready(ctx context.Context) error {
 	select {
 	case <-c.ready:
-		return nil
+		return c.health.err()
 	default:
 		return fmt.Errorf("%w: waiting for the first reconcile pass", api.ErrUnavailable)
 	}

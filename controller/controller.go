@@ -40,6 +40,7 @@ type Controller struct {
 	metrics  *metrics
 	events   *eventSink
 	logs     logHub // log streams waiting for chunks
+	health   health // faults that make /readyz fail (health.go)
 
 	// kick wakes the reconcile loop; republish asks for a full republish.
 	kick      chan struct{}

@@ -178,6 +178,10 @@ type NodePatch struct {
 	RemoveTaints []string `json:"removeTaints,omitempty"`
 	// Unschedulable cordons (true) or uncordons (false) the node.
 	Unschedulable *bool `json:"unschedulable,omitempty"`
+	// Overwrite allows Labels to change the value of a label the node
+	// already has; without it such a patch is refused and changes
+	// nothing (kubectl label --overwrite).
+	Overwrite bool `json:"overwrite,omitempty"`
 }
 
 // Rollout actions.
