@@ -1,10 +1,13 @@
 package rollout
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/edgeset/edgeset/schema"
 )
@@ -173,5 +176,55 @@ func TestStepFailureCounting(t *testing.T) {
 				assert.True(t, d.State.Paused, "failureThreshold 1 is crossed")
 			}
 		})
+	}
+}
+
+// TestStepNoFailureAfterTheWindowProperty: whatever a fleet's instances do
+// once every node's progress window has closed (crash, flap offline and
+// back, report Pending, Failed), the rollout records no failure, does not
+// pause and does not roll back.
+func TestStepNoFailureAfterTheWindowProperty(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 18))
+	phases := []string{schema.PhaseCrashLoopBackOff, schema.PhaseFailed, schema.PhasePending, schema.PhaseRefused, schema.PhaseRunning}
+	for run := range 200 {
+		s := Strategy{MaxUnavailable: schema.FromInt(int32(1 + rng.IntN(3))), ProgressDeadline: time.Duration(rng.IntN(2)) * time.Minute,
+			FailureThreshold: ptr(schema.FromInt(1)), AutoRollback: true, OfflineGrace: time.Minute}
+		n := 1 + rng.IntN(8)
+		nodes := make([]Node, n)
+		for i := range nodes {
+			nodes[i] = on(fmt.Sprintf("n%d", i), nil)
+		}
+		st, now := State{Target: "new", Stable: "old"}, t0
+		for range 4 * n { // roll out to every node, each available at once
+			d := Step(now, s, st, nodes)
+			st = d.State
+			for i := range nodes {
+				nodes[i].Assigned = d.Assign[nodes[i].Name]
+				nodes[i].Observed = []Instance{ready(d.Assign[nodes[i].Name][0])}
+			}
+			now = now.Add(10 * time.Second)
+		}
+		require.True(t, st.Complete, "run %d: the rollout completes", run)
+		now = now.Add(2 * time.Minute) // every window has closed
+		for step := range 20 {
+			for i := range nodes {
+				nodes[i].Online = rng.IntN(4) > 0
+				nodes[i].OfflineSince = time.Time{}
+				if !nodes[i].Online {
+					nodes[i].OfflineSince = now.Add(-time.Duration(rng.IntN(120)) * time.Second)
+				}
+				phase := phases[rng.IntN(len(phases))]
+				nodes[i].Observed = []Instance{{Revision: "new", Phase: phase, Ready: phase == schema.PhaseRunning, ReadySince: t0}}
+			}
+			d := Step(now, s, st, nodes)
+			st = d.State
+			for _, e := range d.Events {
+				require.NotEqual(t, ReasonInstanceFailed, e.Reason, "run %d step %d: %s", run, step, e.Message)
+			}
+			require.Empty(t, st.Failed, "run %d step %d", run, step)
+			require.False(t, st.Paused, "run %d step %d", run, step)
+			require.Equal(t, "new", st.Target, "run %d step %d: no rollback", run, step)
+			now = now.Add(time.Duration(1+rng.IntN(90)) * time.Second)
+		}
 	}
 }
