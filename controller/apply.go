@@ -32,6 +32,9 @@ type applyRequest struct {
 	// keepSource leaves the daemonsets' recorded source as it is (an
 	// operator's rollout action is not an apply).
 	keepSource bool
+	// retry rolls out a template an automatic rollback rejected (rollout
+	// retry); an apply of it keeps the template rolled back to.
+	retry bool
 }
 
 // applyObjects checks and applies decoded objects as one request.
@@ -144,6 +147,12 @@ func (c *Controller) applyDaemonSetTxn(tx *store.Txn, ds *schema.DaemonSet, req 
 		return res, err
 	}
 	live := existed && old.DeletedAt == nil
+	rejected := rejectedTemplate(tx, old, live, ds, req)
+	if rejected != nil {
+		kept := *ds
+		kept.Spec.Template = old.DaemonSet.Spec.Template
+		ds = &kept
+	}
 	if req.dryRun {
 		res.NodesBefore, res.NodesAfter = c.dryRunNodes(old, live, ds)
 	}
@@ -164,14 +173,36 @@ func (c *Controller) applyDaemonSetTxn(tx *store.Txn, ds *schema.DaemonSet, req 
 	res.Action = applyAction(live, dsChanged)
 	res.Generation, res.Revision = rec.Generation, rev.Number
 	out.daemonSets[key] = dsChange{rec: rec, rev: rev}
+	if rejected != nil {
+		res.Action, res.Message = api.ActionRolledBack, rejectedMessage(&rec.DaemonSet, rejected)
+		if !dsChanged {
+			return res, nil
+		}
+	}
 	if res.Action != api.ActionUnchanged {
 		out.event(dsObject(key), "Applied", fmt.Sprintf("%s: generation %d, revision %d", res.Action, rec.Generation, rev.Number))
 	}
 	return res, nil
 }
 
+// rejectedTemplate returns the revision an automatic rollback rejected when
+// ds, applied over the live record old, carries that revision's template
+// again (and the request is not a rollout retry): such an apply keeps the
+// template rolled back to.
+func rejectedTemplate(tx *store.Txn, old store.DaemonSetRecord, live bool, ds *schema.DaemonSet, req applyRequest) *store.RejectedRevision {
+	if !live || old.Rejected == nil || req.retry {
+		return nil
+	}
+	if schema.TemplateHash(effectiveTemplate(ds, txConfigVersions(tx))) != old.Rejected.Hash {
+		return nil
+	}
+	return old.Rejected
+}
+
 // moveToEffective ensures the revision of rec's effective template and,
-// with move, makes it current.
+// with move, makes it current; a move to another revision clears the
+// revision an automatic rollback rejected, which no longer describes the
+// daemonset.
 func moveToEffective(tx *store.Txn, rec store.DaemonSetRecord, cause string, move bool, now time.Time) (store.DaemonSetRecord, store.Revision, error) {
 	key := rec.Key()
 	tmpl := effectiveTemplate(&rec.DaemonSet, txConfigVersions(tx))
@@ -181,6 +212,9 @@ func moveToEffective(tx *store.Txn, rec store.DaemonSetRecord, cause string, mov
 	}
 	if move && rec.CurrentRevision != rev.Hash {
 		if rec, _, err = tx.SetCurrentRevision(key, rev.Hash, now); err != nil {
+			return rec, rev, err
+		}
+		if rec, _, err = tx.SetRejected(key, nil); err != nil {
 			return rec, rev, err
 		}
 	}

@@ -98,6 +98,9 @@ func (c *Controller) pruneRevisions(rec store.DaemonSetRecord) error {
 	}
 	if e, ok := c.state.daemonsets[key]; ok {
 		inUse[e.rollout.Stable], inUse[e.rollout.Target] = true, true
+		if r := e.rec.Rejected; r != nil {
+			inUse[r.Hash] = true // rollout retry rolls it out again
+		}
 	}
 	c.mu.Unlock()
 	pruned, err := c.store.PruneRevisions(key, limit, inUse)
@@ -156,6 +159,7 @@ func (c *Controller) daemonSetViewLocked(e *dsEntry) api.DaemonSet {
 			UpdatedNumberScheduled: st.UpdatedNumberScheduled,
 			NodesOffline:           st.NodesOffline,
 			Rollout:                rolloutView(ro, e),
+			RejectedRevision:       rejectedView(e.rec.Rejected),
 		},
 	}
 }
@@ -166,7 +170,7 @@ func rolloutView(ro rollout.Status, e *dsEntry) *api.RolloutStatus {
 		Waiting: ro.Waiting, Offline: ro.Offline, Failed: ro.Failed, Unavailable: ro.Unavailable,
 		MaxUnavailable: ro.MaxUnavailable, Complete: ro.Complete, Paused: ro.Paused || e.rollout.OperatorPaused,
 		PauseReason: pauseReason(ro, e), RolledBack: ro.RolledBack, RolledBackFrom: ro.RolledBackFrom,
-		CanaryWaiting: ro.CanaryWaiting, Strategy: strategyName(e),
+		CanaryWaiting: ro.CanaryWaiting, Strategy: strategyName(e), RollbackReason: ro.RollbackReason,
 	}
 }
 

@@ -140,29 +140,16 @@ func (c *Controller) applyRollouts(snap snapshot, d decision) error {
 }
 
 func (c *Controller) storeRollout(ds dsSnapshot, st rollout.State, now time.Time) error {
+	if st.Target != ds.Revision {
+		return c.storeRollback(ds.Key, st, now) // rollouts.go
+	}
 	if err := c.store.PutRollout(ds.Key, st); err != nil {
 		return err
 	}
-	var rec *store.DaemonSetRecord
-	if st.Target != ds.Revision {
-		r, err := c.store.SetCurrentRevision(ds.Key, st.Target, now)
-		if err != nil {
-			return err
-		}
-		rec = &r
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e, ok := c.state.daemonsets[ds.Key]
-	if !ok {
-		return nil // deleted meanwhile
-	}
-	e.rollout = st
-	if rec != nil {
-		e.rec = *rec
-		if rev, err := c.store.GetRevision(ds.Key, st.Target); err == nil {
-			e.revision = rev.Number
-		}
+	if e, ok := c.state.daemonsets[ds.Key]; ok { // else deleted meanwhile
+		e.rollout = st
 	}
 	return nil
 }

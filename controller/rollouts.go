@@ -8,6 +8,7 @@ import (
 
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/controller/reconcile"
+	"github.com/edgeset/edgeset/controller/rollout"
 	"github.com/edgeset/edgeset/controller/store"
 	"github.com/edgeset/edgeset/schema"
 )
@@ -41,11 +42,13 @@ func (c *Controller) rolloutLocked(key string, req api.RolloutRequest) error {
 		ds := e.rec.DaemonSet
 		ds.Spec.Template.Metadata.Annotations = withAnnotation(ds.Spec.Template.Metadata.Annotations,
 			RestartedAtAnnotation, time.Now().UTC().Format(time.RFC3339))
-		return c.reapply(&ds, "rollout restart")
+		return c.reapply(&ds, "rollout restart", applyRequest{keepSource: true})
 	case api.RolloutUndo:
 		return c.undo(e, req.ToRevision)
+	case api.RolloutRetry:
+		return c.retry(e)
 	}
-	return fmt.Errorf("%w: unknown rollout action %q: want pause, resume, restart, promote or undo", api.ErrInvalid, req.Action)
+	return fmt.Errorf("%w: unknown rollout action %q: want pause, resume, restart, promote, undo or retry", api.ErrInvalid, req.Action)
 }
 
 // entry returns a managed (not orphaned) daemonset.
@@ -129,13 +132,101 @@ func (c *Controller) undo(e *dsEntry, to int64) error {
 		return fmt.Errorf("%w: daemonset %s: %v", api.ErrInvalid, key, err)
 	}
 	ds := e.rec.DaemonSet
-	ds.Spec.Template = target.Template
-	// The config hash is the controller's, recomputed for the configs of
-	// now; it does not belong in the operator's manifest.
-	if _, ok := ds.Spec.Template.Metadata.Annotations[ConfigHashAnnotation]; ok {
-		ds.Spec.Template.Metadata.Annotations = withoutAnnotation(ds.Spec.Template.Metadata.Annotations, ConfigHashAnnotation)
+	ds.Spec.Template = liveTemplate(target.Template)
+	return c.reapply(&ds, fmt.Sprintf("rollout undo to revision %d", target.Number), applyRequest{keepSource: true})
+}
+
+// liveTemplate is a revision's template as the daemonset's manifest holds
+// it: the config hash is the controller's, recomputed for the configs of
+// now; it does not belong in the operator's manifest.
+func liveTemplate(tmpl schema.PodTemplateSpec) schema.PodTemplateSpec {
+	if _, ok := tmpl.Metadata.Annotations[ConfigHashAnnotation]; ok {
+		tmpl.Metadata.Annotations = withoutAnnotation(tmpl.Metadata.Annotations, ConfigHashAnnotation)
 	}
-	return c.reapply(&ds, fmt.Sprintf("rollout undo to revision %d", target.Number))
+	return tmpl
+}
+
+// retry rolls out again the revision an automatic rollback rejected: its
+// template becomes the daemonset's again, and the rejection is cleared.
+func (c *Controller) retry(e *dsEntry) error {
+	key := e.rec.Key()
+	rejected := e.rec.Rejected
+	if rejected == nil {
+		return fmt.Errorf("%w: daemonset %s has no revision rejected by an automatic rollback to retry", api.ErrInvalid, key)
+	}
+	rev, err := c.store.GetRevision(key, rejected.Hash)
+	if err != nil {
+		return fmt.Errorf("daemonset %s: rejected revision %d: %w", key, rejected.Number, err)
+	}
+	ds := e.rec.DaemonSet
+	ds.Spec.Template = liveTemplate(rev.Template)
+	return c.reapply(&ds, fmt.Sprintf("rollout retry of revision %d", rev.Number), applyRequest{keepSource: true, retry: true})
+}
+
+// storeRollback records an automatic rollback in one transaction: the
+// rollout state; the daemonset's template and current revision become
+// those of the revision rolled back to, so that the live object shows what
+// runs (and a diff of the rejected manifest shows the difference); and the
+// rejected revision with why.
+func (c *Controller) storeRollback(key string, st rollout.State, now time.Time) error {
+	var rec store.DaemonSetRecord
+	err := c.store.Update(false, func(tx *store.Txn) error {
+		if err := tx.PutRollout(key, st); err != nil {
+			return err
+		}
+		to, err := tx.GetRevision(key, st.Target)
+		if err != nil {
+			return err
+		}
+		rejected := store.RejectedRevision{Hash: st.RolledBackFrom, Reason: st.RollbackReason, Time: now}
+		if bad, err := tx.GetRevision(key, st.RolledBackFrom); err == nil {
+			rejected.Number = bad.Number
+		}
+		rec, err = tx.RollBack(key, liveTemplate(to.Template), to.Hash, rejected, now)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record rollback of daemonset %s: %w", key, err)
+	}
+	if err := c.remember(rec); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.state.daemonsets[key]; ok {
+		e.rollout = st
+	}
+	return nil
+}
+
+// rejectedMessage tells an operator who applies a rejected template again
+// what happened and how to roll it out anyway.
+func rejectedMessage(ds *schema.DaemonSet, r *store.RejectedRevision) string {
+	return fmt.Sprintf("revision %d (%s) was rolled back automatically (%s); the live template stays the one rolled back to; "+
+		"run `edgesetctl rollout retry daemonset %s -n %s` to roll it out again",
+		r.Number, shortHash(r.Hash), orUnknown(r.Reason), ds.Metadata.Name, ds.Metadata.Namespace)
+}
+
+func shortHash(h string) string {
+	if len(h) > 10 {
+		return h[:10]
+	}
+	return h
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "reason not recorded"
+	}
+	return s
+}
+
+// rejectedView is the API form of a rejected revision.
+func rejectedView(r *store.RejectedRevision) *api.RejectedRevision {
+	if r == nil {
+		return nil
+	}
+	return &api.RejectedRevision{Hash: r.Hash, Revision: r.Number, Reason: r.Reason, Time: r.Time}
 }
 
 // undoTarget picks revision to, or the newest revision older than the
@@ -157,13 +248,13 @@ func undoTarget(revs []store.Revision, current string, to int64) (store.Revision
 }
 
 // reapply stores a changed daemonset as an operator action.
-func (c *Controller) reapply(ds *schema.DaemonSet, cause string) error {
+func (c *Controller) reapply(ds *schema.DaemonSet, cause string, req applyRequest) error {
 	ds.Metadata.Annotations = withAnnotation(ds.Metadata.Annotations, ChangeCauseAnnotation, cause)
 	objs := []schema.Object{{DaemonSet: ds}}
 	if err := checkObjects(objs, deliveryLimit); err != nil {
 		return err
 	}
-	results, err := c.applyObjectsLocked(objs, nil, applyRequest{keepSource: true})
+	results, err := c.applyObjectsLocked(objs, nil, req)
 	if err != nil {
 		return err
 	}

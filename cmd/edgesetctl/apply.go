@@ -175,6 +175,9 @@ func apply(cmd *cobra.Command, s *streams, c *api.Client, paths []string, f appl
 		for _, r := range results {
 			applied[resultObject(r)] = true
 			fmt.Fprintf(s.out, "%s %s%s\n", resultObject(r), r.Action, suffix)
+			if r.Message != "" {
+				fmt.Fprintf(s.out, "  %s\n", r.Message)
+			}
 		}
 	}
 	if !f.prune {

@@ -167,6 +167,9 @@ func rolloutSummary(r api.RolloutStatus) string {
 	switch {
 	case r.RolledBack:
 		s += "; rolled back from " + shortHash(r.RolledBackFrom)
+		if r.RollbackReason != "" {
+			s += " (" + r.RollbackReason + ")"
+		}
 	case r.Paused:
 		s += "; paused"
 	case r.CanaryWaiting:

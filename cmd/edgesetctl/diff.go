@@ -108,6 +108,9 @@ func printDiff(w io.Writer, r api.ApplyResult, live, next *schema.DaemonSet) err
 		return err
 	}
 	fmt.Fprintf(w, "daemonset/%s %s\n", r.Key, r.Action)
+	if r.Message != "" {
+		fmt.Fprintf(w, "  %s\n", r.Message)
+	}
 	fmt.Fprintf(w, "  nodes: %d now, %d after\n", r.NodesBefore, r.NodesAfter)
 	for _, line := range fieldDiff(before, after) {
 		fmt.Fprintf(w, "  %s\n", line)

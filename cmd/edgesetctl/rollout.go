@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,13 +21,14 @@ import (
 
 func newRolloutCmd(s *streams) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "rollout (status|history|undo|pause|resume|restart|promote) daemonset NAME",
+		Use:   "rollout (status|history|undo|pause|resume|restart|promote|retry) daemonset NAME",
 		Short: "Follow and steer the rollout of a daemonset",
 		Long: `rollout follows a daemonset's update across the fleet and steers it:
 status waits for it (exit 0 when complete, 1 on failure or rollback), history
 lists revisions, undo makes an earlier template current again, pause and
 resume hold and release new batches, restart rolls the same template out
-again, promote lets a canary rollout proceed.`,
+again, promote lets a canary rollout proceed, retry rolls out again the
+revision an automatic rollback rejected.`,
 	}
 	var namespace string
 	cmd.PersistentFlags().StringVarP(&namespace, "namespace", "n", schema.DefaultNamespace, "namespace of the daemonset")
@@ -38,6 +40,7 @@ again, promote lets a canary rollout proceed.`,
 		newRolloutActionCmd(s, &namespace, api.RolloutResume, "Resume a paused rollout (also after a failure pause)", "resumed"),
 		newRolloutActionCmd(s, &namespace, api.RolloutRestart, "Roll the current template out again as a new revision", "restarted"),
 		newRolloutActionCmd(s, &namespace, api.RolloutPromote, "Let a canary rollout go on to every node", "promoted"),
+		newRolloutActionCmd(s, &namespace, api.RolloutRetry, "Roll out again the revision an automatic rollback rejected", "retried"),
 	)
 	return cmd
 }
@@ -205,13 +208,31 @@ func rolloutOutcome(ds api.DaemonSet) (bool, error) {
 	case r == nil || r.Target != ds.CurrentHash:
 		return false, nil // the controller has not planned the new revision yet
 	case r.RolledBack:
-		return true, fmt.Errorf("%w: rolled back from revision %s: %s", errRolloutFailed, shortHash(r.RolledBackFrom), r.PauseReason)
+		return true, fmt.Errorf("%w: %s", errRolloutFailed, rolledBackMessage(ds))
 	case r.Paused && r.Failed > 0:
 		return true, fmt.Errorf("%w: paused: %s", errRolloutFailed, r.PauseReason)
 	case r.Complete:
 		return true, nil
 	}
 	return false, nil
+}
+
+// rolledBackMessage says which revision an automatic rollback rejected,
+// why, what runs instead, and how to try the rejected one again.
+func rolledBackMessage(ds api.DaemonSet) string {
+	r := ds.Status.Rollout
+	from, reason := "revision "+shortHash(r.RolledBackFrom), r.RollbackReason
+	if rej := ds.Status.RejectedRevision; rej != nil && rej.Hash == r.RolledBackFrom {
+		from = fmt.Sprintf("revision %d (%s)", rej.Revision, shortHash(rej.Hash))
+		reason = cmp.Or(reason, rej.Reason)
+	}
+	state := "rolling back"
+	if r.Complete {
+		state = "rollback complete"
+	}
+	return fmt.Sprintf("%s was rolled back automatically: %s; revision %d (%s) runs instead (%s); "+
+		"`edgesetctl rollout retry daemonset %s -n %s` rolls it out again",
+		from, cmp.Or(reason, "reason not recorded"), ds.CurrentRevision, shortHash(ds.CurrentHash), state, ds.Name, ds.Namespace)
 }
 
 func progressLine(key string, ds api.DaemonSet) string {

@@ -20,6 +20,10 @@ const (
 	ActionCreated    ApplyAction = "created"
 	ActionConfigured ApplyAction = "configured"
 	ActionUnchanged  ApplyAction = "unchanged"
+	// ActionRolledBack: the manifest's template is a revision that an
+	// automatic rollback rejected; it is not rolled out again (Message says
+	// how to retry it) and the live template stays the one rolled back to.
+	ActionRolledBack ApplyAction = "rolled back"
 )
 
 // ApplyResult reports the outcome of applying one object: a DaemonSet, a
@@ -31,6 +35,8 @@ type ApplyResult struct {
 	Generation int64       `json:"generation"`
 	Revision   int64       `json:"revision"`
 	Warnings   []string    `json:"warnings,omitempty"`
+	// Message explains an action that needs it (rolled back).
+	Message string `json:"message,omitempty"`
 	// NodesBefore and NodesAfter, set by a dry run only, count the nodes
 	// that placement puts the daemonset on now and would after the apply,
 	// over the controller's current nodes.
@@ -108,6 +114,18 @@ type DaemonSetStatus struct {
 	NodesOffline           int   `json:"nodesOffline"`
 	// Rollout is the progress towards the current revision.
 	Rollout *RolloutStatus `json:"rollout,omitempty"`
+	// RejectedRevision is the revision an automatic rollback abandoned,
+	// while the template is the one it rolled back to; `edgesetctl rollout
+	// retry` rolls it out again.
+	RejectedRevision *RejectedRevision `json:"rejectedRevision,omitempty"`
+}
+
+// RejectedRevision is a revision an automatic rollback abandoned, and why.
+type RejectedRevision struct {
+	Hash     string    `json:"hash"`
+	Revision int64     `json:"revision"`
+	Reason   string    `json:"reason"`
+	Time     time.Time `json:"time"`
 }
 
 // RolloutStatus is where a daemonset's rollout stands, by node.
@@ -127,6 +145,8 @@ type RolloutStatus struct {
 	PauseReason    string `json:"pauseReason,omitempty"`
 	RolledBack     bool   `json:"rolledBack"`
 	RolledBackFrom string `json:"rolledBackFrom,omitempty"`
+	// RollbackReason says why an automatic rollback happened.
+	RollbackReason string `json:"rollbackReason,omitempty"`
 	CanaryWaiting  bool   `json:"canaryWaiting"`
 }
 
@@ -191,6 +211,9 @@ const (
 	RolloutRestart = "restart"
 	RolloutPromote = "promote"
 	RolloutUndo    = "undo"
+	// RolloutRetry rolls out again the revision an automatic rollback
+	// rejected.
+	RolloutRetry = "retry"
 )
 
 // RolloutRequest acts on a daemonset's rollout.

@@ -74,6 +74,7 @@ func (p *pass) markAssigned(node string) {
 	}
 	if _, ok := p.st.AssignedAt[node]; !ok {
 		p.st.AssignedAt[node] = p.now
+		p.st.Pending = setPending(p.st.Pending, node, "not yet available")
 	}
 }
 
@@ -193,6 +194,7 @@ func (p *pass) finish() {
 	st.PauseReason = p.st.PauseReason
 	st.RolledBackFrom = p.st.RolledBackFrom
 	st.RolledBack = p.st.RolledBackFrom != ""
+	st.RollbackReason = p.st.RollbackReason
 	st.Complete = st.Updated == st.Total-st.Offline && st.Failed == 0
 	if st.Complete && !p.st.Complete {
 		if p.st.Stable != p.st.Target {
@@ -277,6 +279,8 @@ func (p *pass) requeue(at time.Time) {
 func cloneState(st State) State {
 	st.AssignedAt = maps.Clone(st.AssignedAt)
 	st.Failed = maps.Clone(st.Failed)
+	st.Pending = maps.Clone(st.Pending)
+	st.Away = maps.Clone(st.Away)
 	return st
 }
 

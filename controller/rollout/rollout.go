@@ -119,6 +119,16 @@ type State struct {
 	AssignedAt map[string]time.Time `json:"assignedAt,omitempty"`
 	// Failed holds the nodes whose Target instance failed, with why.
 	Failed map[string]string `json:"failed,omitempty"`
+	// Pending holds the nodes, assigned Target by this rollout, whose
+	// instance was not available at the last pass within their progress
+	// window, with its phase and message. The window of a node runs from
+	// AssignedAt for ProgressDeadline, or, with no deadline, until its
+	// instance is first available; only what happens within it counts
+	// against the failure threshold.
+	Pending map[string]string `json:"pending,omitempty"`
+	// Away holds the nodes that disconnected within their progress window:
+	// the window starts again when they return.
+	Away map[string]bool `json:"away,omitempty"`
 	// Paused stops new batches after a crossed failure threshold;
 	// PauseReason says why.
 	Paused      bool   `json:"paused,omitempty"`
@@ -126,8 +136,10 @@ type State struct {
 	// OperatorPaused is `rollout pause`: it stops new batches until resumed,
 	// across new revisions.
 	OperatorPaused bool `json:"operatorPaused,omitempty"`
-	// RolledBackFrom is the revision abandoned by an automatic rollback.
+	// RolledBackFrom is the revision abandoned by an automatic rollback;
+	// RollbackReason says why (the failure threshold it crossed).
 	RolledBackFrom string `json:"rolledBackFrom,omitempty"`
+	RollbackReason string `json:"rollbackReason,omitempty"`
 	// CanaryPromoted lets the rollout go past its canary nodes.
 	CanaryPromoted bool `json:"canaryPromoted,omitempty"`
 	// CanaryAvailableSince is when every canary node became available.
@@ -176,6 +188,7 @@ type Status struct {
 	// RolledBack is set while an automatic rollback is under way or done.
 	RolledBack     bool   `json:"rolledBack"`
 	RolledBackFrom string `json:"rolledBackFrom,omitempty"`
+	RollbackReason string `json:"rollbackReason,omitempty"`
 	// CanaryWaiting: the canary nodes are done and the rollout waits for
 	// promotion.
 	CanaryWaiting bool `json:"canaryWaiting"`

@@ -187,7 +187,8 @@ func TestStepNewlyOfflineNodeCountsAgainstBudget(t *testing.T) {
 func TestStepFailureThresholdPausesAndRollsBack(t *testing.T) {
 	s := Strategy{MaxUnavailable: schema.FromInt(2), ProgressDeadline: time.Minute, FailureThreshold: ptr(schema.FromInt(2))}
 	now := t0.Add(time.Hour)
-	st := State{Target: "bad", Stable: "good", AssignedAt: map[string]time.Time{"a": now.Add(-2 * time.Minute), "b": now.Add(-2 * time.Minute)}}
+	st := State{Target: "bad", Stable: "good", AssignedAt: map[string]time.Time{"a": now.Add(-2 * time.Minute), "b": now.Add(-2 * time.Minute)},
+		Pending: map[string]string{"a": "CrashLoopBackOff", "b": "CrashLoopBackOff"}}
 	nodes := []Node{
 		on("a", []string{"bad"}, notReady("bad", schema.PhaseCrashLoopBackOff)),
 		on("b", []string{"bad"}, notReady("bad", schema.PhaseCrashLoopBackOff)),
@@ -250,20 +251,26 @@ func ptr[T any](v T) *T { return &v }
 
 // TestStepRollsBackACompletedRevisionThatFailsLater: an instance that
 // flickers ready between crashes can complete a rollout, which makes its
-// revision stable; when its failures then cross the threshold, the rollback
-// returns to the stable revision before it.
+// revision stable; when it crashes again within its progress deadline and
+// its failures cross the threshold, the rollback returns to the stable
+// revision before it.
 func TestStepRollsBackACompletedRevisionThatFailsLater(t *testing.T) {
 	s := Strategy{MaxUnavailable: schema.FromInt(1), ProgressDeadline: time.Minute, FailureThreshold: ptr(schema.FromInt(1)), AutoRollback: true}
 	now := t0.Add(time.Hour)
 	nodes := []Node{on("a", []string{"bad"}, ready("bad")), on("b", []string{"bad"}, ready("bad"))}
-	d := Step(now, s, State{Target: "bad", Stable: "good", AssignedAt: map[string]time.Time{"a": t0, "b": t0}}, nodes)
+	assigned := now.Add(-30 * time.Second)
+	d := Step(now, s, State{Target: "bad", Stable: "good", AssignedAt: map[string]time.Time{"a": assigned, "b": assigned}}, nodes)
 	require.True(t, d.State.Complete)
 	assert.Equal(t, "bad", d.State.Stable)
 	assert.Equal(t, "good", d.State.Previous)
 
 	nodes[0].Observed = []Instance{notReady("bad", schema.PhaseCrashLoopBackOff)}
+	d = Step(now.Add(20*time.Second), s, d.State, nodes)
+	assert.Empty(t, d.State.Failed, "crash-looping within the deadline fails only at the deadline")
 	d = Step(now.Add(time.Minute), s, d.State, nodes)
 	assert.Equal(t, "good", d.State.Target, "rolled back to the revision before the failing one")
 	assert.Equal(t, "bad", d.State.RolledBackFrom)
+	assert.Contains(t, d.State.RollbackReason, "failureThreshold 1")
+	assert.Contains(t, d.Status.RollbackReason, "failureThreshold 1", "the status says why it rolled back")
 	assert.Equal(t, []string{"good"}, d.Assign["a"], "the failed node goes back first")
 }

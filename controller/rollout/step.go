@@ -110,42 +110,120 @@ func (p *pass) targetAvailable(v *nodeView) bool {
 	return v.target != nil && p.availableInstance(v.target)
 }
 
-// detectFailures records target instances that failed: a terminal phase, or
-// not available within the progress deadline.
+// detectFailures records the target instances that failed within their
+// progress window: only nodes this rollout assigned the target count, and
+// only for what they do from their assignment until ProgressDeadline (or,
+// with no deadline, until their instance is first available). A crash after
+// that is the restart policy's business, not the rollout's; a node that
+// disconnects within its window gets a new one when it returns, so its
+// first reports after a reconnection are not held against it.
 func (p *pass) detectFailures() {
 	for i := range p.view {
 		v := &p.view[i]
-		if !v.onTarget || v.offline {
+		at, updated := p.st.AssignedAt[v.Name]
+		if !v.onTarget || !updated || v.offline {
 			continue
 		}
-		if p.targetAvailable(v) {
-			delete(p.st.Failed, v.Name)
+		available := p.targetAvailable(v)
+		if available {
+			delete(p.st.Failed, v.Name) // recovered
+		}
+		if !v.Online {
+			if p.windowOpen(v.Name, at) {
+				p.st.Away = setFlag(p.st.Away, v.Name)
+			}
 			continue
 		}
-		if why, failed := p.failure(v); failed {
-			p.markFailed(v.Name, why)
+		if p.st.Away[v.Name] {
+			delete(p.st.Away, v.Name)
+			at = p.restartWindow(v.Name)
 		}
+		p.judge(v, at, available)
 	}
 }
 
-func (p *pass) failure(v *nodeView) (string, bool) {
-	if v.target != nil && (v.target.Phase == schema.PhaseFailed || v.target.Phase == schema.PhaseRefused) {
-		return fmt.Sprintf("%s: %s", v.target.Phase, v.target.Message), true
+// windowOpen reports whether node, assigned the target at at, is within its
+// progress window.
+func (p *pass) windowOpen(node string, at time.Time) bool {
+	if p.s.ProgressDeadline == 0 {
+		_, pending := p.st.Pending[node]
+		return pending
 	}
-	at, ok := p.st.AssignedAt[v.Name]
-	if !ok || p.s.ProgressDeadline == 0 {
-		return "", false
-	}
-	deadline := at.Add(p.s.ProgressDeadline)
-	if p.now.Before(deadline) {
+	return p.now.Before(at.Add(p.s.ProgressDeadline))
+}
+
+// restartWindow starts node's progress window again now.
+func (p *pass) restartWindow(node string) time.Time {
+	p.st.AssignedAt[node] = p.now
+	p.st.Pending = setPending(p.st.Pending, node, "not yet available")
+	return p.now
+}
+
+// judge records what node's target instance does within its window: a
+// terminal phase fails at once; at the deadline, the instance fails if it
+// was not available at the last pass before it. Past the window nothing
+// counts.
+func (p *pass) judge(v *nodeView, at time.Time, available bool) {
+	_, pending := p.st.Pending[v.Name]
+	if p.s.ProgressDeadline > 0 {
+		deadline := at.Add(p.s.ProgressDeadline)
+		if !p.now.Before(deadline) {
+			if pending {
+				why := p.deadlineReason(v)
+				delete(p.st.Pending, v.Name)
+				p.markFailed(v.Name, why)
+			}
+			return
+		}
 		p.requeue(deadline)
-		return "", false
+	} else if !pending {
+		return // first available already: the window is closed
 	}
+	switch {
+	case available:
+		delete(p.st.Pending, v.Name)
+	case v.target != nil && (v.target.Phase == schema.PhaseFailed || v.target.Phase == schema.PhaseRefused):
+		delete(p.st.Pending, v.Name)
+		p.markFailed(v.Name, fmt.Sprintf("%s: %s", v.target.Phase, v.target.Message))
+	default:
+		p.st.Pending = setPending(p.st.Pending, v.Name, instanceState(v.target))
+	}
+}
+
+// deadlineReason says why node failed its progress deadline, with the last
+// state its instance reported within the window.
+func (p *pass) deadlineReason(v *nodeView) string {
 	why := fmt.Sprintf("not available within progressDeadlineSeconds (%s)", p.s.ProgressDeadline)
-	if v.target != nil && v.target.Message != "" {
-		why += ": " + v.target.Phase + ": " + v.target.Message
+	if last := p.st.Pending[v.Name]; last != "" {
+		why += ": " + last
 	}
-	return why, true
+	return why
+}
+
+func instanceState(in *Instance) string {
+	switch {
+	case in == nil:
+		return "not yet available"
+	case in.Message != "":
+		return in.Phase + ": " + in.Message
+	}
+	return in.Phase
+}
+
+func setPending(m map[string]string, node, why string) map[string]string {
+	if m == nil {
+		m = map[string]string{}
+	}
+	m[node] = why
+	return m
+}
+
+func setFlag(m map[string]bool, node string) map[string]bool {
+	if m == nil {
+		m = map[string]bool{}
+	}
+	m[node] = true
+	return m
 }
 
 func (p *pass) markFailed(node, why string) {
@@ -205,7 +283,7 @@ func (p *pass) rollback() (Decision, bool) {
 		return Decision{}, false
 	}
 	from := p.st.Target
-	next := State{Target: to, Stable: to, RolledBackFrom: from, OperatorPaused: p.st.OperatorPaused}
+	next := State{Target: to, Stable: to, RolledBackFrom: from, RollbackReason: p.st.PauseReason, OperatorPaused: p.st.OperatorPaused}
 	msg := fmt.Sprintf("rolling back from %s to %s: %s", from, next.Target, p.st.PauseReason)
 	d := Step(p.now, p.s, next, p.nodes)
 	d.Events = append(append(p.events, Event{Reason: ReasonRollback, Message: msg, Warning: true}), d.Events...)

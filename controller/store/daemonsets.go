@@ -32,6 +32,18 @@ type DaemonSetRecord struct {
 	// empty for any other API client. PutDaemonSet keeps it; the caller
 	// sets it with SetDaemonSetSource.
 	Source string `json:"source,omitempty"`
+	// Rejected is the revision an automatic rollback abandoned, while the
+	// daemonset's template is the one it rolled back to; the caller sets
+	// it with RollBack and clears it with SetRejected.
+	Rejected *RejectedRevision `json:"rejected,omitempty"`
+}
+
+// RejectedRevision is a revision an automatic rollback abandoned, and why.
+type RejectedRevision struct {
+	Hash   string    `json:"hash"`
+	Number int64     `json:"number"`
+	Reason string    `json:"reason"`
+	Time   time.Time `json:"time"`
 }
 
 // Key returns the record's "namespace/name".
@@ -245,4 +257,40 @@ func (s *Store) DeleteDaemonSet(key string) error {
 		return deleteKey(tx, bucketRollouts, key)
 	})
 	return s.wrap(err, "delete daemonset %s", key)
+}
+
+// RollBack records an automatic rollback: the daemonset's template becomes
+// tmpl (the template of revision hash, which must exist), hash becomes
+// current, the generation grows as for any spec change, and rejected
+// records the revision abandoned.
+func (t *Txn) RollBack(key string, tmpl schema.PodTemplateSpec, hash string, rejected RejectedRevision, now time.Time) (rec DaemonSetRecord, err error) {
+	if err := mustGetJSON(t.tx, bucketDaemonSets, key, &rec); err != nil {
+		return rec, err
+	}
+	if _, err := getRevision(t.tx, key, hash); err != nil {
+		return rec, err
+	}
+	specChanged, err := jsonDiffers(rec.DaemonSet.Spec.Template, tmpl)
+	if err != nil {
+		return rec, err
+	}
+	if specChanged {
+		rec.Generation++
+	}
+	rec.DaemonSet.Spec.Template = tmpl
+	rec.CurrentRevision, rec.UpdatedAt, rec.Rejected = hash, now, &rejected
+	return rec, putJSON(t.tx, bucketDaemonSets, key, rec)
+}
+
+// SetRejected sets or (nil) clears the daemonset's rejected revision;
+// changed is false when it was so already.
+func (t *Txn) SetRejected(key string, rejected *RejectedRevision) (rec DaemonSetRecord, changed bool, err error) {
+	if err := mustGetJSON(t.tx, bucketDaemonSets, key, &rec); err != nil {
+		return rec, false, err
+	}
+	if rec.Rejected == nil && rejected == nil {
+		return rec, false, nil
+	}
+	rec.Rejected = rejected
+	return rec, true, putJSON(t.tx, bucketDaemonSets, key, rec)
 }

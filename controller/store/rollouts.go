@@ -13,6 +13,11 @@ func (s *Store) PutRollout(key string, v any) error {
 	return s.wrap(err, "put rollout %s", key)
 }
 
+// PutRollout is Store.PutRollout within the transaction.
+func (t *Txn) PutRollout(key string, v any) error {
+	return putJSON(t.tx, bucketRollouts, key, v)
+}
+
 // GetRollout decodes the rollout state of the daemonset key into v; found is
 // false, and v untouched, when there is none.
 func (s *Store) GetRollout(key string, v any) (found bool, err error) {
