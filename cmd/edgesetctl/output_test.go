@@ -297,3 +297,24 @@ func TestSortObjects(t *testing.T) {
 	require.NoError(t, err, "an empty list sorts")
 	assert.Empty(t, v)
 }
+
+// TestCLIConfigRoundTrip: exported ConfigMaps and Secrets (with
+// --show-values) apply back unchanged; a Secret exported without values is
+// refused rather than emptied.
+func TestCLIConfigRoundTrip(t *testing.T) {
+	c := startFleet(t, 0)
+	path := filepath.Join(t.TempDir(), "agent.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(configsManifest), 0o644))
+	c.ok("apply", "-f", path)
+
+	cms := c.ok("get", "cm", "-n", "monitoring", "-o", "yaml")
+	assert.Equal(t, "configmap/monitoring/agent-config unchanged\n", c.okIn(cms, "apply", "-f", "-"))
+	secret := c.ok("get", "secret", "api-key", "-n", "monitoring", "-o", "json", "--show-values")
+	assert.Equal(t, "secret/monitoring/api-key unchanged\n", c.okIn(secret, "apply", "-f", "-"))
+
+	hidden := c.ok("get", "secret", "api-key", "-n", "monitoring", "-o", "yaml")
+	code, _, errOut := c.runIn(hidden, "apply", "-f", "-")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "--show-values")
+	assert.Contains(t, c.ok("get", "secret", "api-key", "-n", "monitoring", "-o", "jsonpath={.status.keys[0].size}"), "11", "the Secret keeps its value")
+}
