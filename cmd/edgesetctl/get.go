@@ -46,6 +46,7 @@ type listOptions struct {
 	all       bool
 	selector  string
 	sortBy    string
+	noHeaders bool
 	watch     bool
 	// printer is output parsed.
 	printer printer
@@ -59,6 +60,7 @@ func (o *listOptions) addFlags(cmd *cobra.Command) {
 	cmd.Flags().BoolVarP(&o.all, "all-namespaces", "A", false, "objects of every namespace")
 	cmd.Flags().BoolVar(&o.showValues, "show-values", false, "include Secrets' values (base64) in -o json|yaml; any API token may ask")
 	cmd.Flags().StringVarP(&o.selector, "selector", "l", "", selectorHelp)
+	cmd.Flags().BoolVar(&o.noHeaders, "no-headers", false, "tables and custom-columns without their header line")
 	cmd.Flags().StringVar(&o.sortBy, "sort-by", "", "sort lists by the value of this JSONPath in each object's manifest (-o json), e.g. '{.metadata.name}'")
 	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "poll every second and print again on every change (until interrupted)")
 }
@@ -69,6 +71,10 @@ func newGetCmd(s *streams) *cobra.Command {
 		Use:   "get (nodes|daemonsets|configmaps|secrets|instances|sources) [NAME]",
 		Short: "List nodes, daemonsets, configmaps, secrets, instances or watched manifest files (sources)",
 		Example: `  edgesetctl get nodes -l site=berlin
+  edgesetctl get nodes -l 'site in (berlin,paris),!maintenance'
+  edgesetctl get nodes -o jsonpath='{.items[*].metadata.name}'
+  edgesetctl get nodes -o custom-columns=NAME:.metadata.name,ARCH:.status.nodeInfo.architecture --sort-by=.metadata.labels.site
+  edgesetctl get ds node-exporter -n monitoring -o yaml > ds.yaml   # edit, then: edgesetctl apply -f ds.yaml
   edgesetctl get ds -A -o wide
   edgesetctl get cm -n edge
   edgesetctl get secret api-key -n edge -o yaml          # keys and sizes
@@ -169,6 +175,9 @@ func printObjects(w, errw io.Writer, kind string, o listOptions, single bool, v 
 	}
 	if reflect.ValueOf(v).Len() == 0 && o.printer.humanReadable() {
 		return noResources(errw, kind, o)
+	}
+	if o.noHeaders && o.printer.humanReadable() && o.printer.format != outputName {
+		w = &headerSkipper{w: w}
 	}
 	if o.printer.manifests() {
 		return printManifests(w, o.printer, manifestObjects(kind, v), single)

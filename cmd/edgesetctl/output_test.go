@@ -160,6 +160,12 @@ func TestCLISelectorsAndPrinters(t *testing.T) {
 	assert.Equal(t, "NAME   RANK   ZONE\ngw-1   a      <none>\ngw-2   b      <none>\n",
 		c.ok("get", "nodes", "-l", "site notin (0)", "--sort-by", ".metadata.labels.rank",
 			"-o", "custom-columns=NAME:.metadata.name,RANK:{.metadata.labels.rank},ZONE:.metadata.labels.zone"))
+	assert.Equal(t, "gw-1   a\ngw-2   b\n",
+		c.ok("get", "nodes", "-l", "site notin (0)", "--sort-by", ".metadata.labels.rank", "--no-headers",
+			"-o", "custom-columns=NAME:.metadata.name,RANK:{.metadata.labels.rank}"))
+	table := c.ok("get", "nodes", "--no-headers", "--sort-by", "{.metadata.labels.rank}")
+	assert.NotContains(t, table, "NAME")
+	assert.True(t, strings.HasPrefix(table, "gw-1 "), table)
 	code, _, errOut = c.run("get", "nodes", "-o", "custom-columns=NAME")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, "expected <header>:<json-path-expr>")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -144,4 +145,26 @@ func shortHash(h string) string {
 		return h[:10]
 	}
 	return h
+}
+
+// headerSkipper drops the first line written through it: a table's
+// header, for --no-headers.
+type headerSkipper struct {
+	w       io.Writer
+	skipped bool
+}
+
+func (h *headerSkipper) Write(p []byte) (int, error) {
+	if h.skipped {
+		return h.w.Write(p)
+	}
+	i := bytes.IndexByte(p, '\n')
+	if i < 0 {
+		return len(p), nil
+	}
+	h.skipped = true
+	if _, err := h.w.Write(p[i+1:]); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
