@@ -387,6 +387,10 @@ func (d *manifestDecoder) secret(src Source, n *yaml.Node) {
 	if !d.checkAPIVersion(n, KindSecret, APIVersionCore) {
 		return
 	}
+	if valuesOmitted(n) {
+		d.errorAt(n.Line, "data", "this Secret lists keys in status but has no data: it was exported without its values (edgesetctl get secret -o yaml); export it with --show-values to apply it, or it would be emptied")
+		return
+	}
 	s := new(Secret)
 	index := d.walkInto(n, configIgnored, s)
 	if index == nil {
@@ -406,6 +410,18 @@ func (d *manifestDecoder) secret(src Source, n *yaml.Node) {
 			Message: prefixPartial + "no token controller fills a service-account-token Secret on edgeset; it holds only the data written here"})
 	}
 	d.objects = append(d.objects, Object{Source: src, Secret: s})
+}
+
+// valuesOmitted reports whether a Secret document is an export without
+// values: status.keys lists keys, and neither data nor stringData is set.
+func valuesOmitted(n *yaml.Node) bool {
+	status := mappingValue(n, "status")
+	if status == nil || status.Kind != yaml.MappingNode {
+		return false
+	}
+	keys := mappingValue(status, "keys")
+	return keys != nil && keys.Kind == yaml.SequenceNode && len(keys.Content) > 0 &&
+		mappingValue(n, "data") == nil && mappingValue(n, "stringData") == nil
 }
 
 // sortByLine orders problems of one file by line, keeping the order of

@@ -486,3 +486,46 @@ func TestManifestFilesSkipsHidden(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{filepath.Join(dir, "ds.yaml")}, files)
 }
+
+// TestDecodeExportedList: what `edgesetctl get -o yaml` prints for several
+// objects (a v1 List, server-set metadata, a status on every kind) decodes
+// back, and a Secret exported without its values is refused rather than
+// applied empty.
+func TestDecodeExportedList(t *testing.T) {
+	const list = `apiVersion: v1
+kind: List
+metadata: {resourceVersion: ""}
+items:
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: cfg, namespace: edge, generation: 2, resourceVersion: "7", creationTimestamp: "2026-11-27T10:00:00Z"}
+  data: {a.yaml: "x: 1"}
+  status: {hash: abc, nodes: 3, keys: [{key: a.yaml, size: 4}]}
+- apiVersion: v1
+  kind: Secret
+  metadata: {name: key, namespace: edge, resourceVersion: "4"}
+  type: Opaque
+  data: {token: czNjcjN0}
+  status: {hash: def, nodes: 1, keys: [{key: token, size: 6}]}
+`
+	objs, _, err := Decode("list.yaml", []byte(list))
+	require.NoError(t, err)
+	require.Len(t, objs, 2)
+	assert.Equal(t, "x: 1", objs[0].ConfigMap.Data["a.yaml"])
+	assert.Equal(t, []byte("s3cr3t"), objs[1].Secret.Data["token"])
+
+	const hidden = `apiVersion: v1
+kind: Secret
+metadata: {name: key, namespace: edge}
+type: Opaque
+status:
+  keys: [{key: token, size: 6}]
+`
+	_, _, err = Decode("hidden.yaml", []byte(hidden))
+	var ve *ValidationError
+	require.ErrorAs(t, err, &ve)
+	require.Len(t, ve.Errors, 1)
+	assert.Equal(t, "data", ve.Errors[0].Field)
+	assert.Equal(t, 1, ve.Errors[0].Line)
+	assert.Contains(t, ve.Errors[0].Message, "--show-values")
+}

@@ -208,8 +208,11 @@ var providedVolumeKinds = []string{"hostPath", "emptyDir", "configMap", "secret"
 // accepts and drops (or keeps) with a warning.
 var daemonSetIgnored = buildDaemonSetIgnored()
 
-// configIgnored is the table for ConfigMap and Secret objects.
-var configIgnored = buildMetadataIgnored("metadata.")
+// configIgnored is the table for ConfigMap and Secret objects. Kubernetes'
+// config objects have no status; edgesetctl get -o yaml prints edgeset's
+// (hash, keys, nodes) there, and it is ignored so the export applies.
+var configIgnored = append(buildMetadataIgnored("metadata."),
+	ignoredField{path: "status", reason: reasonStatus, class: WarningKubernetesOnly})
 
 func buildMetadataIgnored(prefixes ...string) []ignoredField {
 	var t []ignoredField

@@ -55,7 +55,7 @@ func fetchSecrets(ctx context.Context, c *api.Client, name string, o listOptions
 }
 
 func selectConfig(m api.ConfigMeta, name string, o listOptions, sel selector) bool {
-	return (o.all || m.Namespace == o.namespace) && (name == "" || m.Name == name) && sel.matches(m.Labels)
+	return (o.all || m.Namespace == o.namespace) && (name == "" || m.Name == name) && sel.Matches(m.Labels)
 }
 
 // printConfigMaps prints ConfigMaps as kubectl does: NAME DATA AGE; wide
@@ -63,7 +63,7 @@ func selectConfig(m api.ConfigMeta, name string, o listOptions, sel selector) bo
 func printConfigMaps(w io.Writer, format string, cms []api.ConfigMap, withNamespace bool) error {
 	switch format {
 	case outputJSON, outputYAML:
-		return printData(w, format, cms)
+		return printManifests(w, printer{format: format}, manifestObjects(kindConfigMap, cms), false)
 	case outputName:
 		for _, cm := range cms {
 			fmt.Fprintf(w, "configmap/%s\n", cm.Name)
@@ -83,7 +83,7 @@ func printConfigMaps(w io.Writer, format string, cms []api.ConfigMap, withNamesp
 func printSecrets(w io.Writer, format string, secrets []api.Secret, withNamespace bool) error {
 	switch format {
 	case outputJSON, outputYAML:
-		return printData(w, format, secrets)
+		return printManifests(w, printer{format: format}, manifestObjects(kindSecret, secrets), false)
 	case outputName:
 		for _, s := range secrets {
 			fmt.Fprintf(w, "secret/%s\n", s.Name)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -45,13 +44,12 @@ func TestCLIApplyPrune(t *testing.T) {
 	c.ok("apply", "-f", hand)
 	assert.Equal(t, "daemonset/monitoring/a created\ndaemonset/monitoring/b created\n", c.ok("apply", "-f", dir, "--prune"))
 
-	var dss []api.DaemonSet
-	require.NoError(t, json.Unmarshal([]byte(c.ok("get", "ds", "-n", "monitoring", "-o", "json")), &dss))
+	dss := daemonSetList(t, c.ok("get", "ds", "-n", "monitoring", "-o", "json"))
 	abs, err := filepath.Abs(dir)
 	require.NoError(t, err)
 	for _, d := range dss {
-		if d.Name != "hand" {
-			assert.Equal(t, "cli:"+abs, d.Source, d.Name)
+		if d.Metadata.Name != "hand" {
+			assert.Equal(t, "cli:"+abs, d.Status.Source, d.Metadata.Name)
 		}
 	}
 
@@ -101,10 +99,9 @@ func TestCLIDiff(t *testing.T) {
 	require.Equal(t, 1, code)
 	assert.Contains(t, out, "  nodes: 2 now, 0 after\n")
 	assert.Contains(t, out, `  - spec.template.spec.nodeSelector.role: "gateway"`+"\n"+`  + spec.template.spec.nodeSelector.role: "sensor"`)
-	var dss []api.DaemonSet
-	require.NoError(t, json.Unmarshal([]byte(c.ok("get", "ds", "-n", "monitoring", "-o", "json")), &dss))
+	dss := daemonSetList(t, c.ok("get", "ds", "-n", "monitoring", "-o", "json"))
 	require.Len(t, dss, 1)
-	assert.Equal(t, "exporter:1", dss[0].Manifest.Spec.Template.Spec.Containers[0].Image, "diff changes nothing")
+	assert.Equal(t, "exporter:1", dss[0].Spec.Template.Spec.Containers[0].Image, "diff changes nothing")
 }
 
 func TestGetSourcesGolden(t *testing.T) {

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller"
-	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/edgeagent/fake"
 	"github.com/edgeset/edgeset/mqttclient"
@@ -121,8 +119,7 @@ func TestCLIEndToEnd(t *testing.T) {
 	out := c.ok("rollout", "status", "ds", "exporter", "-n", "monitoring", "--interval", "100ms")
 	assert.Contains(t, out, `daemonset "monitoring/exporter" successfully rolled out`)
 
-	var dss []api.DaemonSet
-	require.NoError(t, json.Unmarshal([]byte(c.ok("get", "ds", "-A", "-o", "json")), &dss))
+	dss := daemonSetList(t, c.ok("get", "ds", "-A", "-o", "json"))
 	require.Len(t, dss, 1)
 	assert.Equal(t, 3, dss[0].Status.NumberReady)
 
@@ -226,7 +223,10 @@ func TestCLINodeVerbs(t *testing.T) {
 	assert.Contains(t, c.ok("delete", "node", "gw-1"), "node/gw-1 deleted")
 	waitUntil(t, "the deleted node's daemon gone", func() bool { return !runsOn("gw-1") })
 
-	assert.Contains(t, c.ok("get", "sources"), "PATH", "no manifests-dir: an empty table")
+	code, out, errOut := c.run("get", "sources")
+	assert.Equal(t, 0, code)
+	assert.Empty(t, out, "no manifests-dir: no sources")
+	assert.Equal(t, "No resources found\n", errOut)
 
 	v := c.ok("version")
 	assert.Contains(t, v, "Client:")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,9 +20,13 @@ import (
 type eventsOptions struct {
 	forObject string
 	namespace string
-	output    string
-	limit     int
-	watch     bool
+	// inNamespace, set by an explicit -n without --for, keeps only the
+	// events of that namespace's objects; all (-A) keeps every event.
+	inNamespace string
+	all         bool
+	output      string
+	limit       int
+	watch       bool
 }
 
 func newEventsCmd(s *streams) *cobra.Command {
@@ -29,7 +34,14 @@ func newEventsCmd(s *streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "events [--for node/NAME|daemonset/NS/NAME|configmap/NS/NAME|secret/NS/NAME] [--watch]",
 		Short: "List the controller's events, oldest first, and optionally follow new ones",
+		Long: `List the controller's events, oldest first, and optionally follow new ones.
+
+Without -n, -A or --for every event is listed: nodes' and every namespace's.
+-n NS keeps the events of the daemonsets, configmaps and secrets of NS (nodes
+belong to no namespace); -A lists every event. With --for, -n is the
+namespace of the object named without one.`,
 		Example: `  edgesetctl events
+  edgesetctl events -n monitoring
   edgesetctl events --for node/gw-1
   edgesetctl events --for ds/node-exporter -n monitoring --watch
   edgesetctl events --for cm/fluent-bit -n logging`,
@@ -42,16 +54,23 @@ func newEventsCmd(s *streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if object == "" && !o.all && cmd.Flags().Changed("namespace") {
+				o.inNamespace = o.namespace
+			}
 			c, cfg, err := newAPIClient(cmd)
 			if err != nil {
 				return err
 			}
 			f := api.EventFilter{Object: object, Limit: o.limit}
+			if o.inNamespace != "" {
+				f.Limit = 0 // the namespace is filtered here, then limited
+			}
 			return cfg.explain(showEvents(cmd.Context(), c, s, f, o))
 		},
 	}
 	cmd.Flags().StringVar(&o.forObject, "for", "", "only the events of node/NAME, daemonset/NS/NAME, configmap/NS/NAME or secret/NS/NAME (without NS, -n)")
-	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", schema.DefaultNamespace, "namespace of a --for daemonset, configmap or secret given without one")
+	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", schema.DefaultNamespace, "only the events of this namespace's objects; with --for, the namespace of an object given without one")
+	cmd.Flags().BoolVarP(&o.all, "all-namespaces", "A", false, "the events of every namespace and of nodes (the default without -n)")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "json: an array, or with --watch one event per line")
 	cmd.Flags().IntVar(&o.limit, "limit", 0, "only the newest LIMIT events (default: the controller's)")
 	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "after the list, follow new events (polling every second) until interrupted")
@@ -90,9 +109,14 @@ func showEvents(ctx context.Context, c *api.Client, s *streams, f api.EventFilte
 	if err != nil {
 		return err
 	}
+	seq := lastSeq(events, f.SinceSeq)
+	events = eventsIn(events, o.inNamespace, o.limit)
 	if !o.watch {
 		if o.output == outputJSON {
 			return printData(s.out, outputJSON, events)
+		}
+		if len(events) == 0 {
+			return noEvents(s.err, o)
 		}
 		return printEvents(s.out, events, true)
 	}
@@ -100,14 +124,47 @@ func showEvents(ctx context.Context, c *api.Client, s *streams, f api.EventFilte
 		return err
 	}
 	f.Limit = 0
-	f.SinceSeq = lastSeq(events, f.SinceSeq)
-	return watchEvents(ctx, c, s, f, o.output, len(events) == 0)
+	f.SinceSeq = seq
+	return watchEvents(ctx, c, s, f, o, len(events) == 0)
+}
+
+// eventsIn keeps the events of objects in namespace ns (all of them when
+// ns is empty), the newest limit of them when limit > 0.
+func eventsIn(events []api.Event, ns string, limit int) []api.Event {
+	if ns != "" {
+		events = slices.DeleteFunc(events, func(e api.Event) bool { return eventNamespace(e.Object) != ns })
+	}
+	if limit > 0 && len(events) > limit {
+		events = events[len(events)-limit:]
+	}
+	return events
+}
+
+// eventNamespace is the namespace of an event's object
+// ("daemonset/NS/NAME"), or "" for a node's.
+func eventNamespace(object string) string {
+	kind, rest, _ := strings.Cut(object, "/")
+	if kind == kindNode {
+		return ""
+	}
+	ns, _, _ := strings.Cut(rest, "/")
+	return ns
+}
+
+// noEvents says that nothing matched, as kubectl events does, on w.
+func noEvents(w io.Writer, o eventsOptions) error {
+	if o.inNamespace != "" {
+		_, err := fmt.Fprintf(w, "No events found in %s namespace.\n", o.inNamespace)
+		return err
+	}
+	_, err := fmt.Fprintln(w, "No events found.")
+	return err
 }
 
 // watchEvents polls for events after f.SinceSeq every watchInterval until
 // ctx ends, printing each new batch. A failed poll is reported once per
 // outage and polling goes on.
-func watchEvents(ctx context.Context, c *api.Client, s *streams, f api.EventFilter, format string, header bool) error {
+func watchEvents(ctx context.Context, c *api.Client, s *streams, f api.EventFilter, o eventsOptions, header bool) error {
 	t := time.NewTicker(watchInterval)
 	defer t.Stop()
 	failing := false
@@ -129,14 +186,14 @@ func watchEvents(ctx context.Context, c *api.Client, s *streams, f api.EventFilt
 			continue
 		}
 		failing = false
-		if len(events) == 0 {
+		f.SinceSeq = lastSeq(events, f.SinceSeq)
+		if events = eventsIn(events, o.inNamespace, 0); len(events) == 0 {
 			continue
 		}
-		if err := printEventStream(s.out, format, events, header); err != nil {
+		if err := printEventStream(s.out, o.output, events, header); err != nil {
 			return err
 		}
 		header = false
-		f.SinceSeq = lastSeq(events, f.SinceSeq)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,17 +45,23 @@ type listOptions struct {
 	namespace string
 	all       bool
 	selector  string
+	sortBy    string
+	noHeaders bool
 	watch     bool
+	// printer is output parsed.
+	printer printer
 	// showValues asks the controller for Secrets' values.
 	showValues bool
 }
 
 func (o *listOptions) addFlags(cmd *cobra.Command) {
-	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: wide, json, yaml or name")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: wide, json, yaml, name, jsonpath=TEMPLATE or custom-columns=HEADER:PATH,...")
 	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", schema.DefaultNamespace, "namespace of daemonsets, configmaps and secrets")
 	cmd.Flags().BoolVarP(&o.all, "all-namespaces", "A", false, "objects of every namespace")
 	cmd.Flags().BoolVar(&o.showValues, "show-values", false, "include Secrets' values (base64) in -o json|yaml; any API token may ask")
-	cmd.Flags().StringVarP(&o.selector, "selector", "l", "", "label selector: k=v, k!=v, k, !k (comma-separated, all must match)")
+	cmd.Flags().StringVarP(&o.selector, "selector", "l", "", selectorHelp)
+	cmd.Flags().BoolVar(&o.noHeaders, "no-headers", false, "tables and custom-columns without their header line")
+	cmd.Flags().StringVar(&o.sortBy, "sort-by", "", "sort lists by the value of this JSONPath in each object's manifest (-o json), e.g. '{.metadata.name}'")
 	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "poll every second and print again on every change (until interrupted)")
 }
 
@@ -64,6 +71,10 @@ func newGetCmd(s *streams) *cobra.Command {
 		Use:   "get (nodes|daemonsets|configmaps|secrets|instances|sources) [NAME]",
 		Short: "List nodes, daemonsets, configmaps, secrets, instances or watched manifest files (sources)",
 		Example: `  edgesetctl get nodes -l site=berlin
+  edgesetctl get nodes -l 'site in (berlin,paris),!maintenance'
+  edgesetctl get nodes -o jsonpath='{.items[*].metadata.name}'
+  edgesetctl get nodes -o custom-columns=NAME:.metadata.name,ARCH:.status.nodeInfo.architecture --sort-by=.metadata.labels.site
+  edgesetctl get ds node-exporter -n monitoring -o yaml > ds.yaml   # edit, then: edgesetctl apply -f ds.yaml
   edgesetctl get ds -A -o wide
   edgesetctl get cm -n edge
   edgesetctl get secret api-key -n edge -o yaml          # keys and sizes
@@ -73,9 +84,6 @@ func newGetCmd(s *streams) *cobra.Command {
   edgesetctl get ds -A --watch`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(o.output); err != nil {
-				return err
-			}
 			kind, name, err := resourceKind(args[0])
 			if err != nil {
 				return err
@@ -83,16 +91,23 @@ func newGetCmd(s *streams) *cobra.Command {
 			if len(args) == 2 {
 				name = args[1]
 			}
+			if o.printer, err = parsePrinter(o.output); err != nil {
+				return err
+			}
 			sel, err := parseSelector(o.selector)
 			if err != nil {
 				return err
+			}
+			if len(sel) > 0 && (kind == kindInstance || kind == kindSource) {
+				return usageError{fmt.Errorf("--selector: %ss have no labels; select nodes, daemonsets, configmaps or secrets", kind)}
 			}
 			c, cfg, err := newAPIClient(cmd)
 			if err != nil {
 				return err
 			}
 			fetch := func(ctx context.Context) (any, error) { return fetchObjects(ctx, c, kind, name, o, sel) }
-			show := func(w io.Writer, v any) error { return printObjects(w, kind, o, v) }
+			single := name != "" && kind != kindInstance
+			show := func(w io.Writer, v any) error { return printObjects(w, s.err, kind, o, single, v) }
 			if o.watch {
 				return cfg.explain(watchObjects(cmd.Context(), s, o.output, fetch, show))
 			}
@@ -147,8 +162,26 @@ func fetchObjects(ctx context.Context, c *api.Client, kind, name string, o listO
 	}
 }
 
-// printObjects prints what fetchObjects returned for kind.
-func printObjects(w io.Writer, kind string, o listOptions, v any) error {
+// printObjects prints what fetchObjects returned for kind, sorted by
+// --sort-by: as manifests (one object if single, else a List) or as
+// edgeset's table. An empty list in a format for people prints kubectl's
+// "No resources found" on errw instead.
+func printObjects(w, errw io.Writer, kind string, o listOptions, single bool, v any) error {
+	if o.sortBy != "" {
+		var err error
+		if v, err = sortObjects(kind, v, o.sortBy); err != nil {
+			return err
+		}
+	}
+	if reflect.ValueOf(v).Len() == 0 && o.printer.humanReadable() {
+		return noResources(errw, kind, o)
+	}
+	if o.noHeaders && o.printer.humanReadable() && o.printer.format != outputName {
+		w = &headerSkipper{w: w}
+	}
+	if o.printer.manifests() {
+		return printManifests(w, o.printer, manifestObjects(kind, v), single)
+	}
 	switch kind {
 	case kindNode:
 		return printNodes(w, o.output, v.([]api.Node))
@@ -165,15 +198,26 @@ func printObjects(w io.Writer, kind string, o listOptions, v any) error {
 	}
 }
 
+// noResources says, as kubectl does, that nothing matched: "No resources
+// found in NS namespace." for namespaced kinds without -A.
+func noResources(w io.Writer, kind string, o listOptions) error {
+	if o.all || kind == kindNode || kind == kindSource {
+		_, err := fmt.Fprintln(w, "No resources found")
+		return err
+	}
+	_, err := fmt.Fprintf(w, "No resources found in %s namespace.\n", o.namespace)
+	return err
+}
+
 func filterNodes(nodes []api.Node, name string, sel selector) []api.Node {
 	return slices.DeleteFunc(nodes, func(n api.Node) bool {
-		return (name != "" && n.Name != name) || !sel.matches(n.Labels)
+		return (name != "" && n.Name != name) || !sel.Matches(n.Labels)
 	})
 }
 
 func filterDaemonSets(dss []api.DaemonSet, name string, o listOptions, sel selector) []api.DaemonSet {
 	return slices.DeleteFunc(dss, func(d api.DaemonSet) bool {
-		return (!o.all && d.Namespace != o.namespace) || (name != "" && d.Name != name) || !sel.matches(d.Manifest.Metadata.Labels)
+		return (!o.all && d.Namespace != o.namespace) || (name != "" && d.Name != name) || !sel.Matches(d.Manifest.Metadata.Labels)
 	})
 }
 
@@ -206,7 +250,7 @@ func nodeStatus(n api.Node) string {
 func printNodes(w io.Writer, format string, nodes []api.Node) error {
 	switch format {
 	case outputJSON, outputYAML:
-		return printData(w, format, nodes)
+		return printManifests(w, printer{format: format}, manifestObjects(kindNode, nodes), false)
 	case outputName:
 		for _, n := range nodes {
 			fmt.Fprintf(w, "node/%s\n", n.Name)
@@ -232,7 +276,7 @@ func printNodes(w io.Writer, format string, nodes []api.Node) error {
 func printDaemonSets(w io.Writer, format string, dss []api.DaemonSet, withNamespace bool) error {
 	switch format {
 	case outputJSON, outputYAML:
-		return printData(w, format, dss)
+		return printManifests(w, printer{format: format}, manifestObjects(kindDaemonSet, dss), false)
 	case outputName:
 		for _, d := range dss {
 			fmt.Fprintf(w, "daemonset/%s\n", d.Name)
@@ -281,7 +325,7 @@ func daemonSetRow(d api.DaemonSet, withNamespace, wide bool) []string {
 func printInstances(w io.Writer, format string, ins []api.Instance) error {
 	switch format {
 	case outputJSON, outputYAML:
-		return printData(w, format, ins)
+		return printManifests(w, printer{format: format}, manifestObjects(kindInstance, ins), false)
 	case outputName:
 		for _, in := range ins {
 			fmt.Fprintf(w, "instance/%s@%s\n", in.DaemonSet, in.Node)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -29,7 +30,7 @@ func checkOutput(o string) error {
 	case outputTable, outputWide, outputJSON, outputYAML, outputName:
 		return nil
 	}
-	return usageError{fmt.Errorf("unknown output format %q: want wide, json, yaml or name", o)}
+	return usageError{fmt.Errorf("unknown output format %q: want wide, json, yaml, name, jsonpath=TEMPLATE or custom-columns=HEADER:PATH,...", o)}
 }
 
 // printData prints v as indented JSON or as YAML.
@@ -144,4 +145,26 @@ func shortHash(h string) string {
 		return h[:10]
 	}
 	return h
+}
+
+// headerSkipper drops the first line written through it: a table's
+// header, for --no-headers.
+type headerSkipper struct {
+	w       io.Writer
+	skipped bool
+}
+
+func (h *headerSkipper) Write(p []byte) (int, error) {
+	if h.skipped {
+		return h.w.Write(p)
+	}
+	i := bytes.IndexByte(p, '\n')
+	if i < 0 {
+		return len(p), nil
+	}
+	h.skipped = true
+	if _, err := h.w.Write(p[i+1:]); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }

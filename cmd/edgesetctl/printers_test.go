@@ -83,6 +83,15 @@ func TestGoldenTables(t *testing.T) {
 		{"get-instances-wide", func(w *bytes.Buffer) error { return printInstances(w, outputWide, ds[0].Instances) }},
 		{"get-instances-json", func(w *bytes.Buffer) error { return printInstances(w, outputJSON, ds[0].Instances) }},
 		{"get-daemonsets-yaml", func(w *bytes.Buffer) error { return printDaemonSets(w, outputYAML, ds, false) }},
+		{"get-nodes-yaml", func(w *bytes.Buffer) error { return printNodes(w, outputYAML, goldenNodes()) }},
+		{"get-daemonset-json", func(w *bytes.Buffer) error {
+			return printManifests(w, printer{format: outputJSON}, manifestObjects(kindDaemonSet, ds[:1]), true)
+		}},
+		{"get-nodes-custom-columns", func(w *bytes.Buffer) error {
+			p, err := parsePrinter("custom-columns=NAME:.metadata.name,OS:.status.nodeInfo.operatingSystem,READY:{.status.conditions[?(@.type==\"Ready\")].status},TAINTS:.spec.taints[*].key")
+			require.NoError(t, err)
+			return printManifests(w, p, manifestObjects(kindNode, goldenNodes()), false)
+		}},
 		{"describe-node", func(w *bytes.Buffer) error { writeNode(w, goldenNodes()[0], goldenEvents()[:1]); return nil }},
 		{"describe-node-offline", func(w *bytes.Buffer) error { writeNode(w, goldenNodes()[1], nil); return nil }},
 		{"describe-daemonset", func(w *bytes.Buffer) error { writeDaemonSet(w, ds[0], goldenEvents()); return nil }},
@@ -139,14 +148,18 @@ func TestSelector(t *testing.T) {
 		{"!zone", true},
 		{"site=berlin,role=gateway", true},
 		{"site=berlin,role=sensor", false},
+		{"site in (berlin,paris),role", true},
+		{"site notin (berlin)", false},
+		{"zone notin (a),!zone", true},
 	}
 	for _, tc := range cases {
 		sel, err := parseSelector(tc.sel)
 		require.NoError(t, err, tc.sel)
-		require.Equal(t, tc.want, sel.matches(labels), tc.sel)
+		require.Equal(t, tc.want, sel.Matches(labels), tc.sel)
 	}
-	_, err := parseSelector("site in (a,b)")
-	require.Error(t, err)
+	_, err := parseSelector("site in (a,b")
+	require.ErrorContains(t, err, `selector "site in (a,b": unable to parse requirement`)
+	require.ErrorAs(t, err, new(usageError))
 	_, err = parseSelector("a,,b")
 	require.Error(t, err)
 }

@@ -70,6 +70,7 @@ func newRootCmd(s *streams) *cobra.Command {
 	for _, newCmd := range commands {
 		root.AddCommand(newCmd(s))
 	}
+	addCompletions(root)
 	return root
 }
 

@@ -33,7 +33,7 @@ func fetchSources(ctx context.Context, c *api.Client, name string) ([]api.Source
 func printSources(w io.Writer, format string, srcs []api.Source) error {
 	switch format {
 	case outputJSON, outputYAML:
-		return printData(w, format, srcs)
+		return printManifests(w, printer{format: format}, manifestObjects(kindSource, srcs), false)
 	case outputName:
 		for _, s := range srcs {
 			fmt.Fprintf(w, "source/%s\n", s.Path)
