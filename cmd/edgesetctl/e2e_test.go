@@ -235,3 +235,12 @@ func TestCLINodeVerbs(t *testing.T) {
 		assert.NotEmpty(t, c.ok("completion", shell), shell)
 	}
 }
+
+// TestCLIApplyExamplesDir: the first example of `apply --help` works: the
+// examples directory holds manifests only (the simulator's fleet file is in
+// configs/sim).
+func TestCLIApplyExamplesDir(t *testing.T) {
+	c := startFleet(t, 0)
+	out := c.ok("apply", "-f", "../../configs/examples/")
+	assert.Contains(t, out, "daemonset/monitoring/node-exporter created")
+}
