@@ -5,9 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -243,4 +248,80 @@ func TestCLIApplyExamplesDir(t *testing.T) {
 	c := startFleet(t, 0)
 	out := c.ok("apply", "-f", "../../configs/examples/")
 	assert.Contains(t, out, "daemonset/monitoring/node-exporter created")
+}
+
+// TestCLIErrorsSayWhatHappened: only a failure to connect suggests starting
+// a controller; a deadline says it timed out after how long; a server that
+// is not an edgeset controller is called that.
+func TestCLIErrorsSayWhatHappened(t *testing.T) {
+	// A server that accepts connections and never answers.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var held []net.Conn
+	var mu sync.Mutex
+	acceptDone := make(chan struct{})
+	go func() {
+		defer close(acceptDone)
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, conn)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-acceptDone
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	silent := cli{t: t, server: "http://" + ln.Addr().String(), token: "x"}
+	code, _, errOut := silent.run("rollout", "status", "ds", "exporter", "--timeout", "300ms")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "timed out after 300ms waiting for")
+	assert.NotContains(t, errOut, "unreachable")
+	assert.NotContains(t, errOut, "make run")
+
+	code, _, errOut = cli{t: t, server: "http://127.0.0.1:1", token: "x"}.run("get", "nodes")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "is edgeset-controller running?", "refused: a connection failure")
+
+	// Not a controller: a plain web server.
+	for name, h := range map[string]http.HandlerFunc{
+		"404 text": http.NotFound,
+		"200 html": func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			io.WriteString(w, "<html><body>hello</body></html>")
+		},
+	} {
+		web := httptest.NewServer(h)
+		code, _, errOut = cli{t: t, server: web.URL, token: "x"}.run("get", "nodes")
+		web.Close()
+		assert.Equal(t, 1, code, name)
+		assert.Contains(t, errOut, web.URL+" is not an edgeset controller", name)
+		assert.NotContains(t, errOut, "make run", name)
+	}
+}
+
+// TestCLITokenFileBeatsEnvironment: an explicit --token-file wins over
+// EDGESET_TOKEN, as docs/configuration.md states (flag first).
+func TestCLITokenFileBeatsEnvironment(t *testing.T) {
+	c := startFleet(t, 0)
+	tokenFile := filepath.Join(t.TempDir(), "admin.token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte(c.token+"\n"), 0o600))
+	t.Setenv("EDGESET_TOKEN", "wrong-token-from-the-environment")
+	var out, errb bytes.Buffer
+	code := run([]string{"--server", c.server, "--token-file", tokenFile, "get", "nodes"}, strings.NewReader(""), &out, &errb)
+	assert.Equal(t, 0, code, errb.String())
+
+	// Without the flag the environment is used (and refused here).
+	code = run([]string{"--server", c.server, "get", "nodes"}, strings.NewReader(""), &out, &errb)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errb.String(), "token from: EDGESET_TOKEN")
 }
