@@ -62,6 +62,13 @@ func waitUntil(t *testing.T, what string, fn func() bool) {
 
 // startFleet runs a controller and n agents (fake runtime) on loopback.
 func startFleet(t *testing.T, n int) cli {
+	c, _ := startFleetStoppable(t, n)
+	return c
+}
+
+// startFleetStoppable is startFleet that also returns a stop for each
+// agent (gw-0 first).
+func startFleetStoppable(t *testing.T, n int) (cli, []func()) {
 	dir := t.TempDir()
 	c, err := controller.New(controller.Config{DataDir: dir, MQTTAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0"}, nil)
 	require.NoError(t, err)
@@ -72,13 +79,16 @@ func startFleet(t *testing.T, n int) cli {
 	<-c.Synced()
 	secret, err := broker.LoadOrCreateFleetSecret(dir)
 	require.NoError(t, err)
+	var stops []func()
 	for i := range n {
-		startAgent(t, "tcp://"+c.MQTTAddr().String(), secret, fmt.Sprintf("gw-%d", i))
+		stops = append(stops, startAgent(t, "tcp://"+c.MQTTAddr().String(), secret, fmt.Sprintf("gw-%d", i)))
 	}
-	return cli{t: t, server: "http://" + c.APIAddr().String(), token: c.Token()}
+	return cli{t: t, server: "http://" + c.APIAddr().String(), token: c.Token()}, stops
 }
 
-func startAgent(t *testing.T, url string, secret []byte, name string) {
+// startAgent runs an agent until the test ends or the returned stop is
+// called.
+func startAgent(t *testing.T, url string, secret []byte, name string) (stop func()) {
 	node, err := edgeagent.NewNode(edgeagent.NodeOptions{
 		Agent: edgeagent.Config{NodeName: name, Ephemeral: true, ResyncInterval: 200 * time.Millisecond},
 		MQTT: mqttclient.Options{BrokerURL: url, Password: broker.NodeToken(secret, name), FirstConnectJitter: time.Millisecond,
@@ -92,7 +102,10 @@ func startAgent(t *testing.T, url string, secret []byte, name string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- node.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
 }
 
 func manifest(t *testing.T, image string) string {
@@ -216,14 +229,20 @@ func TestCLINodeVerbs(t *testing.T) {
 	assert.Contains(t, c.ok("describe", "node", "gw-0"), "Unschedulable: true")
 	assert.True(t, runsOn("gw-0"), "a cordoned node keeps its daemons")
 
-	assert.Contains(t, c.ok("drain", "gw-1"), "drained")
-	waitUntil(t, "drain to stop the daemon", func() bool { return !runsOn("gw-1") })
+	out := c.ok("drain", "gw-1")
+	assert.Contains(t, out, "node/gw-1 cordoned\nevicting instance monitoring/exporter\n")
+	assert.Contains(t, out, "node/gw-1 drained")
+	assert.False(t, runsOn("gw-1"), "drain returns once the node reports the daemon stopped")
+	n, err := api.NewClient(c.server, c.token, nil).GetNode(context.Background(), "gw-1")
+	require.NoError(t, err)
+	assert.Empty(t, n.Instances)
+	assert.GreaterOrEqual(t, n.ObservedGeneration, n.DesiredGeneration, "the agent acted on the drained desired state")
 	assert.Contains(t, c.ok("uncordon", "gw-1"), "uncordoned")
 	waitUntil(t, "uncordon to bring it back", func() bool { return runsOn("gw-1") })
 
 	code, _, errOut := c.run("taint", "node", "gw-0", "bad")
 	assert.Equal(t, 2, code)
-	assert.Contains(t, errOut, `taint "bad"`)
+	assert.Contains(t, errOut, "invalid taint spec: bad")
 	code, _, errOut = c.run("cordon", "gw-9")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "did you mean gw-0")
@@ -324,4 +343,100 @@ func TestCLITokenFileBeatsEnvironment(t *testing.T) {
 	code = run([]string{"--server", c.server, "get", "nodes"}, strings.NewReader(""), &out, &errb)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errb.String(), "token from: EDGESET_TOKEN")
+}
+
+// TestCLITaintForms: every kubectl taint form works, what does not parse
+// is refused with kubectl's message, removing an absent taint is an error
+// that changes nothing, and the verb printed says what changed.
+func TestCLITaintForms(t *testing.T) {
+	c := startFleet(t, 1)
+	waitUntil(t, "gw-0", func() bool {
+		_, out, _ := c.run("get", "nodes", "-o", "name")
+		return strings.Contains(out, "node/gw-0")
+	})
+	ac := api.NewClient(c.server, c.token, nil)
+	taints := func() []string {
+		n, err := ac.GetNode(context.Background(), "gw-0")
+		require.NoError(t, err)
+		var out []string
+		for _, tn := range n.Taints {
+			out = append(out, taintSpec(tn))
+		}
+		return out
+	}
+
+	assert.Equal(t, "node/gw-0 tainted\n", c.ok("taint", "node", "gw-0", "maintenance=true:NoExecute"))
+	assert.Equal(t, []string{"maintenance=true:NoExecute"}, taints())
+	assert.Equal(t, "node/gw-0 untainted\n", c.ok("taint", "node", "gw-0", "maintenance=true:NoExecute-"), "the kubectl form of removal")
+	assert.Empty(t, taints())
+	c.ok("taint", "node", "gw-0", "maintenance=true:NoExecute")
+	code, _, errOut := c.run("taint", "node", "gw-0", "maintenance=false:NoExecute")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "node gw-0 already has maintenance taint(s) with same effect(s) and --overwrite is false")
+	assert.Equal(t, "node/gw-0 modified\n", c.ok("taint", "node", "gw-0", "maintenance=false:NoExecute", "--overwrite"))
+	assert.Equal(t, "node/gw-0 unchanged\n", c.ok("taint", "node", "gw-0", "maintenance=false:NoExecute", "--overwrite"))
+
+	// key=value:Effect- removes by key and effect (the value is not compared).
+	assert.Equal(t, "node/gw-0 untainted\n", c.ok("taint", "node", "gw-0", "maintenance=true:NoExecute-"))
+	assert.Empty(t, taints())
+	code, _, errOut = c.run("taint", "node", "gw-0", "maintenance=true:NoExecute-")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, `taint "maintenance:NoExecute" not found`)
+
+	c.ok("taint", "node", "gw-0", "a:NoSchedule", "b=1:PreferNoSchedule", "b=2:NoSchedule")
+	assert.ElementsMatch(t, []string{"a:NoSchedule", "b=1:PreferNoSchedule", "b=2:NoSchedule"}, taints())
+	assert.Equal(t, "node/gw-0 untainted\n", c.ok("taint", "node", "gw-0", "a:NoSchedule-"))
+	assert.Equal(t, "node/gw-0 untainted\n", c.ok("taint", "node", "gw-0", "b-"), "key- removes every effect")
+	assert.Empty(t, taints())
+
+	// A removal that does not match fails the whole command.
+	code, _, errOut = c.run("taint", "node", "gw-0", "x=1:NoSchedule", "gone-")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, `taint "gone" not found`)
+	assert.Empty(t, taints(), "nothing changed")
+	assert.Equal(t, "node/gw-0 tainted\n", c.ok("taint", "node", "gw-0", "x=1:NoSchedule", "y:NoExecute"))
+	assert.Equal(t, "node/gw-0 modified\n", c.ok("taint", "node", "gw-0", "z:NoSchedule", "y:NoExecute-"))
+	assert.ElementsMatch(t, []string{"x=1:NoSchedule", "z:NoSchedule"}, taints())
+
+	for _, tc := range []struct{ arg, msg string }{
+		{"key=value-", "invalid taint spec: key=value"},
+		{"a=b", "invalid taint spec: a=b"},
+		{"a=b:Bogus", "invalid taint effect: Bogus, unsupported taint effect"},
+		{"a=b=c:NoSchedule", "invalid taint spec: a=b=c:NoSchedule"},
+		{"a:b:NoSchedule", "invalid taint spec: a:b:NoSchedule"},
+		{"b@d:NoSchedule", "invalid taint spec: b@d:NoSchedule"},
+	} {
+		code, _, errOut = c.run("taint", "node", "gw-0", tc.arg)
+		assert.Equal(t, 2, code, tc.arg)
+		assert.Contains(t, errOut, tc.msg, tc.arg)
+	}
+	code, _, errOut = c.run("taint", "node", "gw-0", "d:NoSchedule", "d=2:NoSchedule")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "duplicated taints with the same key and effect: d=2:NoSchedule")
+	assert.ElementsMatch(t, []string{"x=1:NoSchedule", "z:NoSchedule"}, taints())
+}
+
+// TestCLILabelOverwrite: changing a label's value needs --overwrite, as in
+// kubectl; the verb printed says what changed.
+func TestCLILabelOverwrite(t *testing.T) {
+	c := startFleet(t, 1)
+	waitUntil(t, "gw-0", func() bool {
+		_, out, _ := c.run("get", "nodes", "-o", "name")
+		return strings.Contains(out, "node/gw-0")
+	})
+	label := func(k string) string {
+		n, err := api.NewClient(c.server, c.token, nil).GetNode(context.Background(), "gw-0")
+		require.NoError(t, err)
+		return n.Labels[k]
+	}
+	code, _, errOut := c.run("label", "node", "gw-0", "site=berlin")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "'site' already has a value (0), and --overwrite is false")
+	assert.Equal(t, "0", label("site"))
+	assert.Equal(t, "node/gw-0 labeled\n", c.ok("label", "node", "gw-0", "site=berlin", "--overwrite"))
+	assert.Equal(t, "berlin", label("site"))
+	assert.Equal(t, "node/gw-0 not labeled\n", c.ok("label", "node", "gw-0", "site=berlin"))
+	assert.Equal(t, "node/gw-0 labeled\n", c.ok("label", "node", "gw-0", "tier=edge"))
+	assert.Equal(t, "node/gw-0 unlabeled\n", c.ok("label", "node", "gw-0", "tier-"))
+	assert.Equal(t, "label \"tier\" not found.\nnode/gw-0 not labeled\n", c.ok("label", "node", "gw-0", "tier-"))
 }
