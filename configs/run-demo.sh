@@ -127,7 +127,7 @@ fi
 
 if [[ $DOCKER != 0 ]] && command -v docker >/dev/null && docker info >/dev/null 2>&1; then
 	token=$DATA_DIR/local-docker.token
-	(umask 077 && "$BIN/edgesetctl" token create local-docker --data-dir "$DATA_DIR" | tail -1 >"$token")
+	(umask 077 && "${CTL[@]}" token create local-docker | tail -1 >"$token")
 	# The taint keeps fluentd (which does not tolerate it) off this machine;
 	# node-exporter tolerates every taint and lands here too.
 	start agent-local-docker "$BIN/edgeset-agent" --node-name local-docker --token-file "$token" \

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -33,6 +34,9 @@ type cli struct {
 	t      *testing.T
 	server string
 	token  string
+	// dataDir is the controller's data directory and mqttURL its broker
+	// (startFleet only).
+	dataDir, mqttURL string
 }
 
 func (c cli) run(args ...string) (code int, stdout, stderr string) {
@@ -83,7 +87,7 @@ func startFleetStoppable(t *testing.T, n int) (cli, []func()) {
 	for i := range n {
 		stops = append(stops, startAgent(t, "tcp://"+c.MQTTAddr().String(), secret, fmt.Sprintf("gw-%d", i)))
 	}
-	return cli{t: t, server: "http://" + c.APIAddr().String(), token: c.Token()}, stops
+	return cli{t: t, server: "http://" + c.APIAddr().String(), token: c.Token(), dataDir: dir, mqttURL: "tcp://" + c.MQTTAddr().String()}, stops
 }
 
 // startAgent runs an agent until the test ends or the returned stop is
@@ -439,4 +443,70 @@ func TestCLILabelOverwrite(t *testing.T) {
 	assert.Equal(t, "node/gw-0 labeled\n", c.ok("label", "node", "gw-0", "tier=edge"))
 	assert.Equal(t, "node/gw-0 unlabeled\n", c.ok("label", "node", "gw-0", "tier-"))
 	assert.Equal(t, "label \"tier\" not found.\nnode/gw-0 not labeled\n", c.ok("label", "node", "gw-0", "tier-"))
+}
+
+// TestCLITokenCreate: token create mints through the API by default (the
+// controller's fleet secret, wherever edgesetctl runs), recorded as an
+// event without the token; the offline --data-dir mode refuses a
+// directory without a fleet secret instead of making one up.
+func TestCLITokenCreate(t *testing.T) {
+	c := startFleet(t, 0)
+	secret, err := broker.LoadOrCreateFleetSecret(c.dataDir)
+	require.NoError(t, err)
+	want := broker.NodeToken(secret, "gw-new")
+
+	out := c.ok("token", "create", "gw-new")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	assert.Equal(t, want, lines[len(lines)-1], "the token the controller's broker accepts")
+	assert.Contains(t, out, broker.TokenFingerprint(want))
+
+	var evs []api.Event
+	waitUntil(t, "the TokenMinted event", func() bool {
+		evs, err = api.NewClient(c.server, c.token, nil).Events(context.Background(), api.EventFilter{Object: "node/gw-new"})
+		require.NoError(t, err)
+		return len(evs) > 0
+	})
+	require.Len(t, evs, 1)
+	assert.Equal(t, "TokenMinted", evs[0].Reason)
+	assert.Contains(t, evs[0].Message, broker.TokenFingerprint(want))
+	assert.Contains(t, evs[0].Message, "127.0.0.1", "who asked")
+	assert.NotContains(t, evs[0].Message, want)
+
+	code, _, errOut := cli{t: t, server: c.server, token: "wrong"}.run("token", "create", "gw-new")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "refused the API token", "minting needs the admin token")
+
+	// Offline: the controller's data directory works ...
+	out = c.ok("token", "create", "gw-new", "--data-dir", c.dataDir)
+	assert.True(t, strings.HasSuffix(out, want+"\n"))
+	// ... and any other is refused, and left alone.
+	elsewhere := filepath.Join(t.TempDir(), "not-a-data-dir")
+	for _, args := range [][]string{{"token", "create", "gw-new", "--data-dir", elsewhere}, {"token", "revoke", "gw-new", "--data-dir", elsewhere}} {
+		code, _, errOut = c.run(args...)
+		assert.Equal(t, 1, code, args)
+		assert.Contains(t, errOut, "no fleet secret at "+filepath.Join(elsewhere, "fleet.secret"), args)
+		assert.NoDirExists(t, elsewhere, args)
+	}
+}
+
+// TestAgentAuthRefusedHint: an agent whose token the broker refuses says
+// what to check, not only "not Authorized".
+func TestAgentAuthRefusedHint(t *testing.T) {
+	c := startFleet(t, 0)
+	var logs lockedBuffer
+	node, err := edgeagent.NewNode(edgeagent.NodeOptions{
+		Agent: edgeagent.Config{NodeName: "gw-bad", Ephemeral: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))},
+		MQTT: mqttclient.Options{BrokerURL: c.mqttURL, Password: "a-token-from-another-fleet", FirstConnectJitter: time.Millisecond,
+			Backoff: mqttclient.Backoff{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond}},
+	}, fake.New())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- node.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitUntil(t, "the refused connect logged", func() bool { return strings.Contains(logs.String(), "mqtt connect refused") })
+	line := logs.String()
+	for _, want := range []string{"not Authorized", "minted by the controller of this broker", "edgesetctl token create gw-bad", "--node-name must match", "not revoked", c.mqttURL} {
+		assert.Contains(t, line, want)
+	}
 }
