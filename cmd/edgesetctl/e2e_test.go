@@ -510,3 +510,32 @@ func TestAgentAuthRefusedHint(t *testing.T) {
 		assert.Contains(t, line, want)
 	}
 }
+
+// TestCLILogsOfflineNode: logs for a node known to be offline fails at
+// once, naming the node and when it was last seen, instead of waiting for
+// an answer that cannot come.
+func TestCLILogsOfflineNode(t *testing.T) {
+	c, stops := startFleetStoppable(t, 1)
+	ac := api.NewClient(c.server, c.token, nil)
+	waitUntil(t, "gw-0 online", func() bool { n, err := ac.GetNode(context.Background(), "gw-0"); return err == nil && n.Online })
+	c.ok("apply", "-f", manifest(t, "exporter:1"))
+	waitUntil(t, "gw-0 running the daemon", func() bool {
+		n, err := ac.GetNode(context.Background(), "gw-0")
+		return err == nil && len(n.Instances) == 1 && n.Instances[0].Ready
+	})
+	stops[0]()
+	waitUntil(t, "gw-0 offline", func() bool { n, err := ac.GetNode(context.Background(), "gw-0"); return err == nil && !n.Online })
+
+	code, _, errOut := c.run("logs", "exporter", "-n", "monitoring", "--node", "gw-0")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "node gw-0 is offline (last seen ")
+	assert.Contains(t, errOut, "until it reconnects")
+
+	// drain of an offline node says so, and --timeout bounds the wait.
+	code, out, errOut := c.run("drain", "gw-0", "--timeout", "300ms")
+	assert.Equal(t, 1, code, out)
+	assert.Contains(t, errOut, "node gw-0 is offline")
+	assert.Contains(t, errOut, "timed out after 300ms waiting for node gw-0's evicted instances to stop")
+	assert.Contains(t, errOut, "still running on node gw-0: monitoring/exporter (the drain stays in effect)")
+	assert.NotContains(t, errOut, "make run")
+}
