@@ -162,7 +162,7 @@ func TestCLIEndToEnd(t *testing.T) {
 	c.ok("rollout", "status", "ds", "exporter", "-n", "monitoring", "--interval", "100ms")
 	assert.Contains(t, c.ok("get", "ds", "-n", "monitoring", "-o", "wide"), "exporter:1")
 
-	c.ok("label", "node", "gw-2", "role=sensor")
+	c.ok("label", "node", "gw-2", "role=sensor", "--overwrite")
 	waitUntil(t, "gw-2 to lose the daemon", func() bool {
 		return !strings.Contains(c.ok("get", "instances", "-n", "monitoring"), "gw-2")
 	})
@@ -538,4 +538,100 @@ func TestCLILogsOfflineNode(t *testing.T) {
 	assert.Contains(t, errOut, "timed out after 300ms waiting for node gw-0's evicted instances to stop")
 	assert.Contains(t, errOut, "still running on node gw-0: monitoring/exporter (the drain stays in effect)")
 	assert.NotContains(t, errOut, "make run")
+}
+
+func (c cli) runIn(stdin string, args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	all := append([]string{"--server", c.server, "--token", c.token}, args...)
+	code = run(all, strings.NewReader(stdin), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// TestCLIDeleteFromManifests: delete -f FILE|DIR|- deletes what the
+// manifests name, reports what does not exist (exit 1) unless
+// --ignore-not-found, as kubectl does.
+func TestCLIDeleteFromManifests(t *testing.T) {
+	c := startFleet(t, 0)
+	ac := api.NewClient(c.server, c.token, nil)
+	examples := "../../configs/examples/"
+	c.ok("apply", "-f", examples)
+	out := c.ok("delete", "-f", examples)
+	for _, obj := range []string{"daemonset/monitoring/node-exporter", "daemonset/kube-system/fluentd-elasticsearch", "configmap/logging/fluent-bit", "daemonset/logging/fluent-bit"} {
+		assert.Contains(t, out, obj+" deleted\n")
+	}
+	dss, err := ac.ListDaemonSets(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, dss)
+	cms, err := ac.ListConfigMaps(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, cms)
+
+	code, out, errOut := c.run("delete", "-f", examples)
+	assert.Equal(t, 1, code)
+	assert.Empty(t, out)
+	assert.Contains(t, errOut, "Error from server (NotFound): daemonset/monitoring/node-exporter not found")
+	assert.Contains(t, errOut, "Error from server (NotFound): configmap/logging/fluent-bit not found")
+	assert.Equal(t, "", c.ok("delete", "-f", examples, "--ignore-not-found"))
+
+	// Every object is tried: one missing does not stop the others.
+	path := manifest(t, "exporter:1")
+	c.ok("apply", "-f", path)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	code, out, errOut = c.runIn(string(data)+"---\n"+strings.ReplaceAll(string(data), "name: exporter,", "name: other,"), "delete", "-f", "-")
+	assert.Equal(t, 1, code)
+	assert.Equal(t, "daemonset/monitoring/exporter deleted\n", out)
+	assert.Contains(t, errOut, "daemonset/monitoring/other not found")
+
+	code, _, errOut = c.run("delete", "ds", "gone", "other", "-n", "monitoring")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "daemonset/monitoring/gone not found")
+	assert.Equal(t, "", c.ok("delete", "ds/gone", "--ignore-not-found"))
+	code, _, errOut = c.run("delete", "-f", path, "ds", "x")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "not both")
+}
+
+// TestCLIDryRun: --dry-run=server has the controller run the apply and
+// keep nothing; --dry-run=client only reads; a bare --dry-run is client
+// with kubectl's deprecation warning; a bad value is refused.
+func TestCLIDryRun(t *testing.T) {
+	c := startFleet(t, 0)
+	ac := api.NewClient(c.server, c.token, nil)
+	path := manifest(t, "exporter:1")
+	stored := func() int {
+		dss, err := ac.ListDaemonSets(context.Background())
+		require.NoError(t, err)
+		return len(dss)
+	}
+
+	assert.Equal(t, "daemonset/monitoring/exporter created (server dry run)\n", c.ok("apply", "-f", path, "--dry-run=server"))
+	assert.Equal(t, "daemonset/monitoring/exporter created (dry run)\n", c.ok("apply", "-f", path, "--dry-run=client"))
+	assert.Zero(t, stored())
+	code, out, errOut := c.run("apply", "-f", path, "--dry-run")
+	assert.Equal(t, 0, code)
+	assert.Equal(t, "daemonset/monitoring/exporter created (dry run)\n", out)
+	assert.Contains(t, errOut, "--dry-run is deprecated and can be replaced with --dry-run=client.")
+	assert.Zero(t, stored())
+
+	c.ok("apply", "-f", path)
+	assert.Equal(t, "daemonset/monitoring/exporter unchanged (server dry run)\n", c.ok("apply", "-f", path, "--dry-run=server"))
+	assert.Equal(t, "daemonset/monitoring/exporter configured (server dry run)\n", c.ok("apply", "-f", manifest(t, "exporter:2"), "--dry-run=server"))
+	assert.Equal(t, "daemonset/monitoring/exporter configured (dry run)\n", c.ok("apply", "-f", manifest(t, "exporter:2"), "--dry-run=client"))
+	ds, err := ac.GetDaemonSet(context.Background(), "monitoring/exporter")
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, ds.Generation, "no dry run changed the daemonset")
+
+	for _, mode := range []string{"client", "server"} {
+		assert.Equal(t, "daemonset/monitoring/exporter deleted ("+map[string]string{"client": "", "server": "server "}[mode]+"dry run)\n",
+			c.ok("delete", "-f", path, "--dry-run="+mode), mode)
+		code, _, errOut = c.run("delete", "ds", "nope", "--dry-run="+mode)
+		assert.Equal(t, 1, code, mode)
+		assert.Contains(t, errOut, "not found", mode)
+	}
+	assert.Equal(t, 1, stored())
+
+	code, _, errOut = c.run("apply", "-f", path, "--dry-run=maybe")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, `Invalid dry-run value (maybe). Must be "none", "server", or "client".`)
 }
