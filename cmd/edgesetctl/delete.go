@@ -164,7 +164,7 @@ func deleteTargets(s *streams, o deleteOptions, args []string) ([]objectRef, err
 		return refs, nil
 	}
 	if len(args) == 0 {
-		return nil, usageError{errors.New("delete: want -f FILE|DIR|-, KIND NAME... or KIND/NAME...")}
+		return nil, usageError{errors.New("delete: want -f FILE|DIR|-, KIND NAME [NAME...] or KIND/NAME [KIND/NAME...]")}
 	}
 	var refs []objectRef
 	if _, name, _ := strings.Cut(args[0], "/"); name != "" {

@@ -48,7 +48,7 @@ func (v *dryRunValue) Set(s string) error {
 	}
 	b, err := strconv.ParseBool(s)
 	if err != nil {
-		return fmt.Errorf(`Invalid dry-run value (%v). Must be "none", "server", or "client".`, s)
+		return invalidDryRun(s)
 	}
 	v.mode = dryRunNone
 	if b {
@@ -82,4 +82,12 @@ func (v *dryRunValue) warn(s *streams) {
 	if v.deprecated != "" {
 		fmt.Fprintf(s.err, "warning: %s\n", v.deprecated)
 	}
+}
+
+// invalidDryRun is kubectl's error for a --dry-run value it does not know
+// (a type, to keep kubectl's capitalised sentence).
+type invalidDryRun string
+
+func (v invalidDryRun) Error() string {
+	return fmt.Sprintf(`Invalid dry-run value (%v). Must be "none", "server", or "client".`, string(v))
 }

@@ -16,19 +16,6 @@ import (
 	"github.com/edgeset/edgeset/schema"
 )
 
-// patchNode sends a node patch and prints what was done.
-func patchNode(cmd *cobra.Command, s *streams, name string, patch api.NodePatch, done string) error {
-	c, cfg, err := newAPIClient(cmd)
-	if err != nil {
-		return err
-	}
-	if _, err := c.UpdateNode(cmd.Context(), name, patch); err != nil {
-		return cfg.explain(err)
-	}
-	fmt.Fprintf(s.out, "node/%s %s\n", name, done)
-	return nil
-}
-
 // nodeNameArg accepts "node NAME", "no NAME" or "node/NAME".
 func nodeNameArg(args []string) (name string, rest []string, err error) {
 	if len(args) == 0 {
