@@ -42,8 +42,8 @@ stdin.
 placement, every object of a file in one store transaction) and roll it
 back: it says exactly what would be created, configured or unchanged.
 --dry-run=client validates locally and only reads the controller, to say
-whether each object would be created or configured. A bare --dry-run is
-client, deprecated as in kubectl.`,
+whether each object would be created or configured. As in current
+kubectl, --dry-run takes a value.`,
 		Example: `  edgesetctl apply -f configs/examples/
   edgesetctl apply -f node-exporter.yaml --dry-run=server
   edgesetctl apply -f deploy/ --prune --dry-run=client`,
@@ -59,7 +59,6 @@ client, deprecated as in kubectl.`,
 			if prune && slices.Contains(paths, "-") {
 				return usageError{errors.New("apply: --prune needs -f FILE|DIR, not - (stdin)")}
 			}
-			dryRun.warn(s)
 			return cfg.explain(apply(cmd, s, c, paths, applyFlags{dryRun: &dryRun, prune: prune}))
 		},
 	}
@@ -239,7 +238,7 @@ func pruneApplied(ctx context.Context, s *streams, c *api.Client, paths []string
 		if applied[o.name] || !ownedByAny(o.source, owners) {
 			continue
 		}
-		if dryRun.mode != dryRunNone && dryRun.mode != "" {
+		if dryRun.active() {
 			fmt.Fprintf(s.out, "%s pruned%s\n", o.name, dryRun.suffix())
 			continue
 		}

@@ -66,7 +66,6 @@ other check to run).`,
 			if err != nil {
 				return err
 			}
-			o.dryRun.warn(s)
 			return cfg.explain(deleteAll(cmd.Context(), s, c, refs, o))
 		},
 	}
@@ -218,7 +217,7 @@ func deleteAll(ctx context.Context, s *streams, c *api.Client, refs []objectRef,
 	failed := 0
 	for _, r := range refs {
 		var err error
-		if o.dryRun.mode == dryRunClient || o.dryRun.mode == dryRunServer {
+		if o.dryRun.active() {
 			err = r.get(ctx, c)
 		} else {
 			err = r.delete(ctx, c, o.orphan)

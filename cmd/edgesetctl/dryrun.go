@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/spf13/pflag"
 )
@@ -17,16 +16,13 @@ const (
 	dryRunNone   dryRunMode = "none"
 	dryRunClient dryRunMode = "client"
 	dryRunServer dryRunMode = "server"
-	// dryRunBare is the value of a bare --dry-run (kubectl's NoOptDefVal).
-	dryRunBare = "unchanged"
 )
 
-// dryRunValue parses --dry-run=none|client|server as kubectl does: a bare
-// --dry-run and the old booleans are accepted with a deprecation warning
-// (bare and true mean client).
+// dryRunValue parses --dry-run=none|client|server as current kubectl
+// does: a value is required (a bare --dry-run or an old boolean is
+// refused).
 type dryRunValue struct {
-	mode       dryRunMode
-	deprecated string // the warning to print, if any
+	mode dryRunMode
 }
 
 func (v *dryRunValue) String() string {
@@ -37,51 +33,33 @@ func (v *dryRunValue) String() string {
 }
 
 func (v *dryRunValue) Set(s string) error {
-	v.deprecated = ""
-	switch s {
-	case string(dryRunNone), string(dryRunClient), string(dryRunServer):
-		v.mode = dryRunMode(s)
-		return nil
-	case dryRunBare:
-		v.mode, v.deprecated = dryRunClient, "--dry-run is deprecated and can be replaced with --dry-run=client."
+	switch m := dryRunMode(s); m {
+	case dryRunNone, dryRunClient, dryRunServer:
+		v.mode = m
 		return nil
 	}
-	b, err := strconv.ParseBool(s)
-	if err != nil {
-		return invalidDryRun(s)
-	}
-	v.mode = dryRunNone
-	if b {
-		v.mode = dryRunClient
-	}
-	v.deprecated = fmt.Sprintf("--dry-run=%v is deprecated (boolean value) and can be replaced with --dry-run=%s.", s, v.mode)
-	return nil
+	return invalidDryRun(s)
 }
 
 func (v *dryRunValue) Type() string { return "string" }
 
+// active reports whether nothing may be changed.
+func (v *dryRunValue) active() bool { return v.mode == dryRunClient || v.mode == dryRunServer }
+
 // addDryRunFlag adds --dry-run to fs.
 func addDryRunFlag(fs *pflag.FlagSet, v *dryRunValue) {
 	fs.Var(v, "dry-run", `Must be "none", "server", or "client". If client strategy, only print what would be sent (the controller is only read); if server strategy, the controller runs the request and keeps nothing`)
-	fs.Lookup("dry-run").NoOptDefVal = dryRunBare
 }
 
 // suffix is what kubectl appends to an object's line in this mode.
 func (v *dryRunValue) suffix() string {
 	switch v.mode {
 	case dryRunClient:
-		return " (dry run)"
+		return " (client dry run)"
 	case dryRunServer:
 		return " (server dry run)"
 	}
 	return ""
-}
-
-// warn prints the deprecation warning of the value given, if any.
-func (v *dryRunValue) warn(s *streams) {
-	if v.deprecated != "" {
-		fmt.Fprintf(s.err, "warning: %s\n", v.deprecated)
-	}
 }
 
 // invalidDryRun is kubectl's error for a --dry-run value it does not know

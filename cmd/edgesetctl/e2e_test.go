@@ -593,8 +593,8 @@ func TestCLIDeleteFromManifests(t *testing.T) {
 }
 
 // TestCLIDryRun: --dry-run=server has the controller run the apply and
-// keep nothing; --dry-run=client only reads; a bare --dry-run is client
-// with kubectl's deprecation warning; a bad value is refused.
+// keep nothing; --dry-run=client only reads; --dry-run needs a value, as
+// in current kubectl.
 func TestCLIDryRun(t *testing.T) {
 	c := startFleet(t, 0)
 	ac := api.NewClient(c.server, c.token, nil)
@@ -606,32 +606,34 @@ func TestCLIDryRun(t *testing.T) {
 	}
 
 	assert.Equal(t, "daemonset/monitoring/exporter created (server dry run)\n", c.ok("apply", "-f", path, "--dry-run=server"))
-	assert.Equal(t, "daemonset/monitoring/exporter created (dry run)\n", c.ok("apply", "-f", path, "--dry-run=client"))
+	assert.Equal(t, "daemonset/monitoring/exporter created (client dry run)\n", c.ok("apply", "-f", path, "--dry-run=client"))
 	assert.Zero(t, stored())
-	code, out, errOut := c.run("apply", "-f", path, "--dry-run")
-	assert.Equal(t, 0, code)
-	assert.Equal(t, "daemonset/monitoring/exporter created (dry run)\n", out)
-	assert.Contains(t, errOut, "--dry-run is deprecated and can be replaced with --dry-run=client.")
+	// As in current kubectl, a value is required.
+	for _, bad := range []string{"--dry-run", "--dry-run=true"} {
+		code, _, errOut := c.run("apply", "-f", path, bad)
+		assert.Equal(t, 2, code, bad)
+		assert.Contains(t, errOut, `"none", "server", or "client"`, bad)
+	}
 	assert.Zero(t, stored())
 
 	c.ok("apply", "-f", path)
 	assert.Equal(t, "daemonset/monitoring/exporter unchanged (server dry run)\n", c.ok("apply", "-f", path, "--dry-run=server"))
 	assert.Equal(t, "daemonset/monitoring/exporter configured (server dry run)\n", c.ok("apply", "-f", manifest(t, "exporter:2"), "--dry-run=server"))
-	assert.Equal(t, "daemonset/monitoring/exporter configured (dry run)\n", c.ok("apply", "-f", manifest(t, "exporter:2"), "--dry-run=client"))
+	assert.Equal(t, "daemonset/monitoring/exporter configured (client dry run)\n", c.ok("apply", "-f", manifest(t, "exporter:2"), "--dry-run=client"))
 	ds, err := ac.GetDaemonSet(context.Background(), "monitoring/exporter")
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, ds.Generation, "no dry run changed the daemonset")
 
 	for _, mode := range []string{"client", "server"} {
-		assert.Equal(t, "daemonset/monitoring/exporter deleted ("+map[string]string{"client": "", "server": "server "}[mode]+"dry run)\n",
+		assert.Equal(t, "daemonset/monitoring/exporter deleted ("+mode+" dry run)\n",
 			c.ok("delete", "-f", path, "--dry-run="+mode), mode)
-		code, _, errOut = c.run("delete", "ds", "nope", "--dry-run="+mode)
+		code, _, errOut := c.run("delete", "ds", "nope", "--dry-run="+mode)
 		assert.Equal(t, 1, code, mode)
 		assert.Contains(t, errOut, "not found", mode)
 	}
 	assert.Equal(t, 1, stored())
 
-	code, _, errOut = c.run("apply", "-f", path, "--dry-run=maybe")
+	code, _, errOut := c.run("apply", "-f", path, "--dry-run=maybe")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, `Invalid dry-run value (maybe). Must be "none", "server", or "client".`)
 }
