@@ -62,7 +62,7 @@ bench-broker-memory: ## broker RSS per idle device: embedded broker and Mosquitt
 	EDGESET_BENCH_SCALE=1 $(GO) test -count=1 -run='^$$' -bench='^BenchmarkIdleClients$$' -benchtime=1x ./broker/
 	EDGESET_BENCH_SCALE=1 $(GO) test -count=1 -run='^$$' -bench='^BenchmarkIdleClientsMosquitto$$' -benchtime=1x ./broker/
 
-run: build ## controller (store in DATA_DIR), simulated fleet, local Docker agent, example daemonsets; Ctrl-C stops all
+run: build ## controller (store in DATA_DIR), simulated fleet (configs/sim/fleet.yaml), local Docker agent, example daemonsets; Ctrl-C stops all
 	BIN=$(BIN) DATA_DIR=$(DATA_DIR) configs/run-demo.sh
 
 cross: ## static agents for linux/amd64, linux/arm64, linux/arm/v7

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # run-demo.sh is `make run`: a controller (embedded broker, store in
-# DATA_DIR), a simulated fleet (configs/examples/fleet.yaml), a real agent on
+# DATA_DIR), a simulated fleet (configs/sim/fleet.yaml), a real agent on
 # the local Docker engine when `docker info` works, and the example
 # manifests (configs/examples/manifests/). Ctrl-C stops everything and waits
 # for every process to exit.
 #
 # Environment: BIN (bin), DATA_DIR (./data), EDGESET_DEMO_NODES (12; 0 for
 # no simulated fleet), EDGESET_DEMO_DOCKER (auto; 0 for no local agent),
-# EDGESET_DEMO_APPLY (1; 0 to apply nothing).
+# EDGESET_DEMO_APPLY (1; 0 to apply nothing), EDGESET_DEMO_API_ADDR
+# (127.0.0.1:8080), EDGESET_DEMO_MQTT_ADDR (127.0.0.1:1883).
+#
+# Ctrl-C (SIGINT) or SIGTERM is the normal way to stop: the script then
+# exits 0 once every child has stopped. It exits 1 only when a child dies
+# on its own.
 set -euo pipefail
 
 BIN=${BIN:-bin}
@@ -15,9 +20,12 @@ DATA_DIR=${DATA_DIR:-./data}
 NODES=${EDGESET_DEMO_NODES:-12}
 DOCKER=${EDGESET_DEMO_DOCKER:-auto}
 APPLY=${EDGESET_DEMO_APPLY:-1}
-EXAMPLES=$(cd "$(dirname "$0")" && pwd)/examples
+API_ADDR=${EDGESET_DEMO_API_ADDR:-127.0.0.1:8080}
+MQTT_ADDR=${EDGESET_DEMO_MQTT_ADDR:-127.0.0.1:1883}
+CONFIGS=$(cd "$(dirname "$0")" && pwd)
+EXAMPLES=$CONFIGS/examples
 LOGS=$DATA_DIR/logs
-CTL=("$BIN/edgesetctl" --token-file "$DATA_DIR/admin.token")
+CTL=("$BIN/edgesetctl" --server "http://$API_ADDR" --token-file "$DATA_DIR/admin.token")
 
 pids=()   # children, in start order
 names=()  # their names, for messages
@@ -61,7 +69,9 @@ stop() {
 	log "stopped; state stays in $DATA_DIR (rm -rf $DATA_DIR for a fresh start)"
 }
 trap stop EXIT
-trap 'exit 130' INT TERM
+# An interruption is how the demo ends: stop (the EXIT trap) and exit 0.
+interrupted=0
+trap 'interrupted=1; exit 0' INT TERM
 
 # died prints the name of a child that has exited, if any.
 died() {
@@ -80,6 +90,7 @@ died() {
 # the same SIGINT and may exit before this script handles it.
 fail() {
 	sleep 1
+	if ((interrupted)); then exit 0; fi
 	log "$1 exited unexpectedly; the end of $LOGS/$1.log:"
 	tail -n 20 "$LOGS/$1.log" | sed 's/^/    /'
 	exit 1
@@ -103,23 +114,24 @@ waitfor() {
 nodes_at_least() { (($("${CTL[@]}" get nodes -o name | grep -c .) >= $1)); }
 
 mkdir -p "$LOGS"
-start controller "$BIN/edgeset-controller" --data-dir "$DATA_DIR"
+start controller "$BIN/edgeset-controller" --data-dir "$DATA_DIR" --api-addr "$API_ADDR" --mqtt-addr "$MQTT_ADDR"
 waitfor "the controller's API" 30 "${CTL[@]}" version
 want=0
 
 if ((NODES > 0)); then
-	start fleet "$BIN/edgeset-sim" --broker-url tcp://127.0.0.1:1883 --nodes "$NODES" \
-		--fleet-secret-file "$DATA_DIR/fleet.secret" --fleet "$EXAMPLES/fleet.yaml" \
+	start fleet "$BIN/edgeset-sim" --broker-url "tcp://$MQTT_ADDR" --nodes "$NODES" \
+		--fleet-secret-file "$DATA_DIR/fleet.secret" --fleet "$CONFIGS/sim/fleet.yaml" \
 		--source-range "" --interval 10s
 	want=$NODES
 fi
 
 if [[ $DOCKER != 0 ]] && command -v docker >/dev/null && docker info >/dev/null 2>&1; then
 	token=$DATA_DIR/local-docker.token
-	(umask 077 && "$BIN/edgesetctl" token create local-docker --data-dir "$DATA_DIR" | tail -1 >"$token")
+	(umask 077 && "${CTL[@]}" token create local-docker | tail -1 >"$token")
 	# The taint keeps fluentd (which does not tolerate it) off this machine;
 	# node-exporter tolerates every taint and lands here too.
 	start agent-local-docker "$BIN/edgeset-agent" --node-name local-docker --token-file "$token" \
+		--broker-url "tcp://$MQTT_ADDR" \
 		--runtime docker --data-dir "$DATA_DIR/agent-local-docker" --labels site=local,role=worker \
 		--taints edgeset.io/local-docker=true:NoSchedule
 	want=$((want + 1))
@@ -139,8 +151,8 @@ fi
 
 cat <<HINTS
 
-edgeset is running: controller API http://127.0.0.1:8080 (token $DATA_DIR/admin.token),
-embedded MQTT broker tcp://127.0.0.1:1883, logs in $LOGS. In another terminal:
+edgeset is running: controller API http://$API_ADDR (token $DATA_DIR/admin.token),
+embedded MQTT broker tcp://$MQTT_ADDR, logs in $LOGS. In another terminal:
 
   bin/edgesetctl get nodes -o wide
   bin/edgesetctl get daemonsets -A                     # add -w to follow changes

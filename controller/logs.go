@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/controller/registry"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -165,11 +166,27 @@ func (c *Controller) checkLogsRequest(req api.LogsRequest) error {
 		}
 		return fmt.Errorf("%w: %s", api.ErrNotFound, msg)
 	}
-	nodes, _ := c.registry.Snapshot(time.Now(), c.cfg.NodeOfflineGrace)
+	now := time.Now()
+	nodes, _ := c.registry.Snapshot(now, c.cfg.NodeOfflineGrace)
 	if !slices.ContainsFunc(nodes, func(n schema.Node) bool { return n.Name == req.Node }) {
 		return c.unknownNode(req.Node, nodes)
 	}
+	if st, _ := c.registry.State(req.Node); !st.Online {
+		return fmt.Errorf("%w: node %s is offline%s: its agent cannot send logs until it reconnects", api.ErrUnavailable, req.Node, seenAgo(st, now))
+	}
 	return nil
+}
+
+// seenAgo says when a node was last seen (or went offline), for errors.
+func seenAgo(st registry.NodeState, now time.Time) string {
+	last := st.LastSeen
+	if st.OfflineSince.After(last) {
+		last = st.OfflineSince
+	}
+	if last.IsZero() {
+		return " (never seen online)"
+	}
+	return fmt.Sprintf(" (last seen %s, %s ago)", last.UTC().Format(time.RFC3339), now.Sub(last).Round(time.Second))
 }
 
 func (c *Controller) publishLogRequest(ctx context.Context, req schema.LogRequest) error {

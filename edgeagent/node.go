@@ -78,6 +78,9 @@ func NewNode(opts NodeOptions, rt Runtime) (*Node, error) {
 	if m.Logger == nil {
 		m.Logger = n.log
 	}
+	if m.AuthRefusedHint == "" {
+		m.AuthRefusedHint = authRefusedHint(name, m.BrokerURL)
+	}
 	var err error
 	if n.client, err = mqttclient.New(m); err != nil {
 		return nil, fmt.Errorf("node %s: %w", name, err)
@@ -258,4 +261,12 @@ func (n *Node) goodbye() {
 	n.mu.Unlock()
 	p := n.presence(false, session)
 	_ = n.client.Publish(ctx, p.Topic, p.Payload, true)
+}
+
+// authRefusedHint is what to check when the broker refuses the node's
+// credentials.
+func authRefusedHint(node, brokerURL string) string {
+	return fmt.Sprintf("check that the token was minted by the controller of this broker (edgesetctl token create %s, against that controller), "+
+		"that it was minted for node %s (--node-name must match), that it is not revoked (DATA_DIR/revoked on the controller), "+
+		"and that %s is that controller's broker; the broker's log names the node and why it refused", node, node, brokerURL)
 }

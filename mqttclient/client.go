@@ -159,6 +159,10 @@ func (c *Client) connectLoop(ctx context.Context, wg *sync.WaitGroup) {
 			c.stats.connectFails.Add(1)
 			delay = c.opts.Backoff.Delay(attempt, rnd)
 			attempt++
+			if hint := c.opts.AuthRefusedHint; hint != "" && IsAuthRefused(err) {
+				c.log.Warn("mqtt connect refused: the broker did not accept the credentials", "err", err, "retryIn", delay, "hint", hint)
+				continue
+			}
 			c.log.Warn("mqtt connect failed", "err", err, "retryIn", delay)
 			continue
 		}

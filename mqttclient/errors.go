@@ -1,6 +1,10 @@
 package mqttclient
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/eclipse/paho.mqtt.golang/packets"
+)
 
 // Errors the Client returns; callers test for them with errors.Is.
 var (
@@ -16,3 +20,9 @@ var (
 	// (0x80), typically because its ACL denies the filter.
 	ErrSubscriptionRefused = errors.New("mqtt: subscription refused by the broker")
 )
+
+// IsAuthRefused reports whether err is the broker refusing a connection's
+// credentials (CONNACK return code 4 or 5).
+func IsAuthRefused(err error) bool {
+	return errors.Is(err, packets.ErrorRefusedNotAuthorised) || errors.Is(err, packets.ErrorRefusedBadUsernameOrPassword)
+}

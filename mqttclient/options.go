@@ -127,6 +127,11 @@ type Options struct {
 
 	// Logger receives connection events. Default: discard.
 	Logger *slog.Logger
+	// AuthRefusedHint, when set, is logged (as "hint") with every connect
+	// attempt the broker refuses for its credentials (CONNACK "not
+	// authorized" or "bad user name or password"): what the operator
+	// should check.
+	AuthRefusedHint string
 }
 
 // Subscription is one topic filter and its maximum QoS.

@@ -18,7 +18,8 @@ import (
 
 func newApplyCmd(s *streams) *cobra.Command {
 	var paths []string
-	var dryRun, prune bool
+	var dryRun dryRunValue
+	var prune bool
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|DIR|- [-f ...]",
 		Short: "Create or update daemonsets, configmaps and secrets from manifests",
@@ -35,10 +36,17 @@ it ("cli:PATH/...") and that this apply did not name are deleted: remove a
 file from the directory, apply the directory again with --prune, and its
 objects go. Objects applied another way (by hand, from another path, or from
 the controller's manifests-dir) are never pruned. --prune does not take
-stdin.`,
+stdin.
+
+--dry-run=server has the controller run the whole apply (validation,
+placement, every object of a file in one store transaction) and roll it
+back: it says exactly what would be created, configured or unchanged.
+--dry-run=client validates locally and only reads the controller, to say
+whether each object would be created or configured. As in current
+kubectl, --dry-run takes a value.`,
 		Example: `  edgesetctl apply -f configs/examples/
-  edgesetctl apply -f node-exporter.yaml --dry-run
-  edgesetctl apply -f deploy/ --prune`,
+  edgesetctl apply -f node-exporter.yaml --dry-run=server
+  edgesetctl apply -f deploy/ --prune --dry-run=client`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(paths) == 0 {
@@ -51,11 +59,11 @@ stdin.`,
 			if prune && slices.Contains(paths, "-") {
 				return usageError{errors.New("apply: --prune needs -f FILE|DIR, not - (stdin)")}
 			}
-			return cfg.explain(apply(cmd, s, c, paths, applyFlags{dryRun: dryRun, prune: prune}))
+			return cfg.explain(apply(cmd, s, c, paths, applyFlags{dryRun: &dryRun, prune: prune}))
 		},
 	}
 	cmd.Flags().StringArrayVarP(&paths, "filename", "f", nil, "manifest file, directory, or - for stdin (repeatable)")
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say what would change without changing anything")
+	addDryRunFlag(cmd.Flags(), &dryRun)
 	cmd.Flags().BoolVar(&prune, "prune", false, "delete objects applied earlier from the same -f path that this apply does not name")
 	return cmd
 }
@@ -154,7 +162,8 @@ func printProblems(w io.Writer, err error) int {
 
 // applyFlags are apply's options.
 type applyFlags struct {
-	dryRun, prune bool
+	dryRun *dryRunValue
+	prune  bool
 }
 
 func apply(cmd *cobra.Command, s *streams, c *api.Client, paths []string, f applyFlags) error {
@@ -162,13 +171,15 @@ func apply(cmd *cobra.Command, s *streams, c *api.Client, paths []string, f appl
 	if err != nil {
 		return err
 	}
-	suffix := ""
-	if f.dryRun {
-		suffix = " (dry run)"
-	}
+	suffix := f.dryRun.suffix()
 	applied := map[string]bool{}
 	for _, src := range srcs {
-		results, err := c.ApplyWith(cmd.Context(), src.name, src.data, api.ApplyOptions{DryRun: f.dryRun, Source: src.owner})
+		var results []api.ApplyResult
+		if f.dryRun.mode == dryRunClient {
+			results, err = clientDryRun(cmd.Context(), c, src)
+		} else {
+			results, err = c.ApplyWith(cmd.Context(), src.name, src.data, api.ApplyOptions{DryRun: f.dryRun.mode == dryRunServer, Source: src.owner})
+		}
 		if err != nil {
 			return fmt.Errorf("apply %s: %w", src.name, err)
 		}
@@ -186,10 +197,34 @@ func apply(cmd *cobra.Command, s *streams, c *api.Client, paths []string, f appl
 	return pruneApplied(cmd.Context(), s, c, paths, applied, f.dryRun)
 }
 
+// clientDryRun says, for each object of src, whether applying it would
+// create it or configure it, reading the controller only: whether it
+// would be unchanged is the controller's to say (--dry-run=server).
+func clientDryRun(ctx context.Context, c *api.Client, src manifestSource) ([]api.ApplyResult, error) {
+	objs, _, err := schema.Decode(src.name, src.data)
+	if err != nil {
+		return nil, err
+	}
+	var out []api.ApplyResult
+	for _, o := range objs {
+		ref := refOf(o)
+		err := ref.get(ctx, c)
+		switch {
+		case errors.Is(err, api.ErrNotFound) && !errors.Is(err, api.ErrNotController):
+			out = append(out, api.ApplyResult{Kind: ref.kind, Key: ref.key, Action: api.ActionCreated})
+		case err != nil:
+			return nil, err
+		default:
+			out = append(out, api.ApplyResult{Kind: ref.kind, Key: ref.key, Action: api.ActionConfigured})
+		}
+	}
+	return out, nil
+}
+
 // pruneApplied deletes the daemonsets, configmaps and secrets applied
 // earlier from one of paths (their source is "cli:PATH" or below it) that
 // applied does not name (by kind/namespace/name).
-func pruneApplied(ctx context.Context, s *streams, c *api.Client, paths []string, applied map[string]bool, dryRun bool) error {
+func pruneApplied(ctx context.Context, s *streams, c *api.Client, paths []string, applied map[string]bool, dryRun *dryRunValue) error {
 	var owners []string
 	for _, p := range paths {
 		o, err := cliOwner(p)
@@ -206,8 +241,8 @@ func pruneApplied(ctx context.Context, s *streams, c *api.Client, paths []string
 		if applied[o.name] || !ownedByAny(o.source, owners) {
 			continue
 		}
-		if dryRun {
-			fmt.Fprintf(s.out, "%s pruned (dry run)\n", o.name)
+		if dryRun.active() {
+			fmt.Fprintf(s.out, "%s pruned%s\n", o.name, dryRun.suffix())
 			continue
 		}
 		if err := o.delete(); err != nil && !errors.Is(err, api.ErrNotFound) {

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -28,6 +32,10 @@ type clientConfig struct {
 	Token       string
 	TokenSource string
 	ConfigFile  string
+	// Command is the command line's verb ("rollout status") and Timeout
+	// its --timeout when it has one, for the message of a deadline.
+	Command string
+	Timeout string
 }
 
 // addClientFlags adds the persistent flags of every command that talks to
@@ -47,7 +55,10 @@ func loadClientConfig(cmd *cobra.Command) (clientConfig, error) {
 	v.SetEnvPrefix("EDGESET")
 	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
 	v.AutomaticEnv()
-	cfg := clientConfig{}
+	cfg := clientConfig{Command: strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")}
+	if f := cmd.Flags().Lookup("timeout"); f != nil {
+		cfg.Timeout = f.Value.String()
+	}
 	if err := readClientConfigFile(v, &cfg); err != nil {
 		return cfg, err
 	}
@@ -55,7 +66,7 @@ func loadClientConfig(cmd *cobra.Command) (clientConfig, error) {
 	if !strings.Contains(cfg.Server, "://") {
 		cfg.Server = "http://" + cfg.Server
 	}
-	return cfg, resolveToken(v, &cfg)
+	return cfg, resolveToken(cmd.Flags(), v, &cfg)
 }
 
 func readClientConfigFile(v *viper.Viper, cfg *clientConfig) error {
@@ -79,26 +90,47 @@ func readClientConfigFile(v *viper.Viper, cfg *clientConfig) error {
 	return nil
 }
 
-// resolveToken finds the token: --token / EDGESET_TOKEN, then --token-file,
-// then ./data/admin.token (what `make run` creates).
-func resolveToken(v *viper.Viper, cfg *clientConfig) error {
-	if t := v.GetString("token"); t != "" {
-		cfg.Token, cfg.TokenSource = t, "--token or EDGESET_TOKEN"
+// resolveToken finds the token, first found wins: --token, --token-file,
+// EDGESET_TOKEN, EDGESET_TOKEN_FILE, the client config file's token and
+// token-file, then ./data/admin.token (what `make run` creates). A flag
+// always beats the environment (docs/configuration.md).
+func resolveToken(flags *pflag.FlagSet, v *viper.Viper, cfg *clientConfig) error {
+	switch {
+	case flags.Changed("token"):
+		t, _ := flags.GetString("token")
+		cfg.Token, cfg.TokenSource = t, "--token"
 		return nil
+	case flags.Changed("token-file"):
+		path, _ := flags.GetString("token-file")
+		return readTokenFile(cfg, path, "--token-file "+path, true)
+	case os.Getenv("EDGESET_TOKEN") != "":
+		cfg.Token, cfg.TokenSource = os.Getenv("EDGESET_TOKEN"), "EDGESET_TOKEN"
+		return nil
+	case os.Getenv("EDGESET_TOKEN_FILE") != "":
+		path := os.Getenv("EDGESET_TOKEN_FILE")
+		return readTokenFile(cfg, path, "EDGESET_TOKEN_FILE="+path, true)
+	case v.GetString("token") != "":
+		cfg.Token, cfg.TokenSource = v.GetString("token"), "token in "+cfg.ConfigFile
+		return nil
+	case v.GetString("token-file") != "":
+		path := v.GetString("token-file")
+		return readTokenFile(cfg, path, "token-file "+path+" in "+cfg.ConfigFile, true)
 	}
-	path, explicit := v.GetString("token-file"), true
-	if path == "" {
-		path, explicit = defaultTokenFile, false
-	}
+	return readTokenFile(cfg, defaultTokenFile, defaultTokenFile, false)
+}
+
+// readTokenFile reads the token at path; a missing default file is no
+// error (the controller will say the token is missing).
+func readTokenFile(cfg *clientConfig, path, source string, explicit bool) error {
 	b, err := os.ReadFile(path)
 	switch {
 	case err == nil:
-		cfg.Token, cfg.TokenSource = strings.TrimSpace(string(b)), path
+		cfg.Token, cfg.TokenSource = strings.TrimSpace(string(b)), source
 		return nil
 	case !explicit && errors.Is(err, fs.ErrNotExist):
-		return nil // the controller will say the token is missing
+		return nil
 	default:
-		return fmt.Errorf("read token file: %w", err)
+		return fmt.Errorf("read token file (%s): %w", source, err)
 	}
 }
 
@@ -111,27 +143,74 @@ func newAPIClient(cmd *cobra.Command) (*api.Client, clientConfig, error) {
 	return api.NewClient(cfg.Server, cfg.Token, nil), cfg, nil
 }
 
-// explain turns a client error into one that says what was tried and what
-// to do next.
+// explain turns a client error into one that says what happened and what
+// to do next: a refused token names where it was read; a deadline says
+// how long was waited for what; only a failure to connect (refused, no
+// route, unknown host) suggests starting a controller; a server that is
+// not an edgeset controller is named as such.
 func (cfg clientConfig) explain(err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, api.ErrUnauthorized) {
+	var te *timeoutError
+	switch {
+	case errors.Is(err, api.ErrUnauthorized):
 		src := cfg.TokenSource
 		if src == "" {
-			src = "no token found (tried --token, EDGESET_TOKEN, --token-file, ./" + defaultTokenFile + ")"
+			src = "no token found (tried --token, --token-file, EDGESET_TOKEN, EDGESET_TOKEN_FILE, ./" + defaultTokenFile + ")"
 		}
 		return fmt.Errorf("%w\n  token from: %s\n  the controller prints where its token is on start (DATA_DIR/admin.token)", err, src)
-	}
-	var se *api.StatusError
-	if errors.As(err, &se) || errors.Is(err, api.ErrNotFound) {
-		// The controller answered: the hint about reaching it would mislead.
+	case errors.As(err, &te):
 		return err
+	case errors.Is(err, api.ErrNotController):
+		return fmt.Errorf("%s is not an edgeset controller (or not one this edgesetctl speaks to): %w\n  server %s from %s", cfg.Server, err, cfg.Server, cfg.serverSource())
+	case errors.Is(err, context.DeadlineExceeded) && cfg.Timeout != "":
+		return fmt.Errorf("timed out after %s waiting for %s (--timeout): %w", cfg.Timeout, cfg.Command, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return err // the API client's own timeout: its message says so
+	case isConnectFailure(err):
+		return fmt.Errorf("%w\n  server %s from %s\n  is edgeset-controller running? start one with `make run`", err, cfg.Server, cfg.serverSource())
 	}
+	return err
+}
+
+func (cfg clientConfig) serverSource() string {
 	where := "--server, EDGESET_SERVER or the default"
 	if cfg.ConfigFile != "" {
 		where += " (client config " + cfg.ConfigFile + ")"
 	}
-	return fmt.Errorf("%w\n  server %s from %s\n  is edgeset-controller running? start one with `make run`", err, cfg.Server, where)
+	return where
+}
+
+// isConnectFailure reports whether err is a failure to connect at all:
+// refused, no route, unknown host.
+func isConnectFailure(err error) bool {
+	var dnsErr *net.DNSError
+	var opErr *net.OpError
+	switch {
+	case errors.As(err, &dnsErr):
+		return true
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return true
+	case errors.As(err, &opErr) && opErr.Op == "dial":
+		return true
+	}
+	return false
+}
+
+// timeoutError is a command's own deadline (--timeout) passing.
+type timeoutError struct {
+	after time.Duration
+	what  string
+}
+
+func (e *timeoutError) Error() string {
+	return fmt.Sprintf("timed out after %s waiting for %s", e.after, e.what)
+}
+
+// withTimeout is context.WithTimeout whose expiry reads "timed out after
+// d waiting for what" in every error that carries it (see
+// api.Client: a request cut short by ctx returns context.Cause).
+func withTimeout(ctx context.Context, d time.Duration, what string) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, d, &timeoutError{after: d, what: what})
 }

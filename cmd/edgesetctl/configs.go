@@ -184,21 +184,6 @@ func writeKeys(w io.Writer, keys []api.ConfigKey) {
 	t.flush()
 }
 
-// deleteConfig deletes a ConfigMap or Secret.
-func deleteConfig(ctx context.Context, c *api.Client, w io.Writer, kind, key string) error {
-	var err error
-	if kind == kindConfigMap {
-		err = c.DeleteConfigMap(ctx, key)
-	} else {
-		err = c.DeleteSecret(ctx, key)
-	}
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "%s/%s deleted\n", kind, key)
-	return nil
-}
-
 // resultObject names an apply result as kubectl does: kind/namespace/name.
 func resultObject(r api.ApplyResult) string {
 	kind := strings.ToLower(r.Kind)

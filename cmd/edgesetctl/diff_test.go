@@ -54,8 +54,8 @@ func TestCLIApplyPrune(t *testing.T) {
 	}
 
 	require.NoError(t, os.Remove(b))
-	assert.Equal(t, "daemonset/monitoring/a unchanged (dry run)\ndaemonset/monitoring/b pruned (dry run)\n",
-		c.ok("apply", "-f", dir, "--prune", "--dry-run"))
+	assert.Equal(t, "daemonset/monitoring/a unchanged (server dry run)\ndaemonset/monitoring/b pruned (server dry run)\n",
+		c.ok("apply", "-f", dir, "--prune", "--dry-run=server"))
 	assert.Equal(t, "daemonset/monitoring/a unchanged\ndaemonset/monitoring/b pruned\n", c.ok("apply", "-f", dir, "--prune"))
 	assert.Equal(t, "daemonset/a\ndaemonset/hand\n", c.ok("get", "ds", "-n", "monitoring", "-o", "name"),
 		"a daemonset applied from another path is never pruned")

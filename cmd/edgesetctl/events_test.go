@@ -163,7 +163,7 @@ func TestLiveCommands(t *testing.T) {
 		return strings.Count(out, "node/") == 3
 	})
 	c.ok("apply", "-f", manifest(t, "exporter:1"))
-	c.ok("label", "node", "gw-2", "role=sensor")
+	c.ok("label", "node", "gw-2", "role=sensor", "--overwrite")
 	waitUntil(t, "2 ready instances", func() bool {
 		out := c.ok("explain", "daemonset", "exporter", "-n", "monitoring")
 		return strings.Count(out, "runs, ready") == 2

@@ -32,8 +32,9 @@ so unlike kubectl logs (the current container only) the log holds every
 run; use --tail to see the latest lines. --previous prints the last run
 that terminated, as kubectl does: for a running container that was
 restarted, the run before the current one; for an exited container, its
-last run. A node that does not answer within 15 seconds is reported,
-usually because it is offline.`,
+last run. A node the controller knows to be offline is reported at once,
+with when it was last seen; one that does not answer within 15 seconds is
+reported too.`,
 		Example: `  edgesetctl logs fluentd --node gw-0042 -n logging
   edgesetctl logs fluentd --node gw-0042 -n logging --tail 100 -f
   edgesetctl logs exporter --node gw-0042 -c sidecar

@@ -65,7 +65,12 @@ func newRootCmd(s *streams) *cobra.Command {
 	root.SetIn(s.in)
 	root.SetOut(s.out)
 	root.SetErr(s.err)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		if err.Error() == "flag needs an argument: --dry-run" {
+			err = fmt.Errorf(`%w: "none", "server", or "client" (--dry-run=server)`, err)
+		}
+		return usageError{err}
+	})
 	addClientFlags(root.PersistentFlags())
 	for _, newCmd := range commands {
 		root.AddCommand(newCmd(s))

@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -10,17 +12,29 @@ import (
 	"github.com/edgeset/edgeset/broker"
 )
 
+// defaultDataDir is the controller data directory revoke uses without
+// --data-dir (what `make run` uses).
+const defaultDataDir = "./data"
+
 func newTokenCmd(s *streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "token",
 		Short: "Mint and revoke MQTT credentials of nodes",
 		Long: `A node authenticates to the broker as itself: username = node name,
-password = a token derived from the fleet secret (DATA_DIR/fleet.secret) and
-the node name. These commands run on the controller's machine and read the
-secret directly; nothing is stored per node.`,
+password = a token derived from the controller's fleet secret
+(DATA_DIR/fleet.secret) and the node name; nothing is stored per node.
+
+token create asks the controller through its API (the admin token, as every
+other command), so the token is always one its broker accepts, and the
+controller records the mint as an event on the node (who asked, the
+token's fingerprint; never the token). With --data-dir DIR it works offline
+on the controller's machine instead, reading DIR/fleet.secret; it never
+creates a fleet secret, so a wrong DIR is an error, not a token the broker
+refuses. token revoke works on the data directory (--data-dir, default
+./data).`,
 	}
 	var dataDir string
-	cmd.PersistentFlags().StringVar(&dataDir, "data-dir", "./data", "the controller's data directory (holds fleet.secret)")
+	cmd.PersistentFlags().StringVar(&dataDir, "data-dir", "", "the controller's data directory (holds fleet.secret): create works offline from it; revoke's default ./data")
 	cmd.AddCommand(newTokenCreateCmd(s, &dataDir), newTokenRevokeCmd(s, &dataDir))
 	return cmd
 }
@@ -30,8 +44,10 @@ func newTokenCreateCmd(s *streams, dataDir *string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "create NODE",
 		Short: "Print the MQTT token of a node (alone on the last line)",
-		Example: `  edgesetctl token create gw-0042 --data-dir /var/lib/edgeset
-  edgeset-agent --node-name gw-0042 --token "$(edgesetctl token create gw-0042 | tail -1)"`,
+		Example: `  edgesetctl token create gw-0042
+  edgeset-agent --node-name gw-0042 --token "$(edgesetctl token create gw-0042 | tail -1)"
+  edgesetctl token create gw-0042 --data-dir /var/lib/edgeset   # offline, on the controller's machine
+  edgesetctl token create --controller --data-dir /var/lib/edgeset`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if controller {
 				return cobra.NoArgs(cmd, args)
@@ -39,11 +55,14 @@ func newTokenCreateCmd(s *streams, dataDir *string) *cobra.Command {
 			return cobra.ExactArgs(1)(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			secret, err := broker.LoadOrCreateFleetSecret(*dataDir)
-			if err != nil {
-				return err
-			}
 			if controller {
+				if *dataDir == "" {
+					return usageError{errors.New("--controller reads the fleet secret directly: give --data-dir DIR (the controller's data directory)")}
+				}
+				secret, err := loadFleetSecret(*dataDir)
+				if err != nil {
+					return err
+				}
 				fmt.Fprintf(s.err, "controller credential (username %s), from %s:\n", broker.ControllerUsername, filepath.Join(*dataDir, broker.SecretFile))
 				fmt.Fprintln(s.out, broker.ControllerToken(secret))
 				return nil
@@ -52,13 +71,47 @@ func newTokenCreateCmd(s *streams, dataDir *string) *cobra.Command {
 			if !broker.ValidNodeName(node) {
 				return usageError{fmt.Errorf("%q is not a valid node name (lowercase letters, digits, '-' and '.', at most 253 characters)", node)}
 			}
-			fmt.Fprintf(s.out, "MQTT credential of node %s (username %s), fingerprint %s:\n", node, node, broker.TokenFingerprint(broker.NodeToken(secret, node)))
-			fmt.Fprintln(s.out, broker.NodeToken(secret, node))
+			if *dataDir != "" {
+				return createTokenOffline(s, *dataDir, node)
+			}
+			c, cfg, err := newAPIClient(cmd)
+			if err != nil {
+				return err
+			}
+			tok, err := c.MintNodeToken(cmd.Context(), node)
+			if err != nil {
+				return cfg.explain(fmt.Errorf("mint the token of node %s: %w", node, err))
+			}
+			fmt.Fprintf(s.out, "MQTT credential of node %s (username %s), fingerprint %s, from the controller at %s:\n", tok.Node, tok.Username, tok.Fingerprint, cfg.Server)
+			fmt.Fprintln(s.out, tok.Token)
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&controller, "controller", false, "print the controller's own credential (for an external broker's password file)")
+	cmd.Flags().BoolVar(&controller, "controller", false, "print the controller's own credential (for an external broker's password file; needs --data-dir)")
 	return cmd
+}
+
+// createTokenOffline prints node's token derived from dataDir's fleet
+// secret.
+func createTokenOffline(s *streams, dataDir, node string) error {
+	secret, err := loadFleetSecret(dataDir)
+	if err != nil {
+		return err
+	}
+	token := broker.NodeToken(secret, node)
+	fmt.Fprintf(s.out, "MQTT credential of node %s (username %s), fingerprint %s, from %s:\n", node, node, broker.TokenFingerprint(token), filepath.Join(dataDir, broker.SecretFile))
+	fmt.Fprintln(s.out, token)
+	return nil
+}
+
+// loadFleetSecret reads dataDir's fleet secret, which must exist: a token
+// from a secret edgesetctl made up would be refused by the broker.
+func loadFleetSecret(dataDir string) ([]byte, error) {
+	path := filepath.Join(dataDir, broker.SecretFile)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("no fleet secret at %s: --data-dir must be the controller's data directory (edgesetctl never creates one; without --data-dir, token create asks the controller)", path)
+	}
+	return broker.LoadOrCreateFleetSecret(dataDir)
 }
 
 func newTokenRevokeCmd(s *streams, dataDir *string) *cobra.Command {
@@ -67,13 +120,20 @@ func newTokenRevokeCmd(s *streams, dataDir *string) *cobra.Command {
 		Short: "Refuse a node's token from now on (the broker reloads the list within seconds)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := broker.Revoke(*dataDir, args[0]); err != nil {
+			dir := *dataDir
+			if dir == "" {
+				dir = defaultDataDir
+			}
+			if _, err := loadFleetSecret(dir); err != nil {
+				return err
+			}
+			if err := broker.Revoke(dir, args[0]); err != nil {
 				if errors.Is(err, broker.ErrInvalidRevocation) {
 					return usageError{err}
 				}
 				return err
 			}
-			fmt.Fprintf(s.out, "revoked %s (in %s)\n", args[0], filepath.Join(*dataDir, broker.RevokedFile))
+			fmt.Fprintf(s.out, "revoked %s (in %s)\n", args[0], filepath.Join(dir, broker.RevokedFile))
 			return nil
 		},
 	}

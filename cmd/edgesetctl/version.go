@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -25,7 +24,7 @@ func newVersionCmd(s *streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
+			ctx, cancel := withTimeout(cmd.Context(), 5*time.Second, "the controller's version at "+cfg.Server)
 			defer cancel()
 			v, err := c.Version(ctx)
 			if err != nil {

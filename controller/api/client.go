@@ -36,6 +36,9 @@ func NewClient(server, token string, hc *http.Client) *Client {
 type StatusError struct {
 	Code int
 	Body Error
+	// Foreign is set when the body was not an edgeset error document:
+	// the server is not an edgeset controller (or not this version's).
+	Foreign bool
 }
 
 func (e *StatusError) Error() string {
@@ -51,6 +54,8 @@ func (e *StatusError) Error() string {
 // Is lets errors.Is(err, ErrNotFound) work across the wire.
 func (e *StatusError) Is(target error) bool {
 	switch target {
+	case ErrNotController:
+		return e.Foreign
 	case ErrNotFound:
 		return e.Code == http.StatusNotFound
 	case ErrInvalid:
@@ -218,7 +223,7 @@ func (c *Client) send(ctx context.Context, method, path, contentType string, bod
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("controller at %s is unreachable: %w", c.base, err)
+		return c.transportError(ctx, method, path, err)
 	}
 	defer resp.Body.Close()
 	return decodeResponse(resp, out)
@@ -235,7 +240,8 @@ func decodeResponse(resp *http.Response, out any) error {
 	if resp.StatusCode/100 != 2 {
 		se := &StatusError{Code: resp.StatusCode}
 		if json.Unmarshal(data, &se.Body) != nil || se.Body.Message == "" {
-			se.Body.Message = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(data))
+			se.Body.Message = fmt.Sprintf("HTTP %d: %s", resp.StatusCode, clip(bytes.TrimSpace(data)))
+			se.Foreign = true
 		}
 		return se
 	}
@@ -243,7 +249,34 @@ func decodeResponse(resp *http.Response, out any) error {
 		return nil
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("decode response: %w", err)
+		return fmt.Errorf("%w: decode response (%s): %v", ErrNotController, resp.Header.Get("Content-Type"), err)
 	}
 	return nil
+}
+
+// ErrNotController: the server answered, but not as an edgeset
+// controller's API does (a body that is not edgeset's JSON).
+var ErrNotController = errors.New("the server does not answer as an edgeset controller")
+
+// transportError says why a request got no answer: the caller's context
+// ended (its cause, so a command's own timeout names itself), the
+// client's timeout passed, or the controller could not be reached.
+func (c *Client) transportError(ctx context.Context, method, path string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s %s: %w", method, path, context.Cause(ctx))
+	}
+	var ne interface{ Timeout() bool }
+	if errors.As(err, &ne) && ne.Timeout() && c.http.Timeout > 0 {
+		return fmt.Errorf("controller at %s did not answer %s %s within %s: %w", c.base, method, path, c.http.Timeout, err)
+	}
+	return fmt.Errorf("controller at %s is unreachable: %w", c.base, err)
+}
+
+// clip shortens a foreign body for an error message.
+func clip(b []byte) []byte {
+	const max = 200
+	if len(b) > max {
+		return append(b[:max:max], "..."...)
+	}
+	return b
 }

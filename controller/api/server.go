@@ -109,6 +109,7 @@ func (s *Server) routes() {
 	s.handle("GET "+p+"/nodes/{name}", s.getNode)
 	s.handle("PATCH "+p+"/nodes/{name}", s.patchNode)
 	s.handle("DELETE "+p+"/nodes/{name}", s.deleteNode)
+	s.handle("POST "+p+"/nodes/{name}/token", s.mintNodeToken)
 	s.handle("GET "+p+"/instances", s.listInstances)
 	s.handle("GET "+p+"/events", s.events)
 	s.handle("GET "+p+"/sources", s.sources)

@@ -1,0 +1,36 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/edgeset/edgeset/broker"
+	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/schema"
+)
+
+// ReasonTokenMinted is the event recorded on a node when its MQTT token is
+// minted through the API.
+const ReasonTokenMinted = "TokenMinted"
+
+var _ api.NodeTokenMinter = (*Controller)(nil)
+
+// MintNodeToken returns node's MQTT credential, derived from this
+// controller's fleet secret, so it is one the broker accepts. The node
+// need not have connected yet. The mint is recorded as an event on the
+// node naming the requester and the token's fingerprint, never the token.
+func (c *Controller) MintNodeToken(_ context.Context, node, requester string) (api.NodeToken, error) {
+	if !broker.ValidNodeName(node) {
+		return api.NodeToken{}, fmt.Errorf("%w: %q is not a valid node name (lowercase letters, digits, '-' and '.', at most 253 characters)", api.ErrInvalid, node)
+	}
+	secret, err := broker.LoadOrCreateFleetSecret(c.cfg.DataDir)
+	if err != nil {
+		return api.NodeToken{}, fmt.Errorf("mint token of node %s: %w", node, err)
+	}
+	token := broker.NodeToken(secret, node)
+	fp := broker.TokenFingerprint(token)
+	c.events.add(nodeObject(node), schema.EventNormal, ReasonTokenMinted,
+		fmt.Sprintf("MQTT token minted for %s, fingerprint %s", requester, fp))
+	c.log.Info("node token minted", "node", node, "fingerprint", fp, "requester", requester)
+	return api.NodeToken{Node: node, Username: node, Token: token, Fingerprint: fp}, nil
+}
