@@ -21,6 +21,7 @@ import (
 
 	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller"
+	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/edgeagent/fake"
 	"github.com/edgeset/edgeset/mqttclient"
@@ -251,7 +252,7 @@ func TestCLINodeVerbs(t *testing.T) {
 	assert.Contains(t, c.ok("delete", "node", "gw-1"), "node/gw-1 deleted")
 	waitUntil(t, "the deleted node's daemon gone", func() bool { return !runsOn("gw-1") })
 
-	code, out, errOut := c.run("get", "sources")
+	code, out, errOut = c.run("get", "sources")
 	assert.Equal(t, 0, code)
 	assert.Empty(t, out, "no manifests-dir: no sources")
 	assert.Equal(t, "No resources found\n", errOut)
@@ -538,13 +539,6 @@ func TestCLILogsOfflineNode(t *testing.T) {
 	assert.Contains(t, errOut, "timed out after 300ms waiting for node gw-0's evicted instances to stop")
 	assert.Contains(t, errOut, "still running on node gw-0: monitoring/exporter (the drain stays in effect)")
 	assert.NotContains(t, errOut, "make run")
-}
-
-func (c cli) runIn(stdin string, args ...string) (code int, stdout, stderr string) {
-	var out, errb bytes.Buffer
-	all := append([]string{"--server", c.server, "--token", c.token}, args...)
-	code = run(all, strings.NewReader(stdin), &out, &errb)
-	return code, out.String(), errb.String()
 }
 
 // TestCLIDeleteFromManifests: delete -f FILE|DIR|- deletes what the
