@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/bbolt"
@@ -51,6 +52,13 @@ type Options struct {
 	// the transaction that appends past it. Zero or less means
 	// DefaultMaxEvents.
 	MaxEvents int
+	// OnWrite, when set, is told the outcome of every read-write
+	// transaction that tried to commit: nil once it committed, else why
+	// the file could not take it (disk full, I/O error). A transaction
+	// whose own logic refused the write (not found, stale generation,
+	// nothing to write, a dry run) is not reported: it says nothing about
+	// the disk. OnWrite must not call the store.
+	OnWrite func(err error)
 }
 
 func (o Options) withDefaults() Options {
@@ -69,6 +77,8 @@ type Store struct {
 	path      string
 	db        *bbolt.DB
 	maxEvents int
+	onWrite   func(error)
+	fault     atomic.Pointer[func() error]
 
 	closeOnce sync.Once
 	closeErr  error
@@ -98,7 +108,7 @@ func Open(path string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("open store %s: %w", path, err)
 		}
 	}
-	return &Store{path: path, db: db, maxEvents: opts.MaxEvents}, nil
+	return &Store{path: path, db: db, maxEvents: opts.MaxEvents, onWrite: opts.OnWrite}, nil
 }
 
 // openError explains why bbolt.Open failed. Beyond a lock timeout and the
@@ -159,7 +169,9 @@ var errNoWrite = errors.New("nothing to write")
 // update runs fn in a read-write transaction, committed and fsynced before
 // it returns.
 func (s *Store) update(fn func(tx *bbolt.Tx) error) error {
-	err := s.db.Update(fn)
+	w := s.writer(fn)
+	err := s.db.Update(w.run)
+	w.report(err)
 	if errors.Is(err, errNoWrite) {
 		return nil
 	}
@@ -170,7 +182,57 @@ func (s *Store) update(fn func(tx *bbolt.Tx) error) error {
 // coalesces concurrent calls into one fsynced transaction. fn may run more
 // than once and must be idempotent.
 func (s *Store) batch(fn func(tx *bbolt.Tx) error) error {
-	return closedError(s.db.Batch(fn))
+	w := s.writer(fn)
+	err := s.db.Batch(w.run)
+	w.report(err)
+	return closedError(err)
+}
+
+// FailWrites makes every later read-write transaction call fault once its
+// writes are made and, when fault returns an error, roll back and fail
+// with it as a commit that the disk refused would: the seam tests use to
+// stand in for a full or failing disk. nil removes it.
+func (s *Store) FailWrites(fault func() error) {
+	if fault == nil {
+		s.fault.Store(nil)
+		return
+	}
+	s.fault.Store(&fault)
+}
+
+// writer runs one read-write transaction's function and tells OnWrite
+// how the commit went, telling apart the function's own refusals from
+// the file's.
+type writer struct {
+	s     *Store
+	fn    func(tx *bbolt.Tx) error
+	ran   bool
+	fnErr error
+}
+
+func (s *Store) writer(fn func(tx *bbolt.Tx) error) *writer { return &writer{s: s, fn: fn} }
+
+func (w *writer) run(tx *bbolt.Tx) error {
+	w.ran = true
+	if w.fnErr = w.fn(tx); w.fnErr != nil {
+		return w.fnErr
+	}
+	if fault := w.s.fault.Load(); fault != nil {
+		return (*fault)()
+	}
+	return nil
+}
+
+// report passes the transaction's outcome to OnWrite unless fn refused
+// the write itself or never ran (the store is closed).
+func (w *writer) report(err error) {
+	if w.s.onWrite == nil || !w.ran || w.fnErr != nil {
+		return
+	}
+	if err != nil {
+		err = fmt.Errorf("write to %s: %w", w.s.path, err)
+	}
+	w.s.onWrite(err)
 }
 
 func closedError(err error) error {
