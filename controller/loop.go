@@ -356,6 +356,9 @@ func (c *Controller) flushNodesLoop(ctx context.Context) error {
 	}
 }
 
+// flushNodes stores the records of the dirty nodes. When the write fails
+// they stay dirty, for the next flush: nothing is lost until the node
+// changes again.
 func (c *Controller) flushNodes() {
 	c.mu.Lock()
 	dirty := c.state.dirtyNodes
@@ -371,7 +374,12 @@ func (c *Controller) flushNodes() {
 		return
 	}
 	if err := c.store.PutNodes(recs); err != nil {
-		c.log.Error("store node records", "count", len(recs), "err", err)
+		c.log.Error("store node records; kept for the next flush", "count", len(recs), "err", err)
+		c.mu.Lock()
+		for _, rec := range recs {
+			c.state.dirtyNodes[rec.Name] = true
+		}
+		c.mu.Unlock()
 	}
 }
 
