@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -284,7 +285,16 @@ func checkObjects(objs []schema.Object, limit int) error {
 	add := func(src schema.Source, field, msg string) {
 		verr.Errors = append(verr.Errors, schema.FieldError{File: src.File, Line: src.Line, Field: field, Message: msg})
 	}
+	seen := map[string]schema.Source{}
 	for _, obj := range objs {
+		if name, ok := objectID(obj); ok {
+			if first, dup := seen[name]; dup {
+				add(obj.Source, "metadata.name", fmt.Sprintf("%s is declared twice in one request, here and at %s; declare each object once",
+					name, sourcePlace(first)))
+			} else {
+				seen[name] = obj.Source
+			}
+		}
 		switch {
 		case obj.DaemonSet != nil:
 			checkDaemonSet(obj.DaemonSet, limit, func(f, m string) { add(obj.Source, f, m) })
@@ -300,6 +310,29 @@ func checkObjects(objs []schema.Object, limit int) error {
 		return &verr
 	}
 	return nil
+}
+
+// objectID names an object by kind, namespace and name, as its apply
+// result does ("daemonset/ns/name").
+func objectID(obj schema.Object) (string, bool) {
+	switch {
+	case obj.DaemonSet != nil:
+		return objectName(schema.KindDaemonSet, obj.DaemonSet.Key()), true
+	case obj.ConfigMap != nil:
+		return objectName(schema.KindConfigMap, obj.ConfigMap.Key()), true
+	case obj.Secret != nil:
+		return objectName(schema.KindSecret, obj.Secret.Key()), true
+	}
+	return "", false
+}
+
+// sourcePlace is "file:line" of src, or what of it is known.
+func sourcePlace(src schema.Source) string {
+	place := cmp.Or(src.File, "the request")
+	if src.Line > 0 {
+		place += fmt.Sprintf(":%d", src.Line)
+	}
+	return place
 }
 
 func checkDaemonSet(ds *schema.DaemonSet, limit int, add func(field, msg string)) {
