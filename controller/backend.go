@@ -78,10 +78,11 @@ func placedNodes(ds *schema.DaemonSet, nodes []schema.Node, now time.Time) int {
 	return n
 }
 
-// pruneRevisions keeps revisionHistoryLimit old revisions of a daemonset,
-// never pruning the current one, one a node is still asked to run, or the
-// rollout's stable revision (what a rollback returns to).
-func (c *Controller) pruneRevisions(rec store.DaemonSetRecord) error {
+// pruneRevisionsTxn keeps revisionHistoryLimit old revisions of a
+// daemonset, never pruning the current one, one a node is still asked to
+// run, or the rollout's stable revision (what a rollback returns to). It
+// runs in the transaction that stored the daemonset, with passMu held.
+func (c *Controller) pruneRevisionsTxn(tx *store.Txn, rec store.DaemonSetRecord) error {
 	limit := schema.DefaultRevisionHistoryLimit
 	if l := rec.DaemonSet.Spec.RevisionHistoryLimit; l != nil {
 		limit = int(*l)
@@ -100,7 +101,7 @@ func (c *Controller) pruneRevisions(rec store.DaemonSetRecord) error {
 		inUse[e.rollout.Stable], inUse[e.rollout.Target] = true, true
 	}
 	c.mu.Unlock()
-	pruned, err := c.store.PruneRevisions(key, limit, inUse)
+	pruned, err := tx.PruneRevisions(key, limit, inUse)
 	if err == nil && len(pruned) > 0 {
 		c.log.Debug("pruned revisions", "daemonset", key, "revisions", pruned)
 	}
@@ -308,23 +309,32 @@ func (c *Controller) unknownNode(name string, nodes []schema.Node) error {
 
 // DeleteNode forgets a node: its desired state is cleared (so a reachable
 // agent removes every edgeset daemon), then dropped, with its overrides and
-// its retained announcements.
+// its retained announcements. Its record, its overrides and its empty
+// desired state are one store transaction, made before the registry
+// forgets it: a failed write changes nothing.
 func (c *Controller) DeleteNode(ctx context.Context, name string) error {
-	if !c.registry.Delete(name) {
+	c.passMu.Lock()
+	defer c.passMu.Unlock()
+	if _, ok := c.registry.Input(name); !ok {
 		return fmt.Errorf("node %q: %w", name, api.ErrNotFound)
-	}
-	if err := c.store.DeleteNode(name); err != nil {
-		return err
-	}
-	if err := c.store.DeleteOverrides(name); err != nil {
-		return err
 	}
 	// The empty desired state is durable before the API answers, so a
 	// controller that crashes now still clears the node on its next start.
-	rec, err := c.store.PutDesired(name, store.DesiredRecord{Node: name, Instances: []schema.DesiredInstance{}, PublishedAt: time.Now()})
-	if err != nil {
+	var rec store.DesiredRecord
+	err := c.store.Update(false, func(tx *store.Txn) (err error) {
+		if err = tx.DeleteNode(name); err != nil {
+			return err
+		}
+		if err = tx.DeleteOverrides(name); err != nil {
+			return err
+		}
+		rec, err = tx.PutDesired(name, store.DesiredRecord{Node: name, Instances: []schema.DesiredInstance{}, PublishedAt: time.Now()})
 		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delete node %s: %w", name, err)
 	}
+	c.registry.Delete(name)
 	c.mu.Lock()
 	delete(c.state.dirtyNodes, name)
 	c.state.deletedNodes[name] = true

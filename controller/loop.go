@@ -139,17 +139,26 @@ func (c *Controller) applyRollouts(snap snapshot, d decision) error {
 	return nil
 }
 
+// storeRollout stores a rollout state and, when it moved to another
+// target (a rollback), the daemonset's current revision, in one
+// transaction.
 func (c *Controller) storeRollout(ds dsSnapshot, st rollout.State, now time.Time) error {
-	if err := c.store.PutRollout(ds.Key, st); err != nil {
-		return err
-	}
 	var rec *store.DaemonSetRecord
-	if st.Target != ds.Revision {
-		r, err := c.store.SetCurrentRevision(ds.Key, st.Target, now)
-		if err != nil {
+	err := c.store.Update(false, func(tx *store.Txn) error {
+		if err := tx.PutRollout(ds.Key, st); err != nil {
 			return err
 		}
-		rec = &r
+		if st.Target != ds.Revision {
+			r, _, err := tx.SetCurrentRevision(ds.Key, st.Target, now)
+			if err != nil {
+				return err
+			}
+			rec = &r
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
