@@ -1,5 +1,14 @@
 package controller
 
+import (
+	"context"
+	"io"
+
+	"github.com/edgeset/edgeset/controller/api"
+)
+
+var _ api.Backuper = (*Controller)(nil)
+
 // storeCondition is the health condition of a store that cannot persist.
 const storeCondition = "store"
 
@@ -16,4 +25,11 @@ func (c *Controller) storeWritten(err error) {
 	}
 	c.metrics.storeWritable.Set(1)
 	c.health.set(storeCondition, nil)
+}
+
+// Backup writes a consistent copy of the store to w while the controller
+// serves (api.Backuper).
+func (c *Controller) Backup(ctx context.Context, w io.Writer, started func(size int64)) error {
+	_, err := c.store.Backup(w, started)
+	return err
 }
