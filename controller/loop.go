@@ -367,8 +367,12 @@ func (c *Controller) flushNodesLoop(ctx context.Context) error {
 
 // flushNodes stores the records of the dirty nodes. When the write fails
 // they stay dirty, for the next flush: nothing is lost until the node
-// changes again.
+// changes again. It holds passMu, as DeleteNode does, so that a record
+// read before a node's deletion is never written after it (the node would
+// come back at the next start).
 func (c *Controller) flushNodes() {
+	c.passMu.Lock()
+	defer c.passMu.Unlock()
 	c.mu.Lock()
 	dirty := c.state.dirtyNodes
 	c.state.dirtyNodes = map[string]bool{}
