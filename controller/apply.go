@@ -141,8 +141,10 @@ func (a *applied) event(object, reason, message string) {
 }
 
 // applyTxn stores the objects: config objects first, so the daemonsets'
-// effective templates see them, then the daemonsets, then the revisions of
-// every other daemonset that rolls on a config change this request made.
+// effective templates see them, then the deletions of req.prune, then the
+// daemonsets, then the revisions of every other daemonset that rolls on a
+// config change this request made, and last the trimmed revision
+// histories. A failed write is named by its object.
 func (c *Controller) applyTxn(tx *store.Txn, objs []schema.Object, req applyRequest, now time.Time) (*applied, error) {
 	out := newApplied()
 	out.results = make([]api.ApplyResult, len(objs))
@@ -175,12 +177,21 @@ func (c *Controller) applyTxn(tx *store.Txn, objs []schema.Object, req applyRequ
 	if err := rollOnConfigChanges(tx, changed, now, out); err != nil {
 		return nil, err
 	}
+	if req.dryRun {
+		return out, nil // pruning changes no result
+	}
+	return out, c.pruneHistoriesTxn(tx, out)
+}
+
+// pruneHistoriesTxn trims the revision history of every daemonset the
+// request stored, in its transaction.
+func (c *Controller) pruneHistoriesTxn(tx *store.Txn, out *applied) error {
 	for _, key := range sortedKeys(out.daemonSets) {
 		if err := c.pruneRevisionsTxn(tx, out.daemonSets[key].rec); err != nil {
-			return nil, fmt.Errorf("prune revisions of daemonset %s: %w", key, err)
+			return fmt.Errorf("prune revisions of daemonset %s: %w", key, err)
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // objectError names the object whose write failed and where it was

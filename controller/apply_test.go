@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -159,4 +160,18 @@ func TestRolloutUndoRefusesUndeliverableRevision(t *testing.T) {
 	after, err := tc.api.GetDaemonSet(ctx, "files/edge")
 	require.NoError(t, err)
 	assert.Equal(t, before.CurrentHash, after.CurrentHash)
+}
+
+// TestObjectErrorNamesObjectAndPlace: a write that fails inside an apply
+// is reported with the object and where it was declared; a refusal the
+// API answers as such is passed on as it is.
+func TestObjectErrorNamesObjectAndPlace(t *testing.T) {
+	objs, _, err := schema.Decode("a.yaml", []byte(dsYAML("one", "one:1")+"---\n"+
+		"apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: files}\ndata: {a: YQ==}\n"))
+	require.NoError(t, err)
+	failed := errors.New("write failed")
+	assert.EqualError(t, objectError(objs[0], failed), "daemonset/files/one (a.yaml:1): write failed")
+	assert.EqualError(t, objectError(objs[1], failed), "secret/files/s (a.yaml:12): write failed")
+	refused := fmt.Errorf("%w: immutable", api.ErrInvalid)
+	assert.Equal(t, refused, objectError(objs[0], refused))
 }
