@@ -41,7 +41,8 @@ runs); the API token is read from --token-file. With --offline it reads
 the store in --data-dir directly, which needs the controller stopped.
 
 To restore, stop the controller and put the copy in place of
-DATA-DIR/edgeset.db (see docs/operations.md, "Restoring the store").`,
+DATA-DIR/edgeset.db (see docs/operations.md, "Backing up and restoring
+the store").`,
 		Example: `  edgeset-controller backup --out /backup/edgeset-$(date +%F).db
   edgeset-controller backup --offline --data-dir /var/lib/edgeset --out edgeset.db`,
 		Args: cobra.NoArgs,

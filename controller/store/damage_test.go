@@ -35,6 +35,7 @@ func assertRefused(t *testing.T, path string, want error) {
 	require.ErrorIs(t, err, want)
 	assert.Contains(t, err.Error(), path)
 	assert.Contains(t, err.Error(), "restore it from a backup")
+	assert.Contains(t, err.Error(), MarkerPath(path))
 }
 
 // TestOpenRefusesDamagedStore: a store file cut to 0 bytes or shortened,

@@ -87,10 +87,14 @@ type Store struct {
 	closeErr  error
 }
 
-// restoreHint says what an operator does about a damaged or missing
-// store.
-const restoreHint = "restore it from a backup (edgeset-controller backup; docs/operations.md, \"Restoring the store\"), " +
-	"or move it aside (and remove %s) to start with an empty store"
+// What an operator does about a damaged or a missing store; %s is the
+// marker file.
+const (
+	restoreHint = "restore it from a backup (edgeset-controller backup; docs/operations.md, " +
+		"\"Backing up and restoring the store\"), or move it aside (and remove %s) to start with an empty store"
+	restoreMissingHint = "restore it from a backup (edgeset-controller backup; docs/operations.md, " +
+		"\"Backing up and restoring the store\"), or remove %s to start with an empty store"
+)
 
 // Open opens the store at path, creating the file (mode 0600) and its
 // buckets if needed and applying pending schema migrations. It fails with
@@ -138,7 +142,7 @@ func checkPresent(path string, fi os.FileInfo, missing bool) error {
 	switch {
 	case missing:
 		if _, err := os.Stat(marker); err == nil {
-			return fmt.Errorf("open store %s: %w, but %s says this data directory held a store; "+restoreHint,
+			return fmt.Errorf("open store %s: %w, but %s says this data directory held a store; "+restoreMissingHint,
 				path, ErrMissing, marker, marker)
 		}
 	case fi != nil && fi.Mode().IsRegular() && fi.Size() == 0:
@@ -161,18 +165,11 @@ func writeMarker(path string, created bool) error {
 		"While it exists, edgeset-controller refuses to start without that file instead of starting empty.\n"+
 		"Remove it only to start with an empty store on purpose.\n", filepath.Base(path))
 	f, err := os.OpenFile(marker, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err == nil {
+		_, err = f.WriteString(text)
+		err = errors.Join(err, f.Sync(), f.Close())
+	}
 	if err != nil {
-		return fmt.Errorf("write marker %s: %w", marker, err)
-	}
-	if _, err := f.WriteString(text); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("write marker %s: %w", marker, err)
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("write marker %s: %w", marker, err)
-	}
-	if err := f.Close(); err != nil {
 		return fmt.Errorf("write marker %s: %w", marker, err)
 	}
 	return syncDir(filepath.Dir(path))
