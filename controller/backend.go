@@ -14,6 +14,7 @@ import (
 	"github.com/edgeset/edgeset/controller/reconcile"
 	"github.com/edgeset/edgeset/controller/rollout"
 	"github.com/edgeset/edgeset/controller/store"
+	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -314,9 +315,27 @@ func (c *Controller) unknownNode(name string, nodes []schema.Node) error {
 // forgets it: a failed write changes nothing.
 func (c *Controller) DeleteNode(ctx context.Context, name string) error {
 	c.passMu.Lock()
-	defer c.passMu.Unlock()
+	m, err := c.deleteNodeLocked(name)
+	c.passMu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := c.publish(ctx, m.Topic, m.Payload, true); err != nil {
+		c.log.Warn("publish empty desired state of deleted node; republished on reconnection", "node", name, "err", err)
+	}
+	for _, kind := range []string{schema.TopicStatus, schema.TopicOnline, schema.TopicObserved} {
+		_ = c.publish(ctx, schema.NodeTopic(name, kind), nil, true)
+	}
+	c.events.add(nodeObject(name), schema.EventNormal, "Deleted", "node deleted; its daemons are being removed")
+	c.wake()
+	return nil
+}
+
+// deleteNodeLocked is DeleteNode's store transaction and state change,
+// with passMu held; it returns the empty desired state to publish.
+func (c *Controller) deleteNodeLocked(name string) (mqttclient.Message, error) {
 	if _, ok := c.registry.Input(name); !ok {
-		return fmt.Errorf("node %q: %w", name, api.ErrNotFound)
+		return mqttclient.Message{}, fmt.Errorf("node %q: %w", name, api.ErrNotFound)
 	}
 	// The empty desired state is durable before the API answers, so a
 	// controller that crashes now still clears the node on its next start.
@@ -332,25 +351,16 @@ func (c *Controller) DeleteNode(ctx context.Context, name string) error {
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("delete node %s: %w", name, err)
+		return mqttclient.Message{}, fmt.Errorf("delete node %s: %w", name, err)
 	}
 	c.registry.Delete(name)
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	delete(c.state.dirtyNodes, name)
 	c.state.deletedNodes[name] = true
 	c.state.current[name] = reconcile.NodeDesired{Generation: rec.Generation, Instances: rec.Instances}
 	c.state.topics.dirty = true
-	m := desiredMessage(name, c.state.current[name])
-	c.mu.Unlock()
-	if err := c.publish(ctx, m.Topic, m.Payload, true); err != nil {
-		c.log.Warn("publish empty desired state of deleted node; republished on reconnection", "node", name, "err", err)
-	}
-	for _, kind := range []string{schema.TopicStatus, schema.TopicOnline, schema.TopicObserved} {
-		_ = c.publish(ctx, schema.NodeTopic(name, kind), nil, true)
-	}
-	c.events.add(nodeObject(name), schema.EventNormal, "Deleted", "node deleted; its daemons are being removed")
-	c.wake()
-	return nil
+	return desiredMessage(name, c.state.current[name]), nil
 }
 
 // ListInstances returns every instance in the fleet.
