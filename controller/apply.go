@@ -1,8 +1,11 @@
 package controller
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/edgeset/edgeset/controller/api"
@@ -35,6 +38,10 @@ type applyRequest struct {
 	// retry rolls out a template an automatic rollback rejected (rollout
 	// retry); an apply of it keeps the template rolled back to.
 	retry bool
+	// prune names objects ("kind/namespace/name") to delete in the same
+	// transaction, each only while its recorded source is still source
+	// (a manifest file's sync, see manifests.go).
+	prune []string
 }
 
 // applyObjects checks and applies decoded objects as one request.
@@ -50,6 +57,18 @@ func (c *Controller) applyObjects(objs []schema.Object, warnings []schema.Warnin
 // applyObjectsLocked is applyObjects for checked objects, with passMu
 // held.
 func (c *Controller) applyObjectsLocked(objs []schema.Object, warnings []schema.Warning, req applyRequest) ([]api.ApplyResult, error) {
+	out, err := c.applyLocked(objs, warnings, req)
+	if err != nil {
+		return nil, err
+	}
+	return out.results, nil
+}
+
+// applyLocked is applyObjectsLocked returning everything the request
+// changed. The whole request is one store transaction: when any write of
+// it fails, nothing of it is kept, and the error names the object whose
+// write failed or, for a commit the disk refused, the request.
+func (c *Controller) applyLocked(objs []schema.Object, warnings []schema.Warning, req applyRequest) (*applied, error) {
 	now := time.Now()
 	var out *applied
 	err := c.store.Update(req.dryRun, func(tx *store.Txn) (err error) {
@@ -57,19 +76,37 @@ func (c *Controller) applyObjectsLocked(objs []schema.Object, warnings []schema.
 		return err
 	})
 	if err != nil {
-		return nil, err
+		var verr *schema.ValidationError
+		if errors.As(err, &verr) || errors.Is(err, api.ErrInvalid) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("nothing applied: store %s: %w", describeRequest(objs, req), err)
 	}
 	for i := range out.results {
 		out.results[i].Warnings = warningsFor(warnings, objs[i].Source)
 	}
 	if req.dryRun {
-		return out.results, nil
+		return out, nil
 	}
 	if err := c.commit(out); err != nil {
-		return out.results, err
+		return out, err
 	}
 	c.wake()
-	return out.results, nil
+	return out, nil
+}
+
+// describeRequest says what a request stores, for an error that names
+// no single object: "3 objects (a.yaml:1 ... b.yaml:40)".
+func describeRequest(objs []schema.Object, req applyRequest) string {
+	n := len(objs) + len(req.prune)
+	what := fmt.Sprintf("%d object(s)", n)
+	switch {
+	case len(objs) == 1:
+		what = fmt.Sprintf("1 object (%s)", sourcePlace(objs[0].Source))
+	case len(objs) > 1:
+		what += fmt.Sprintf(" (%s ... %s)", sourcePlace(objs[0].Source), sourcePlace(objs[len(objs)-1].Source))
+	}
+	return what
 }
 
 // applied is what one request changed, for the working state once the
@@ -77,6 +114,9 @@ func (c *Controller) applyObjectsLocked(objs []schema.Object, warnings []schema.
 type applied struct {
 	results    []api.ApplyResult // one per object, in order
 	daemonSets map[string]dsChange
+	// deleted are the daemonsets the request deleted (pruned).
+	deleted    map[string]bool
+	pruned     []string                          // objects deleted, by objectName
 	configMaps map[string]*store.ConfigMapRecord // nil: deleted
 	secrets    map[string]*store.SecretRecord    // nil: deleted
 	events     []pendingEvent
@@ -93,6 +133,7 @@ type pendingEvent struct{ object, reason, message string }
 func newApplied() *applied {
 	return &applied{
 		daemonSets: map[string]dsChange{},
+		deleted:    map[string]bool{},
 		configMaps: map[string]*store.ConfigMapRecord{},
 		secrets:    map[string]*store.SecretRecord{},
 	}
@@ -103,8 +144,10 @@ func (a *applied) event(object, reason, message string) {
 }
 
 // applyTxn stores the objects: config objects first, so the daemonsets'
-// effective templates see them, then the daemonsets, then the revisions of
-// every other daemonset that rolls on a config change this request made.
+// effective templates see them, then the deletions of req.prune, then the
+// daemonsets, then the revisions of every other daemonset that rolls on a
+// config change this request made, and last the trimmed revision
+// histories. A failed write is named by its object.
 func (c *Controller) applyTxn(tx *store.Txn, objs []schema.Object, req applyRequest, now time.Time) (*applied, error) {
 	out := newApplied()
 	out.results = make([]api.ApplyResult, len(objs))
@@ -118,8 +161,11 @@ func (c *Controller) applyTxn(tx *store.Txn, objs []schema.Object, req applyRequ
 			out.results[i], err = applySecret(tx, *obj.Secret, req.source, now, out, changed)
 		}
 		if err != nil {
-			return nil, err
+			return nil, objectError(obj, err)
 		}
+	}
+	if err := pruneTxn(tx, req, out, changed); err != nil {
+		return nil, err
 	}
 	for i, obj := range objs {
 		if obj.DaemonSet == nil {
@@ -127,11 +173,100 @@ func (c *Controller) applyTxn(tx *store.Txn, objs []schema.Object, req applyRequ
 		}
 		r, err := c.applyDaemonSetTxn(tx, obj.DaemonSet, req, changed, now, out)
 		if err != nil {
-			return nil, err
+			return nil, objectError(obj, err)
 		}
 		out.results[i] = r
 	}
-	return out, rollOnConfigChanges(tx, changed, now, out)
+	if err := rollOnConfigChanges(tx, changed, now, out); err != nil {
+		return nil, err
+	}
+	if req.dryRun {
+		return out, nil // pruning changes no result
+	}
+	return out, c.pruneHistoriesTxn(tx, out)
+}
+
+// pruneHistoriesTxn trims the revision history of every daemonset the
+// request stored, in its transaction.
+func (c *Controller) pruneHistoriesTxn(tx *store.Txn, out *applied) error {
+	for _, key := range sortedKeys(out.daemonSets) {
+		if err := c.pruneRevisionsTxn(tx, out.daemonSets[key].rec); err != nil {
+			return fmt.Errorf("prune revisions of daemonset %s: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// objectError names the object whose write failed and where it was
+// declared; a refusal the API reports as such (ErrInvalid) is kept as it
+// is.
+func objectError(obj schema.Object, err error) error {
+	if errors.Is(err, api.ErrInvalid) {
+		return err
+	}
+	name, _ := objectID(obj)
+	return fmt.Errorf("%s (%s): %w", name, sourcePlace(obj.Source), err)
+}
+
+// pruneTxn deletes the objects req.prune names that still record
+// req.source as theirs; a deleted config object counts as changed, so the
+// daemonsets that roll on it get a new revision.
+func pruneTxn(tx *store.Txn, req applyRequest, out *applied, changed configChanges) error {
+	for _, obj := range req.prune {
+		kind, key, _ := strings.Cut(obj, "/")
+		var deleted bool
+		var err error
+		switch kind + "/" {
+		case configMapObject:
+			deleted, err = pruneConfig(key, req.source, func(k string) (string, bool, error) {
+				rec, found, err := tx.GetConfigMap(k)
+				return rec.Source, found, err
+			}, tx.DeleteConfigMap)
+			if deleted {
+				out.configMaps[key], changed[configMapObject+key] = nil, true
+			}
+		case secretObject:
+			deleted, err = pruneConfig(key, req.source, func(k string) (string, bool, error) {
+				rec, found, err := tx.GetSecret(k)
+				return rec.Source, found, err
+			}, tx.DeleteSecret)
+			if deleted {
+				out.secrets[key], changed[secretObject+key] = nil, true
+			}
+		default:
+			deleted, err = pruneDaemonSet(tx, key, req.source)
+			if deleted {
+				out.deleted[key] = true
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("prune %s: %w", obj, err)
+		}
+		if deleted {
+			out.pruned = append(out.pruned, obj)
+			out.event(obj, "Deleted", "pruned: no longer in "+strings.TrimPrefix(req.source, fileSourcePrefix))
+		}
+	}
+	return nil
+}
+
+// pruneConfig deletes a config object whose source is still source;
+// get returns the recorded source.
+func pruneConfig(key, source string, get func(string) (string, bool, error), del func(string) (bool, error)) (bool, error) {
+	src, found, err := get(key)
+	if err != nil || !found || src != source {
+		return false, err
+	}
+	return del(key)
+}
+
+// pruneDaemonSet deletes a live daemonset whose source is still source.
+func pruneDaemonSet(tx *store.Txn, key, source string) (bool, error) {
+	rec, found, err := tx.GetDaemonSet(key)
+	if err != nil || !found || rec.DeletedAt != nil || rec.Source != source {
+		return false, err
+	}
+	return true, tx.DeleteDaemonSet(key)
 }
 
 // applyDaemonSetTxn stores one daemonset and makes its effective template a
@@ -293,16 +428,15 @@ func (c *Controller) commit(out *applied) error {
 	for _, ch := range out.daemonSets {
 		c.state.revisionRefs[ch.rev.Hash] = ch.rev.Template.References()
 	}
+	for key := range out.deleted {
+		delete(c.state.daemonsets, key)
+	}
 	c.mu.Unlock()
 	for _, e := range out.events {
 		c.events.add(e.object, schema.EventNormal, e.reason, e.message)
 	}
 	for _, key := range sortedKeys(out.daemonSets) {
-		rec := out.daemonSets[key].rec
-		if err := c.pruneRevisions(rec); err != nil {
-			return err
-		}
-		if err := c.remember(rec); err != nil {
+		if err := c.remember(out.daemonSets[key].rec); err != nil {
 			return err
 		}
 	}
@@ -318,7 +452,16 @@ func checkObjects(objs []schema.Object, limit int) error {
 	add := func(src schema.Source, field, msg string) {
 		verr.Errors = append(verr.Errors, schema.FieldError{File: src.File, Line: src.Line, Field: field, Message: msg})
 	}
+	seen := map[string]schema.Source{}
 	for _, obj := range objs {
+		if name, ok := objectID(obj); ok {
+			if first, dup := seen[name]; dup {
+				add(obj.Source, "metadata.name", fmt.Sprintf("%s is declared twice in one request, here and at %s; declare each object once",
+					name, sourcePlace(first)))
+			} else {
+				seen[name] = obj.Source
+			}
+		}
 		switch {
 		case obj.DaemonSet != nil:
 			checkDaemonSet(obj.DaemonSet, limit, func(f, m string) { add(obj.Source, f, m) })
@@ -334,6 +477,29 @@ func checkObjects(objs []schema.Object, limit int) error {
 		return &verr
 	}
 	return nil
+}
+
+// objectID names an object by kind, namespace and name, as its apply
+// result does ("daemonset/ns/name").
+func objectID(obj schema.Object) (string, bool) {
+	switch {
+	case obj.DaemonSet != nil:
+		return objectName(schema.KindDaemonSet, obj.DaemonSet.Key()), true
+	case obj.ConfigMap != nil:
+		return objectName(schema.KindConfigMap, obj.ConfigMap.Key()), true
+	case obj.Secret != nil:
+		return objectName(schema.KindSecret, obj.Secret.Key()), true
+	}
+	return "", false
+}
+
+// sourcePlace is "file:line" of src, or what of it is known.
+func sourcePlace(src schema.Source) string {
+	place := cmp.Or(src.File, "the request")
+	if src.Line > 0 {
+		place += fmt.Sprintf(":%d", src.Line)
+	}
+	return place
 }
 
 func checkDaemonSet(ds *schema.DaemonSet, limit int, add func(field, msg string)) {

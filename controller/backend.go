@@ -14,6 +14,7 @@ import (
 	"github.com/edgeset/edgeset/controller/reconcile"
 	"github.com/edgeset/edgeset/controller/rollout"
 	"github.com/edgeset/edgeset/controller/store"
+	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -78,10 +79,11 @@ func placedNodes(ds *schema.DaemonSet, nodes []schema.Node, now time.Time) int {
 	return n
 }
 
-// pruneRevisions keeps revisionHistoryLimit old revisions of a daemonset,
-// never pruning the current one, one a node is still asked to run, or the
-// rollout's stable revision (what a rollback returns to).
-func (c *Controller) pruneRevisions(rec store.DaemonSetRecord) error {
+// pruneRevisionsTxn keeps revisionHistoryLimit old revisions of a
+// daemonset, never pruning the current one, one a node is still asked to
+// run, or the rollout's stable revision (what a rollback returns to). It
+// runs in the transaction that stored the daemonset, with passMu held.
+func (c *Controller) pruneRevisionsTxn(tx *store.Txn, rec store.DaemonSetRecord) error {
 	limit := schema.DefaultRevisionHistoryLimit
 	if l := rec.DaemonSet.Spec.RevisionHistoryLimit; l != nil {
 		limit = int(*l)
@@ -103,7 +105,7 @@ func (c *Controller) pruneRevisions(rec store.DaemonSetRecord) error {
 		}
 	}
 	c.mu.Unlock()
-	pruned, err := c.store.PruneRevisions(key, limit, inUse)
+	pruned, err := tx.PruneRevisions(key, limit, inUse)
 	if err == nil && len(pruned) > 0 {
 		c.log.Debug("pruned revisions", "daemonset", key, "revisions", pruned)
 	}
@@ -312,30 +314,16 @@ func (c *Controller) unknownNode(name string, nodes []schema.Node) error {
 
 // DeleteNode forgets a node: its desired state is cleared (so a reachable
 // agent removes every edgeset daemon), then dropped, with its overrides and
-// its retained announcements.
+// its retained announcements. Its record, its overrides and its empty
+// desired state are one store transaction, made before the registry
+// forgets it: a failed write changes nothing.
 func (c *Controller) DeleteNode(ctx context.Context, name string) error {
-	if !c.registry.Delete(name) {
-		return fmt.Errorf("node %q: %w", name, api.ErrNotFound)
-	}
-	if err := c.store.DeleteNode(name); err != nil {
-		return err
-	}
-	if err := c.store.DeleteOverrides(name); err != nil {
-		return err
-	}
-	// The empty desired state is durable before the API answers, so a
-	// controller that crashes now still clears the node on its next start.
-	rec, err := c.store.PutDesired(name, store.DesiredRecord{Node: name, Instances: []schema.DesiredInstance{}, PublishedAt: time.Now()})
+	c.passMu.Lock()
+	m, err := c.deleteNodeLocked(name)
+	c.passMu.Unlock()
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	delete(c.state.dirtyNodes, name)
-	c.state.deletedNodes[name] = true
-	c.state.current[name] = reconcile.NodeDesired{Generation: rec.Generation, Instances: rec.Instances}
-	c.state.topics.dirty = true
-	m := desiredMessage(name, c.state.current[name])
-	c.mu.Unlock()
 	if err := c.publish(ctx, m.Topic, m.Payload, true); err != nil {
 		c.log.Warn("publish empty desired state of deleted node; republished on reconnection", "node", name, "err", err)
 	}
@@ -345,6 +333,38 @@ func (c *Controller) DeleteNode(ctx context.Context, name string) error {
 	c.events.add(nodeObject(name), schema.EventNormal, "Deleted", "node deleted; its daemons are being removed")
 	c.wake()
 	return nil
+}
+
+// deleteNodeLocked is DeleteNode's store transaction and state change,
+// with passMu held; it returns the empty desired state to publish.
+func (c *Controller) deleteNodeLocked(name string) (mqttclient.Message, error) {
+	if _, ok := c.registry.Input(name); !ok {
+		return mqttclient.Message{}, fmt.Errorf("node %q: %w", name, api.ErrNotFound)
+	}
+	// The empty desired state is durable before the API answers, so a
+	// controller that crashes now still clears the node on its next start.
+	var rec store.DesiredRecord
+	err := c.store.Update(false, func(tx *store.Txn) (err error) {
+		if err = tx.DeleteNode(name); err != nil {
+			return err
+		}
+		if err = tx.DeleteOverrides(name); err != nil {
+			return err
+		}
+		rec, err = tx.PutDesired(name, store.DesiredRecord{Node: name, Instances: []schema.DesiredInstance{}, PublishedAt: time.Now()})
+		return err
+	})
+	if err != nil {
+		return mqttclient.Message{}, fmt.Errorf("delete node %s: %w", name, err)
+	}
+	c.registry.Delete(name)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.state.dirtyNodes, name)
+	c.state.deletedNodes[name] = true
+	c.state.current[name] = reconcile.NodeDesired{Generation: rec.Generation, Instances: rec.Instances}
+	c.state.topics.dirty = true
+	return desiredMessage(name, c.state.current[name]), nil
 }
 
 // ListInstances returns every instance in the fleet.

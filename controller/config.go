@@ -191,6 +191,9 @@ func (c *Config) tokenPath() string { return filepath.Join(c.DataDir, "admin.tok
 // TokenPath is where the API token is written on first start.
 func (c *Config) TokenPath() string { return c.tokenPath() }
 
+// StorePath is the controller's store file.
+func (c *Config) StorePath() string { return c.storePath() }
+
 // ParseLogLevel maps debug, info, warn and error to slog levels.
 func ParseLogLevel(s string) (slog.Level, error) {
 	var l slog.Level

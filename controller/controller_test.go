@@ -113,7 +113,7 @@ func TestCordonKeepsAndOverridesWin(t *testing.T) {
 
 	// An override label wins over the announcement and survives it.
 	sensor := "sensor"
-	_, err = tc.api.UpdateNode(ctx, "gw", api.NodePatch{Labels: map[string]*string{"role": &sensor}})
+	_, err = tc.api.UpdateNode(ctx, "gw", api.NodePatch{Labels: map[string]*string{"role": &sensor}, Overwrite: true})
 	require.NoError(t, err)
 	n.expectDaemonSets()
 	n.reannounce(gateway("gw", map[string]string{"extra": "1"}))

@@ -139,6 +139,9 @@ func (c *Controller) applyRollouts(snap snapshot, d decision) error {
 	return nil
 }
 
+// storeRollout stores a rollout state; a rollback (the state moved to
+// another target) is stored with the daemonset's template, current and
+// rejected revision in one transaction by storeRollback.
 func (c *Controller) storeRollout(ds dsSnapshot, st rollout.State, now time.Time) error {
 	if st.Target != ds.Revision {
 		return c.storeRollback(ds.Key, st, now) // rollouts.go
@@ -343,7 +346,14 @@ func (c *Controller) flushNodesLoop(ctx context.Context) error {
 	}
 }
 
+// flushNodes stores the records of the dirty nodes. When the write fails
+// they stay dirty, for the next flush: nothing is lost until the node
+// changes again. It holds passMu, as DeleteNode does, so that a record
+// read before a node's deletion is never written after it (the node would
+// come back at the next start).
 func (c *Controller) flushNodes() {
+	c.passMu.Lock()
+	defer c.passMu.Unlock()
 	c.mu.Lock()
 	dirty := c.state.dirtyNodes
 	c.state.dirtyNodes = map[string]bool{}
@@ -358,7 +368,12 @@ func (c *Controller) flushNodes() {
 		return
 	}
 	if err := c.store.PutNodes(recs); err != nil {
-		c.log.Error("store node records", "count", len(recs), "err", err)
+		c.log.Error("store node records; kept for the next flush", "count", len(recs), "err", err)
+		c.mu.Lock()
+		for _, rec := range recs {
+			c.state.dirtyNodes[rec.Name] = true
+		}
+		c.mu.Unlock()
 	}
 }
 

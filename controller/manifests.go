@@ -238,32 +238,44 @@ func (t *sourceTable) list() []api.Source {
 	return out
 }
 
-// applySource applies one file on its own. An invalid file is reported
-// and changes nothing; a valid one then prunes (or keeps) the daemonsets
-// it no longer declares.
+// applySource applies one file on its own, together with the pruning of
+// the objects it no longer declares (Config.Prune), in one store
+// transaction. An invalid file is reported and changes nothing, and so
+// does a file whose write fails.
 func (c *Controller) applySource(ctx context.Context, path string, data []byte, sum [sha256.Size]byte) {
-	owner := fileSourcePrefix + path
-	results, err := c.ApplyManifests(ctx, path, data, api.ApplyOptions{Source: owner})
+	objs, warnings, err := schema.Decode(path, data)
+	if err == nil {
+		err = checkObjects(objs, deliveryLimit)
+	}
+	if err != nil {
+		c.reportInvalid(path, err, sum)
+		return
+	}
+	keep := make(map[string]bool, len(objs))
+	for _, obj := range objs {
+		name, _ := objectID(obj)
+		keep[name] = true
+	}
+	c.passMu.Lock()
+	out, err := c.applyLocked(objs, warnings, applyRequest{source: fileSourcePrefix + path, prune: c.pruneList(path, keep)})
+	c.passMu.Unlock()
 	if err != nil {
 		c.reportInvalid(path, err, sum)
 		return
 	}
 	now := time.Now()
-	keep := make(map[string]bool, len(results)+1)
 	var changes []string
-	for _, r := range results {
-		obj := objectName(r.Kind, r.Key)
-		keep[obj] = true
+	for _, r := range out.results {
 		if r.Action != api.ActionUnchanged {
-			changes = append(changes, fmt.Sprintf("%s %s", obj, r.Action))
+			changes = append(changes, fmt.Sprintf("%s %s", objectName(r.Kind, r.Key), r.Action))
 		}
 	}
 	if len(changes) > 0 {
 		c.log.Info("applied manifest file", "source", path, "changes", strings.Join(changes, ", "))
 		c.events.add(sourceObject(path), schema.EventNormal, "Applied", strings.Join(changes, ", "))
 	}
-	owned := c.pruneSource(ctx, path, keep)
-	c.sources.set(path, sourceState{hash: sum, view: owned.view(api.Source{
+	c.reportPruned(path, out.pruned)
+	c.sources.set(path, sourceState{hash: sum, view: c.ownedBy(path).view(api.Source{
 		Path: path, Status: api.SourceApplied, LastApplied: &now,
 	})})
 }
@@ -328,7 +340,17 @@ func (c *Controller) removeMissing(ctx context.Context, present map[string]bool)
 // Config.Prune, else kept. It logs once, when the file goes.
 func (c *Controller) removeSource(ctx context.Context, path string) {
 	first := c.sources.status(path) != api.SourceRemoved
-	owned := c.pruneSource(ctx, path, nil)
+	if prune := c.pruneList(path, nil); len(prune) > 0 {
+		c.passMu.Lock()
+		out, err := c.applyLocked(nil, nil, applyRequest{source: fileSourcePrefix + path, prune: prune})
+		c.passMu.Unlock()
+		if err != nil {
+			c.log.Error("prune the objects of a removed manifest file; retried on the next sync", "source", path, "err", err)
+		} else {
+			c.reportPruned(path, out.pruned)
+		}
+	}
+	owned := c.ownedBy(path)
 	if first {
 		msg := "file removed"
 		if len(owned) > 0 {
@@ -342,45 +364,32 @@ func (c *Controller) removeSource(ctx context.Context, path string) {
 	})})
 }
 
-// pruneSource deletes the objects path manages that keep (by
-// objectName) does not name, when Config.Prune is set; otherwise it keeps
-// them, logging each when keep is not nil (a changed file; removeSource
-// logs a removed one). It returns the objects path manages afterwards,
-// sorted.
-func (c *Controller) pruneSource(ctx context.Context, path string, keep map[string]bool) ownedObjects {
-	var left ownedObjects
+// pruneList names the objects path manages that keep (by objectName)
+// does not name, to delete with the file's apply when Config.Prune is set.
+// Without it the list is empty and each such object is kept, logged when
+// keep is not nil (a changed file; removeSource logs a removed one).
+func (c *Controller) pruneList(path string, keep map[string]bool) []string {
+	var prune []string
 	for _, obj := range c.ownedBy(path) {
 		switch {
 		case keep[obj]:
-			left = append(left, obj)
 		case !c.cfg.Prune:
 			if keep != nil {
 				c.log.Info("object no longer in its manifest file; kept (prune is off)", "source", path, "object", obj)
 			}
-			left = append(left, obj)
 		default:
-			if err := c.deleteObject(ctx, obj); err != nil && !errors.Is(err, api.ErrNotFound) {
-				c.log.Error("prune object", "source", path, "object", obj, "err", err)
-				left = append(left, obj)
-				continue
-			}
-			c.log.Info("pruned object no longer in its manifest file", "source", path, "object", obj)
-			c.events.add(sourceObject(path), schema.EventNormal, "Pruned", obj+" pruned")
+			prune = append(prune, obj)
 		}
 	}
-	return left
+	return prune
 }
 
-// deleteObject deletes the object named "kind/namespace/name".
-func (c *Controller) deleteObject(ctx context.Context, obj string) error {
-	kind, key, _ := strings.Cut(obj, "/")
-	switch kind + "/" {
-	case configMapObject:
-		return c.DeleteConfigMap(ctx, key)
-	case secretObject:
-		return c.DeleteSecret(ctx, key)
+// reportPruned logs and records the objects a sync of path deleted.
+func (c *Controller) reportPruned(path string, pruned []string) {
+	for _, obj := range pruned {
+		c.log.Info("pruned object no longer in its manifest file", "source", path, "object", obj)
+		c.events.add(sourceObject(path), schema.EventNormal, "Pruned", obj+" pruned")
 	}
-	return c.DeleteDaemonSet(ctx, key, false)
 }
 
 // ownedObjects are objects by objectName, sorted.

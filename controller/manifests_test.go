@@ -165,8 +165,13 @@ func TestManifestsDirPrunes(t *testing.T) {
 	// A daemonset removed from its file is pruned; the rest stays.
 	writeFile(t, multi, dsYAML("one", "one:1"))
 	tc.expectGone(t, "files/two")
-	src := tc.expectSource(t, multi, api.SourceApplied)
-	assert.Equal(t, []string{"files/one"}, src.DaemonSets)
+	checkFor(t, wait, 20*time.Millisecond, func() error {
+		// The source's view is updated after the prune is visible.
+		if src := tc.expectSource(t, multi, api.SourceApplied); !slices.Equal(src.DaemonSets, []string{"files/one"}) {
+			return fmt.Errorf("source %s manages %v, want files/one", multi, src.DaemonSets)
+		}
+		return nil
+	})
 
 	// A removed file's daemonsets are pruned.
 	require.NoError(t, os.Remove(single))
@@ -205,7 +210,7 @@ func TestFileSources(t *testing.T) {
 // file belong to it like its daemonsets: listed on the source and pruned
 // with it.
 func TestManifestsFileOwnsConfigObjects(t *testing.T) {
-	// No watcher: the test drives pruneSource and removeSource itself.
+	// No watcher: the test drives pruning and removeSource itself.
 	path := filepath.Join(t.TempDir(), "agent.yaml")
 	tc := startController(t, Config{Prune: true})
 	_, err := tc.applyObjects([]schema.Object{
@@ -217,8 +222,12 @@ func TestManifestsFileOwnsConfigObjects(t *testing.T) {
 	assert.Equal(t, ownedObjects{"configmap/edge/agent-config", "configmap/edge/left-out", "daemonset/edge/agent", "secret/edge/api-key"},
 		tc.ownedBy(path))
 
-	left := tc.pruneSource(context.Background(), path, map[string]bool{
-		"configmap/edge/agent-config": true, "daemonset/edge/agent": true, "secret/edge/api-key": true})
+	tc.passMu.Lock()
+	_, err = tc.applyLocked(nil, nil, applyRequest{source: fileSourcePrefix + path, prune: tc.pruneList(path, map[string]bool{
+		"configmap/edge/agent-config": true, "daemonset/edge/agent": true, "secret/edge/api-key": true})})
+	tc.passMu.Unlock()
+	require.NoError(t, err)
+	left := tc.ownedBy(path)
 	assert.Equal(t, ownedObjects{"configmap/edge/agent-config", "daemonset/edge/agent", "secret/edge/api-key"}, left)
 	assert.Equal(t, api.Source{Path: path, DaemonSets: []string{"edge/agent"}, ConfigMaps: []string{"edge/agent-config"},
 		Secrets: []string{"edge/api-key"}}, left.view(api.Source{Path: path}))

@@ -30,6 +30,10 @@ type metrics struct {
 	brokerDrops      prometheus.Counter
 	resyncs          prometheus.Counter
 	eventsDropped    prometheus.Counter
+
+	// Store writability (storeWritten).
+	storeWriteErrors prometheus.Counter
+	storeWritable    prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -54,6 +58,10 @@ func newMetrics() *metrics {
 		"Messages the broker could not deliver: the embedded broker's own count, or the rise of an external broker's drop counter (broker-drop-topic).")
 	m.resyncs = f.counter("edgeset_broker_resyncs_total", "Re-reads of every known node's retained state from an external broker.")
 	m.eventsDropped = f.counter("edgeset_events_dropped_total", "Events dropped because the event queue was full.")
+	m.storeWriteErrors = f.counter("edgeset_store_write_errors_total",
+		"Store transactions the disk refused (full, I/O error): nothing of them was kept.")
+	m.storeWritable = f.gauge("edgeset_store_writable", "1 while the last store write committed, 0 after one failed.")
+	m.storeWritable.Set(1)
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -14,32 +14,87 @@ import (
 )
 
 // UpdateNode merges patch into the node's stored overrides. Invalid label
-// keys or taints are rejected, naming the field, and change nothing.
+// keys or taints are rejected, naming the field, and change nothing; so is
+// a new value for a label the node has, unless patch.Overwrite is set
+// (kubectl label --overwrite). The read, the merge and the write are one
+// store transaction, and concurrent updates are serialised with passMu
+// (which DeleteNode holds too), so none loses another's change and the
+// registry sees the overrides in the order they were stored.
 func (c *Controller) UpdateNode(ctx context.Context, name string, patch api.NodePatch) (api.Node, error) {
-	if _, ok := c.registry.State(name); !ok {
-		nodes, _ := c.registry.Snapshot(time.Now(), c.cfg.NodeOfflineGrace)
-		return api.Node{}, c.unknownNode(name, nodes)
-	}
 	if err := validatePatch(patch); err != nil {
 		return api.Node{}, err
 	}
-	o, err := c.store.GetOverrides(name)
-	if err != nil && !isNotFound(err) {
+	c.passMu.Lock()
+	err := c.updateNodeLocked(name, patch)
+	c.passMu.Unlock()
+	if err != nil {
 		return api.Node{}, err
 	}
-	o = mergePatch(o, patch)
-	o.UpdatedAt = time.Now()
-	if err := c.store.PutOverrides(name, o); err != nil {
-		return api.Node{}, err
-	}
-	c.registry.SetOverrides(name, overridesFromStore(o), o.UpdatedAt)
 	c.events.add(nodeObject(name), schema.EventNormal, "OverridesChanged", describePatch(patch))
 	c.wake()
 	return c.GetNode(ctx, name)
 }
 
-func isNotFound(err error) bool {
-	return err != nil && strings.Contains(err.Error(), store.ErrNotFound.Error())
+// updateNodeLocked stores patch over the node's overrides, with passMu
+// held, and puts them in the registry.
+func (c *Controller) updateNodeLocked(name string, patch api.NodePatch) error {
+	in, ok := c.registry.Input(name)
+	if !ok {
+		nodes, _ := c.registry.Snapshot(time.Now(), c.cfg.NodeOfflineGrace)
+		return c.unknownNode(name, nodes)
+	}
+	o, err := c.store.UpdateOverrides(name, func(o *store.NodeOverrides) error {
+		if !patch.Overwrite {
+			if err := checkNoOverwrite(name, in.Status, *o, patch.Labels); err != nil {
+				return err
+			}
+		}
+		*o = mergePatch(*o, patch)
+		o.UpdatedAt = time.Now()
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	c.registry.SetOverrides(name, overridesFromStore(o), o.UpdatedAt)
+	return nil
+}
+
+// checkNoOverwrite refuses, as kubectl label does without --overwrite, to
+// give a label the node has (announced, or set by an override) another
+// value; setting the same value and removing a label are allowed.
+func checkNoOverwrite(node string, announced *schema.NodeStatus, o store.NodeOverrides, labels map[string]*string) error {
+	var problems []string
+	for _, k := range sortedKeys(labels) {
+		v := labels[k]
+		if v == nil {
+			continue
+		}
+		cur, has := currentLabel(announced, o, k)
+		if has && cur != *v {
+			problems = append(problems, fmt.Sprintf("'%s' already has a value (%s), and --overwrite is false", k, cur))
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: node %s: %s", api.ErrInvalid, node, strings.Join(problems, "; "))
+}
+
+// currentLabel is the node's label k: the override's when it sets or
+// removes k, else the announced one.
+func currentLabel(announced *schema.NodeStatus, o store.NodeOverrides, k string) (string, bool) {
+	if v, ok := o.Labels[k]; ok {
+		if v == nil {
+			return "", false
+		}
+		return *v, true
+	}
+	if announced == nil {
+		return "", false
+	}
+	v, ok := announced.Labels[k]
+	return v, ok
 }
 
 // validatePatch checks label keys and values and taints, reporting every

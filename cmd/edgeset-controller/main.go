@@ -56,6 +56,7 @@ variable: --data-dir is data-dir and EDGESET_DATA_DIR.`,
 		},
 	}
 	addFlags(cmd.Flags())
+	cmd.AddCommand(newBackupCmd(cmd.OutOrStdout()))
 	_ = v.BindPFlags(cmd.Flags())
 	v.SetEnvPrefix("EDGESET")
 	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))

@@ -113,6 +113,7 @@ func (s *Server) routes() {
 	s.handle("GET "+p+"/instances", s.listInstances)
 	s.handle("GET "+p+"/events", s.events)
 	s.handle("GET "+p+"/sources", s.sources)
+	s.mux.HandleFunc("GET "+p+"/backup", s.backup)
 	s.configRoutes(p)
 }
 

@@ -231,31 +231,34 @@ func (t *Txn) ListDaemonSets() ([]DaemonSetRecord, error) {
 func (s *Store) MarkDaemonSetDeleted(key string, now time.Time) (DaemonSetRecord, error) {
 	var rec DaemonSetRecord
 	err := s.update(func(tx *bbolt.Tx) error {
-		if err := mustGetJSON(tx, bucketDaemonSets, key, &rec); err != nil {
-			return err
+		var changed bool
+		var err error
+		if rec, changed, err = (&Txn{tx: tx}).MarkDaemonSetDeleted(key, now); err == nil && !changed {
+			err = errNoWrite
 		}
-		if rec.DeletedAt != nil {
-			return errNoWrite
-		}
-		rec.DeletedAt, rec.UpdatedAt = &now, now
-		return putJSON(tx, bucketDaemonSets, key, rec)
+		return err
 	})
 	return rec, s.wrap(err, "mark daemonset %s deleted", key)
+}
+
+// MarkDaemonSetDeleted is Store.MarkDaemonSetDeleted within the
+// transaction; changed is false when it was marked already.
+func (t *Txn) MarkDaemonSetDeleted(key string, now time.Time) (rec DaemonSetRecord, changed bool, err error) {
+	if err := mustGetJSON(t.tx, bucketDaemonSets, key, &rec); err != nil {
+		return rec, false, err
+	}
+	if rec.DeletedAt != nil {
+		return rec, false, nil
+	}
+	rec.DeletedAt, rec.UpdatedAt = &now, now
+	return rec, true, putJSON(t.tx, bucketDaemonSets, key, rec)
 }
 
 // DeleteDaemonSet removes the daemonset's record, its revision history and
 // its rollout state in one transaction. Deleting an absent daemonset is not
 // an error.
 func (s *Store) DeleteDaemonSet(key string) error {
-	err := s.update(func(tx *bbolt.Tx) error {
-		if err := deleteKey(tx, bucketDaemonSets, key); err != nil {
-			return err
-		}
-		if err := deleteRevisions(tx, key); err != nil {
-			return err
-		}
-		return deleteKey(tx, bucketRollouts, key)
-	})
+	err := s.update(func(tx *bbolt.Tx) error { return (&Txn{tx: tx}).DeleteDaemonSet(key) })
 	return s.wrap(err, "delete daemonset %s", key)
 }
 
@@ -293,4 +296,15 @@ func (t *Txn) SetRejected(key string, rejected *RejectedRevision) (rec DaemonSet
 	}
 	rec.Rejected = rejected
 	return rec, true, putJSON(t.tx, bucketDaemonSets, key, rec)
+}
+
+// DeleteDaemonSet is Store.DeleteDaemonSet within the transaction.
+func (t *Txn) DeleteDaemonSet(key string) error {
+	if err := deleteKey(t.tx, bucketDaemonSets, key); err != nil {
+		return err
+	}
+	if err := deleteRevisions(t.tx, key); err != nil {
+		return err
+	}
+	return deleteKey(t.tx, bucketRollouts, key)
 }

@@ -50,15 +50,20 @@ func (r DesiredRecord) Wire() schema.DesiredState {
 // (high-water mark + 1); an explicit one must exceed the high-water mark or
 // the call fails with ErrStaleGeneration.
 func (s *Store) PutDesired(node string, rec DesiredRecord) (DesiredRecord, error) {
-	err := s.update(func(tx *bbolt.Tx) error {
-		w, err := newDesiredWriter(tx)
-		if err != nil {
-			return err
-		}
-		rec, err = w.put(node, rec)
+	err := s.update(func(tx *bbolt.Tx) (err error) {
+		rec, err = (&Txn{tx: tx}).PutDesired(node, rec)
 		return err
 	})
 	return rec, s.wrap(err, "put desired state of node %s", node)
+}
+
+// PutDesired is Store.PutDesired within the transaction.
+func (t *Txn) PutDesired(node string, rec DesiredRecord) (DesiredRecord, error) {
+	w, err := newDesiredWriter(t.tx)
+	if err != nil {
+		return rec, err
+	}
+	return w.put(node, rec)
 }
 
 // PutDesiredBatch stores every node's record in one transaction, all or

@@ -12,6 +12,23 @@
 // file it also fsyncs the parent directory, so the file itself survives a
 // power cut.
 //
+// # Damage
+//
+// Open refuses, with ErrCorrupt naming the file and what to do, a file
+// that is empty, truncated, or fails the check of every page that
+// boltfile.Open runs; bbolt's panics on a damaged page are recovered. Once
+// a store has been opened, a marker file (MarkerPath) stays beside it, and
+// while it exists a missing store file is ErrMissing: the store never
+// silently starts empty in place of one that held data. Backup writes a
+// consistent copy while the store serves; OpenReadOnly and Verify serve an
+// offline backup and the check of a copy.
+//
+// # Write outcomes
+//
+// Options.OnWrite hears of every commit and of every write the disk
+// refused, which the controller turns into readiness and metrics;
+// FailWrites injects such refusals in tests.
+//
 // # Exclusivity
 //
 // One controller owns a store. Open takes an exclusive lock on the file

@@ -73,8 +73,9 @@ func (s *Store) ListNodes() ([]NodeRecord, error) {
 // DeleteNode removes the node's record (not its overrides nor its desired
 // state); an absent record is not an error.
 func (s *Store) DeleteNode(name string) error {
-	err := s.update(func(tx *bbolt.Tx) error {
-		return deleteKey(tx, bucketNodes, name)
-	})
+	err := s.update(func(tx *bbolt.Tx) error { return (&Txn{tx: tx}).DeleteNode(name) })
 	return s.wrap(err, "delete node %s", name)
 }
+
+// DeleteNode is Store.DeleteNode within the transaction.
+func (t *Txn) DeleteNode(name string) error { return deleteKey(t.tx, bucketNodes, name) }

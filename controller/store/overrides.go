@@ -29,11 +29,45 @@ type NodeOverrides struct {
 
 // PutOverrides replaces the node's overrides; o.Node is set to node.
 func (s *Store) PutOverrides(node string, o NodeOverrides) error {
-	o.Node = node
-	err := s.update(func(tx *bbolt.Tx) error {
-		return putJSON(tx, bucketNodeOverrides, node, o)
-	})
+	err := s.update(func(tx *bbolt.Tx) error { return (&Txn{tx: tx}).PutOverrides(node, o) })
 	return s.wrap(err, "put overrides of node %s", node)
+}
+
+// PutOverrides is Store.PutOverrides within the transaction.
+func (t *Txn) PutOverrides(node string, o NodeOverrides) error {
+	o.Node = node
+	return putJSON(t.tx, bucketNodeOverrides, node, o)
+}
+
+// GetOverrides returns the node's overrides; found is false, and o zero,
+// when it has none.
+func (t *Txn) GetOverrides(node string) (o NodeOverrides, found bool, err error) {
+	found, err = getJSON(t.tx, bucketNodeOverrides, node, &o)
+	return o, found, err
+}
+
+// UpdateOverrides reads the node's overrides (zero when it has none),
+// lets fn change them and stores the result, in one transaction: two
+// concurrent updates of one node never lose either's change. When fn
+// fails nothing is written and its error is returned unwrapped.
+func (s *Store) UpdateOverrides(node string, fn func(o *NodeOverrides) error) (NodeOverrides, error) {
+	var o NodeOverrides
+	var fnErr error
+	err := s.update(func(tx *bbolt.Tx) (err error) {
+		t := &Txn{tx: tx}
+		if o, _, err = t.GetOverrides(node); err != nil {
+			return err
+		}
+		if fnErr = fn(&o); fnErr != nil {
+			return fnErr
+		}
+		o.Node = node
+		return t.PutOverrides(node, o)
+	})
+	if fnErr != nil {
+		return o, fnErr
+	}
+	return o, s.wrap(err, "update overrides of node %s", node)
 }
 
 // GetOverrides returns the node's overrides, or an error wrapping
@@ -59,8 +93,9 @@ func (s *Store) ListOverrides() ([]NodeOverrides, error) {
 // DeleteOverrides removes the node's overrides; absent ones are not an
 // error.
 func (s *Store) DeleteOverrides(node string) error {
-	err := s.update(func(tx *bbolt.Tx) error {
-		return deleteKey(tx, bucketNodeOverrides, node)
-	})
+	err := s.update(func(tx *bbolt.Tx) error { return (&Txn{tx: tx}).DeleteOverrides(node) })
 	return s.wrap(err, "delete overrides of node %s", node)
 }
+
+// DeleteOverrides is Store.DeleteOverrides within the transaction.
+func (t *Txn) DeleteOverrides(node string) error { return deleteKey(t.tx, bucketNodeOverrides, node) }

@@ -134,34 +134,39 @@ func (s *Store) ListRevisions(dsKey string) ([]Revision, error) {
 // count and are deleted: never the daemonset's CurrentRevision nor a hash
 // in inUse (instances still published or running it).
 func (s *Store) PruneRevisions(dsKey string, keep int, inUse map[string]bool) (pruned []string, err error) {
-	err = s.update(func(tx *bbolt.Tx) error {
-		revs, err := listRevisions(tx, dsKey)
-		if err == nil && len(revs) == 0 {
+	err = s.update(func(tx *bbolt.Tx) (err error) {
+		if pruned, err = (&Txn{tx: tx}).PruneRevisions(dsKey, keep, inUse); err == nil && len(pruned) == 0 {
 			err = errNoWrite
 		}
-		if err != nil {
-			return err
-		}
-		var ds DaemonSetRecord
-		if _, err := getJSON(tx, bucketDaemonSets, dsKey, &ds); err != nil {
-			return err
-		}
-		pruned = prunable(revs, keep, ds.CurrentRevision, inUse)
-		if len(pruned) == 0 {
-			return errNoWrite
-		}
-		b, err := revisionBucket(tx, dsKey, false)
-		if err != nil {
-			return err
-		}
-		for _, hash := range pruned {
-			if err := b.Delete([]byte(hash)); err != nil {
-				return fmt.Errorf("delete %s/%s: %w", revisionBucketName(dsKey), hash, err)
-			}
-		}
-		return nil
+		return err
 	})
 	return pruned, s.wrap(err, "prune revisions of daemonset %s", dsKey)
+}
+
+// PruneRevisions is Store.PruneRevisions within the transaction.
+func (t *Txn) PruneRevisions(dsKey string, keep int, inUse map[string]bool) (pruned []string, err error) {
+	revs, err := listRevisions(t.tx, dsKey)
+	if err != nil || len(revs) == 0 {
+		return nil, err
+	}
+	var ds DaemonSetRecord
+	if _, err := getJSON(t.tx, bucketDaemonSets, dsKey, &ds); err != nil {
+		return nil, err
+	}
+	pruned = prunable(revs, keep, ds.CurrentRevision, inUse)
+	if len(pruned) == 0 {
+		return nil, nil
+	}
+	b, err := revisionBucket(t.tx, dsKey, false)
+	if err != nil {
+		return nil, err
+	}
+	for _, hash := range pruned {
+		if err := b.Delete([]byte(hash)); err != nil {
+			return nil, fmt.Errorf("delete %s/%s: %w", revisionBucketName(dsKey), hash, err)
+		}
+	}
+	return pruned, nil
 }
 
 // prunable picks, from revisions ordered by number, the old ones (neither

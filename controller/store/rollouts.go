@@ -7,16 +7,12 @@ import (
 // PutRollout stores v, JSON-encoded, as the rollout state of the daemonset
 // key ("namespace/name"). The rollout package owns the encoding.
 func (s *Store) PutRollout(key string, v any) error {
-	err := s.update(func(tx *bbolt.Tx) error {
-		return putJSON(tx, bucketRollouts, key, v)
-	})
+	err := s.update(func(tx *bbolt.Tx) error { return (&Txn{tx: tx}).PutRollout(key, v) })
 	return s.wrap(err, "put rollout %s", key)
 }
 
 // PutRollout is Store.PutRollout within the transaction.
-func (t *Txn) PutRollout(key string, v any) error {
-	return putJSON(t.tx, bucketRollouts, key, v)
-}
+func (t *Txn) PutRollout(key string, v any) error { return putJSON(t.tx, bucketRollouts, key, v) }
 
 // GetRollout decodes the rollout state of the daemonset key into v; found is
 // false, and v untouched, when there is none.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/bbolt"
@@ -33,6 +34,9 @@ var (
 	// ErrNewerSchema: the file was written by a newer edgeset whose schema
 	// this binary does not know.
 	ErrNewerSchema = errors.New("store schema is newer than this edgeset")
+	// ErrMissing: the store file is gone, but its marker file says that
+	// it held a store.
+	ErrMissing = errors.New("store file is missing")
 	// ErrNotFound: no record under the key.
 	ErrNotFound = errors.New("not found")
 	// ErrStaleGeneration: a desired record's explicit generation is not
@@ -51,6 +55,13 @@ type Options struct {
 	// the transaction that appends past it. Zero or less means
 	// DefaultMaxEvents.
 	MaxEvents int
+	// OnWrite, when set, is told the outcome of every read-write
+	// transaction that tried to commit: nil once it committed, else why
+	// the file could not take it (disk full, I/O error). A transaction
+	// whose own logic refused the write (not found, stale generation,
+	// nothing to write, a dry run) is not reported: it says nothing about
+	// the disk. OnWrite must not call the store.
+	OnWrite func(err error)
 }
 
 func (o Options) withDefaults() Options {
@@ -69,36 +80,99 @@ type Store struct {
 	path      string
 	db        *bbolt.DB
 	maxEvents int
+	onWrite   func(error)
+	fault     atomic.Pointer[func() error]
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
+// What an operator does about a damaged or a missing store; %s is the
+// marker file.
+const (
+	restoreHint = "restore it from a backup (edgeset-controller backup; docs/operations.md, " +
+		"\"Backing up and restoring the store\"), or move it aside (and remove %s) to start with an empty store"
+	restoreMissingHint = "restore it from a backup (edgeset-controller backup; docs/operations.md, " +
+		"\"Backing up and restoring the store\"), or remove %s to start with an empty store"
+)
+
 // Open opens the store at path, creating the file (mode 0600) and its
 // buckets if needed and applying pending schema migrations. It fails with
 // ErrLocked if another process holds the file for longer than
-// opts.LockTimeout, ErrCorrupt if the file is unreadable, and
-// ErrNewerSchema if a newer edgeset wrote it.
+// opts.LockTimeout, ErrCorrupt if the file is unreadable, empty or fails
+// the consistency check of every page (boltfile.Check), ErrNewerSchema if
+// a newer edgeset wrote it, and ErrMissing if the file is gone but its
+// marker (MarkerPath) says it held a store: once a store has been opened,
+// Open never silently starts an empty one in its place.
 func Open(path string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
-	_, statErr := os.Stat(path)
+	fi, statErr := os.Stat(path)
 	created := errors.Is(statErr, os.ErrNotExist)
-
+	if err := checkPresent(path, fi, created); err != nil {
+		return nil, err
+	}
 	db, err := boltfile.Open(path, bbolt.Options{Timeout: opts.LockTimeout})
 	if err != nil {
 		return nil, openError(path, opts.LockTimeout, err)
 	}
 	if err := migrateSafely(db); err != nil {
 		_ = db.Close()
+		if errors.Is(err, ErrCorrupt) {
+			return nil, fmt.Errorf("open store %s: %w; "+restoreHint, path, err, MarkerPath(path))
+		}
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	if created {
-		if err := syncDir(filepath.Dir(path)); err != nil {
-			_ = db.Close()
-			return nil, fmt.Errorf("open store %s: %w", path, err)
-		}
+	if err := writeMarker(path, created); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	return &Store{path: path, db: db, maxEvents: opts.MaxEvents}, nil
+	return &Store{path: path, db: db, maxEvents: opts.MaxEvents, onWrite: opts.OnWrite}, nil
+}
+
+// MarkerPath is the marker file beside the store at path, written once the
+// store has been opened: while it exists, a missing store file is an
+// error, not a first start.
+func MarkerPath(path string) string { return path + ".held" }
+
+// checkPresent refuses a store file that is gone while its marker says
+// it held a store, and an empty one: bbolt would make either a new, empty
+// store.
+func checkPresent(path string, fi os.FileInfo, missing bool) error {
+	marker := MarkerPath(path)
+	switch {
+	case missing:
+		if _, err := os.Stat(marker); err == nil {
+			return fmt.Errorf("open store %s: %w, but %s says this data directory held a store; "+restoreMissingHint,
+				path, ErrMissing, marker, marker)
+		}
+	case fi != nil && fi.Mode().IsRegular() && fi.Size() == 0:
+		return fmt.Errorf("open store %s: %w: the file is empty (0 bytes); "+restoreHint, path, ErrCorrupt, marker)
+	}
+	return nil
+}
+
+// writeMarker writes the store's marker file if it is missing, and
+// fsyncs the directory when it or the store file is new.
+func writeMarker(path string, created bool) error {
+	marker := MarkerPath(path)
+	if _, err := os.Stat(marker); err == nil {
+		if created {
+			return syncDir(filepath.Dir(path))
+		}
+		return nil
+	}
+	text := fmt.Sprintf("This file records that %s held the edgeset controller's store.\n"+
+		"While it exists, edgeset-controller refuses to start without that file instead of starting empty.\n"+
+		"Remove it only to start with an empty store on purpose.\n", filepath.Base(path))
+	f, err := os.OpenFile(marker, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err == nil {
+		_, err = f.WriteString(text)
+		err = errors.Join(err, f.Sync(), f.Close())
+	}
+	if err != nil {
+		return fmt.Errorf("write marker %s: %w", marker, err)
+	}
+	return syncDir(filepath.Dir(path))
 }
 
 // openError explains why bbolt.Open failed. Beyond a lock timeout and the
@@ -113,7 +187,7 @@ func openError(path string, timeout time.Duration, err error) error {
 	case errors.As(err, &pathErr):
 		return fmt.Errorf("open store %s: %w", path, err)
 	default:
-		return fmt.Errorf("open store %s: %w: %w", path, ErrCorrupt, err)
+		return fmt.Errorf("open store %s: %w: %w; "+restoreHint, path, ErrCorrupt, err, MarkerPath(path))
 	}
 }
 
@@ -159,7 +233,9 @@ var errNoWrite = errors.New("nothing to write")
 // update runs fn in a read-write transaction, committed and fsynced before
 // it returns.
 func (s *Store) update(fn func(tx *bbolt.Tx) error) error {
-	err := s.db.Update(fn)
+	w := s.writer(fn)
+	err := s.db.Update(w.run)
+	w.report(err)
 	if errors.Is(err, errNoWrite) {
 		return nil
 	}
@@ -170,7 +246,57 @@ func (s *Store) update(fn func(tx *bbolt.Tx) error) error {
 // coalesces concurrent calls into one fsynced transaction. fn may run more
 // than once and must be idempotent.
 func (s *Store) batch(fn func(tx *bbolt.Tx) error) error {
-	return closedError(s.db.Batch(fn))
+	w := s.writer(fn)
+	err := s.db.Batch(w.run)
+	w.report(err)
+	return closedError(err)
+}
+
+// FailWrites makes every later read-write transaction call fault once its
+// writes are made and, when fault returns an error, roll back and fail
+// with it as a commit that the disk refused would: the seam tests use to
+// stand in for a full or failing disk. nil removes it.
+func (s *Store) FailWrites(fault func() error) {
+	if fault == nil {
+		s.fault.Store(nil)
+		return
+	}
+	s.fault.Store(&fault)
+}
+
+// writer runs one read-write transaction's function and tells OnWrite
+// how the commit went, telling apart the function's own refusals from
+// the file's.
+type writer struct {
+	s     *Store
+	fn    func(tx *bbolt.Tx) error
+	ran   bool
+	fnErr error
+}
+
+func (s *Store) writer(fn func(tx *bbolt.Tx) error) *writer { return &writer{s: s, fn: fn} }
+
+func (w *writer) run(tx *bbolt.Tx) error {
+	w.ran = true
+	if w.fnErr = w.fn(tx); w.fnErr != nil {
+		return w.fnErr
+	}
+	if fault := w.s.fault.Load(); fault != nil {
+		return (*fault)()
+	}
+	return nil
+}
+
+// report passes the transaction's outcome to OnWrite unless fn refused
+// the write itself or never ran (the store is closed).
+func (w *writer) report(err error) {
+	if w.s.onWrite == nil || !w.ran || w.fnErr != nil {
+		return
+	}
+	if err != nil {
+		err = fmt.Errorf("write to %s: %w", w.s.path, err)
+	}
+	w.s.onWrite(err)
 }
 
 func closedError(err error) error {

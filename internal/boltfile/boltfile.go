@@ -2,7 +2,9 @@
 // the process. bbolt trusts its file: on a truncated or overwritten one it
 // may return an error, panic, or read its memory mapping past the end of
 // the file, which faults (SIGBUS) and would kill the whole program. Open
-// turns all three into ErrDamaged. OpenOrSetAside is for files that only
+// turns all three into ErrDamaged, and checks every page at open (see
+// Check) so that damage in the middle of the file is found then, not by
+// the first read that reaches it. OpenOrSetAside is for files that only
 // cache state kept elsewhere (the agent's desired state, the broker's
 // retained messages): it moves a damaged file aside, keeping it for a
 // post-mortem, and starts a new one.
@@ -59,6 +61,10 @@ func Open(path string, opts bbolt.Options) (db *bbolt.DB, err error) {
 			_ = db.Close()
 			return nil, err
 		}
+		if err := Check(db); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
 		return db, nil
 	case errors.Is(err, berrors.ErrTimeout), errors.As(err, &pathErr):
 		return nil, err
@@ -81,6 +87,58 @@ func checkSize(db *bbolt.DB) error {
 		}
 		return nil
 	})
+}
+
+// maxCheckErrors bounds the problems Check reports.
+const maxCheckErrors = 5
+
+// Check reads every page the file's buckets reach, keys, values and nested
+// buckets, and then runs bbolt's consistency check (tx.Check: every page
+// either reachable or free, none freed twice), failing with ErrDamaged and
+// up to maxCheckErrors problems. It reads the whole tree, so its cost
+// grows with the file (docs/operations.md gives figures). The walk comes
+// first and in the caller's goroutine, where Open recovers bbolt's panics
+// and faults on a garbage page; tx.Check, which runs in a goroutine of its
+// own, then only meets pages the walk read. The caller recovers panics
+// (Open does).
+func Check(db *bbolt.DB) error {
+	return db.View(func(tx *bbolt.Tx) error {
+		if err := tx.ForEach(func(name []byte, b *bbolt.Bucket) error { return walk(b) }); err != nil {
+			return fmt.Errorf("%w: %w", ErrDamaged, err)
+		}
+		var problems []error
+		for err := range tx.Check() {
+			if len(problems) < maxCheckErrors {
+				problems = append(problems, err)
+			}
+		}
+		if len(problems) > 0 {
+			return fmt.Errorf("%w: consistency check: %w", ErrDamaged, errors.Join(problems...))
+		}
+		return nil
+	})
+}
+
+// walk reads every key and value of b and of its nested buckets. Reading
+// each value's last byte touches its overflow pages.
+func walk(b *bbolt.Bucket) error {
+	c := b.Cursor()
+	var sink byte
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if v == nil {
+			if nested := b.Bucket(k); nested != nil {
+				if err := walk(nested); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if len(v) > 0 {
+			sink ^= v[len(v)-1]
+		}
+	}
+	_ = sink
+	return nil
 }
 
 // OpenOrSetAside opens path like Open; if the file is damaged it renames it

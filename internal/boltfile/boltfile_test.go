@@ -31,14 +31,38 @@ func damagedFiles() map[string]func(t *testing.T, path string) {
 	for _, size := range []int64{4096, 8192, 12288, 16384} {
 		files[fmt.Sprintf("truncated to %d", size)] = writeTruncated(size)
 	}
+	// Damage in the middle of the file that opening alone does not read;
+	// bbolt panics ("assertion failed: Page expected to be: ...") when a
+	// later read reaches it.
+	page := make([]byte, 4096)
+	_, _ = rand.Read(page)
+	files["zeroed middle page"] = writeOverwritten(make([]byte, 4096))
+	files["random middle page"] = writeOverwritten(page)
 	return files
+}
+
+// writeOverwritten writes a database of a few hundred keys and replaces
+// a page in the middle of it with content.
+func writeOverwritten(content []byte) func(*testing.T, string) {
+	return func(t *testing.T, path string) {
+		writeTruncated(-1)(t, path)
+		fi, err := os.Stat(path)
+		require.NoError(t, err)
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		require.NoError(t, err)
+		defer f.Close()
+		off := (fi.Size() / 4096 / 2) * 4096
+		_, err = f.WriteAt(content, off)
+		require.NoError(t, err)
+	}
 }
 
 func writeBytes(b []byte) func(*testing.T, string) {
 	return func(t *testing.T, path string) { require.NoError(t, os.WriteFile(path, b, 0o600)) }
 }
 
-// writeTruncated writes a database of a few hundred keys and cuts it to size.
+// writeTruncated writes a database of a few hundred keys and cuts it to
+// size (not when size is negative).
 func writeTruncated(size int64) func(*testing.T, string) {
 	return func(t *testing.T, path string) {
 		db, err := bbolt.Open(path, 0o600, nil)
@@ -58,7 +82,9 @@ func writeTruncated(size int64) func(*testing.T, string) {
 			}))
 		}
 		require.NoError(t, db.Close())
-		require.NoError(t, os.Truncate(path, size))
+		if size >= 0 {
+			require.NoError(t, os.Truncate(path, size))
+		}
 	}
 }
 
