@@ -459,6 +459,7 @@ func validateUpdateStrategy(errs *fieldErrors, s *DaemonSetUpdateStrategy) {
 }
 
 // validateIntOrPercent accepts nil, an integer >= 0 or a percentage 0-100%.
+// A percentage too large to parse is out of range too, never 0%.
 func validateIntOrPercent(errs *fieldErrors, field string, v *IntOrString) bool {
 	switch {
 	case v == nil:
@@ -468,7 +469,7 @@ func validateIntOrPercent(errs *fieldErrors, field string, v *IntOrString) bool 
 	case v.IsString && !percentRE.MatchString(v.StrVal):
 		errs.add(field, "invalid value %q: must be an integer or a percentage such as \"10%%\"", v.StrVal)
 	case v.IsString:
-		if pct, _ := v.Percent(); pct > 100 {
+		if pct, ok := v.Percent(); !ok || pct > 100 {
 			errs.add(field, "must not be more than 100%%, not %q", v.StrVal)
 		} else {
 			return true
