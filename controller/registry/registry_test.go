@@ -41,7 +41,7 @@ func TestApplyPresenceOrdersSessions(t *testing.T) {
 		{"stale online of the ended session", presence("n1", true, 10), false, false, 10, at(3 * time.Minute)},
 		{"reconnect", presence("n1", true, 20), true, true, 20, at(5 * time.Minute)},
 		{"late will of the old session", presence("n1", false, 10), false, true, 20, at(5 * time.Minute)},
-		{"late online of an older session", presence("n1", true, 5), false, true, 20, at(5 * time.Minute)},
+		{"new session numbered lower (device clock behind)", presence("n1", true, 5), false, true, 5, at(5 * time.Minute)},
 		{"new session without a will seen", presence("n1", true, 30), false, true, 30, at(5 * time.Minute)},
 		{"will of a newer session whose online was missed", presence("n1", false, 40), true, false, 40, at(9 * time.Minute)},
 		{"older will after that", presence("n1", false, 30), false, false, 40, at(9 * time.Minute)},
@@ -57,6 +57,50 @@ func TestApplyPresenceOrdersSessions(t *testing.T) {
 		assert.Equal(t, s.wantSession, in.Presence.Session, "step %q: session", s.name)
 		assert.Equal(t, s.wantSince, in.Presence.Since, "step %q: since", s.name)
 	}
+}
+
+// TestApplyPresenceIgnoresDeviceClock: a session number is the agent's
+// connect time on its own clock, which a gateway without an RTC resets
+// on every boot. The order is the order in which the controller receives
+// presence: a session it has not seen is the newest, one it has seen and
+// left is over.
+func TestApplyPresenceIgnoresDeviceClock(t *testing.T) {
+	steps := []struct {
+		name       string
+		p          schema.Presence
+		wantOnline bool
+	}{
+		{"online, clock set", presence("n1", true, 1_700_000_000_000_000_000), true},
+		{"will after a reboot", presence("n1", false, 1_700_000_000_000_000_000), false},
+		{"reconnect with the clock back at 1970", presence("n1", true, 12_000_000_000), true},
+		{"reboot again, the broker takes the half-open session over", presence("n1", true, 9_000_000_000), true},
+		{"late will of the taken-over session", presence("n1", false, 12_000_000_000), true},
+		{"very late will of the first session", presence("n1", false, 1_700_000_000_000_000_000), true},
+		{"will of the current session", presence("n1", false, 9_000_000_000), false},
+	}
+	r := New()
+	for i, s := range steps {
+		r.ApplyPresence(s.p, at(time.Duration(i+1)*time.Minute))
+		st, ok := r.State("n1")
+		require.True(t, ok)
+		assert.Equal(t, s.wantOnline, st.Online, "step %q", s.name)
+	}
+}
+
+// TestApplyPresenceRemembersBoundedSessions: the sessions a node has left
+// are kept, for late wills, up to a bound.
+func TestApplyPresenceRemembersBoundedSessions(t *testing.T) {
+	r := New()
+	for s := int64(1); s <= 1000; s++ {
+		r.ApplyPresence(presence("n1", true, s), at(time.Duration(s)*time.Second))
+	}
+	r.mu.Lock()
+	kept := len(r.nodes["n1"].pastSessions)
+	r.mu.Unlock()
+	assert.LessOrEqual(t, kept, maxPastSessions)
+	r.ApplyPresence(presence("n1", false, 999), at(time.Hour))
+	st, _ := r.State("n1")
+	assert.True(t, st.Online, "a late will of a recent session is ignored")
 }
 
 func TestApplyPresenceFirstOfflineStartsGrace(t *testing.T) {
