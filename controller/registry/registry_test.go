@@ -144,7 +144,10 @@ func TestSnapshotLifecycle(t *testing.T) {
 			map[string]bool{"a": false, "b": false}, at(2*time.Minute + grace)},
 		{"grace expired", func() {}, at(2*time.Minute + grace),
 			map[string]bool{"a": false, "b": true}, time.Time{}},
-		{"late will of an old session changes nothing", func() { r.ApplyPresence(presence("a", false, 0), at(time.Hour)) }, at(time.Hour),
+		{"late will of an old session changes nothing", func() {
+			r.ApplyPresence(presence("a", true, 2), at(time.Hour)) // a reconnects; the broker has yet to send session 1's will
+			r.ApplyPresence(presence("a", false, 1), at(time.Hour))
+		}, at(time.Hour),
 			map[string]bool{"a": false, "b": true}, time.Time{}},
 		{"b returns and loses the taint", func() { r.ApplyPresence(presence("b", true, 2), at(2*time.Hour)) }, at(2 * time.Hour),
 			map[string]bool{"a": false, "b": false}, time.Time{}},
