@@ -86,7 +86,7 @@ func (c *Controller) onPresence(node string, payload []byte) error {
 	}
 	if c.registry.ApplyPresence(p, time.Now()) {
 		c.markNodeDirty(node)
-		c.events.add(nodeObject(node), schema.EventNormal, presenceReason(p.Online), presenceMessage(p.Online))
+		c.events.addFromNode(node, store.Event{Type: schema.EventNormal, Reason: presenceReason(p.Online), Object: nodeObject(node), Message: presenceMessage(p.Online)})
 		c.wake()
 	}
 	return nil
@@ -139,8 +139,8 @@ func (c *Controller) reportFailures(node string, old, now schema.ObservedState) 
 		if !failedPhase(in.Phase) || prev[in.DaemonSet+"@"+in.Revision] == in.Phase {
 			continue
 		}
-		c.events.add(dsObject(in.DaemonSet), schema.EventWarning, "InstanceFailed",
-			fmt.Sprintf("node %s: %s: %s", node, in.Phase, in.Message))
+		c.events.addFromNode(node, store.Event{Type: schema.EventWarning, Reason: "InstanceFailed", Object: dsObject(in.DaemonSet),
+			Message: fmt.Sprintf("node %s: %s: %s", node, in.Phase, in.Message)})
 	}
 }
 
@@ -166,7 +166,8 @@ func (c *Controller) onNodeEvent(node string, payload []byte) error {
 	if ev.DaemonSet != "" {
 		msg = ev.DaemonSet + ": " + msg
 	}
-	c.events.addEvent(store.Event{Time: ev.Time, Type: ev.Type, Reason: ev.Reason, Object: nodeObject(node), Message: msg})
+	// Stamped with the controller's clock: the device's orders nothing.
+	c.events.addFromNode(node, store.Event{Type: ev.Type, Reason: ev.Reason, Object: nodeObject(node), Message: msg})
 	return nil
 }
 

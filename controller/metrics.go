@@ -29,7 +29,9 @@ type metrics struct {
 	republishes      prometheus.Counter
 	brokerDrops      prometheus.Counter
 	resyncs          prometheus.Counter
-	eventsDropped    prometheus.Counter
+	// Inbound limits (issue 13, point 15).
+	eventsDropped *prometheus.CounterVec
+	eventsFolded  prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -53,7 +55,12 @@ func newMetrics() *metrics {
 	m.brokerDrops = f.counter("edgeset_broker_dropped_total",
 		"Messages the broker could not deliver: the embedded broker's own count, or the rise of an external broker's drop counter (broker-drop-topic).")
 	m.resyncs = f.counter("edgeset_broker_resyncs_total", "Re-reads of every known node's retained state from an external broker.")
-	m.eventsDropped = f.counter("edgeset_events_dropped_total", "Events dropped because the event queue was full.")
+	m.eventsDropped = f.counterVec("edgeset_events_dropped_total",
+		"Events not stored, by reason: rate_limited (a node over its event rate), node_cap (a node's oldest stored event evicted by its newest), queue_full, store_error.", "reason")
+	for _, reason := range []string{dropRateLimited, dropNodeCap, dropQueueFull, dropStoreError} {
+		m.eventsDropped.WithLabelValues(reason)
+	}
+	m.eventsFolded = f.counter("edgeset_events_folded_total", "Repeated events folded into an event series (count and lastTime of one stored event).")
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -107,6 +114,12 @@ type factory struct{ reg *prometheus.Registry }
 
 func (f factory) counter(name, help string) prometheus.Counter {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 	f.reg.MustRegister(c)
 	return c
 }
