@@ -29,9 +29,10 @@ type metrics struct {
 	republishes      prometheus.Counter
 	brokerDrops      prometheus.Counter
 	resyncs          prometheus.Counter
-	// Inbound limits (issue 13, point 15).
-	eventsDropped *prometheus.CounterVec
-	eventsFolded  prometheus.Counter
+	// Inbound limits (issue 13, points 14 and 15).
+	eventsDropped    *prometheus.CounterVec
+	eventsFolded     prometheus.Counter
+	observedRejected *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -61,6 +62,9 @@ func newMetrics() *metrics {
 		m.eventsDropped.WithLabelValues(reason)
 	}
 	m.eventsFolded = f.counter("edgeset_events_folded_total", "Repeated events folded into an event series (count and lastTime of one stored event).")
+	m.observedRejected = f.counterVec("edgeset_mqtt_observed_rejected_total",
+		"Observed states refused, by reason: generation_ahead (above the desired generation issued to the node).", "reason")
+	m.observedRejected.WithLabelValues("generation_ahead")
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
