@@ -85,3 +85,15 @@ func TestQuantityExponentOverflowNamed(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "exponent out of range")
 }
+
+// TestNodeSelectorGtOutOfRange: a Gt/Lt value too large for an int64 is
+// named as out of range, not as "not an integer".
+func TestNodeSelectorGtOutOfRange(t *testing.T) {
+	ds := validDS()
+	ds.Spec.Template.Spec.Affinity = &Affinity{NodeAffinity: &NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &NodeSelector{
+		NodeSelectorTerms: []NodeSelectorTerm{{MatchExpressions: []NodeSelectorRequirement{{Key: "cores", Operator: NodeOpGt, Values: []string{"99999999999999999999"}}}}},
+	}}}
+	err := ValidateDaemonSet(ds)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `values[0]: must be an integer between -9223372036854775808 and 9223372036854775807 for operator Gt, not "99999999999999999999"`)
+}

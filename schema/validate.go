@@ -266,12 +266,20 @@ func validateNodeRequirement(errs *fieldErrors, field string, r NodeSelectorRequ
 	case NodeOpGt, NodeOpLt:
 		if len(r.Values) != 1 {
 			errs.add(field+".values", "must have exactly one value for operator %s", r.Operator)
-		} else if _, err := strconv.ParseInt(r.Values[0], 10, 64); err != nil {
+		} else if _, err := strconv.ParseInt(r.Values[0], 10, 64); isRangeError(err) {
+			errs.add(field+".values[0]", "must be an integer between %d and %d for operator %s, not %q", int64(-1<<63), int64(1<<63-1), r.Operator, r.Values[0])
+		} else if err != nil {
 			errs.add(field+".values[0]", "must be an integer for operator %s, not %q", r.Operator, r.Values[0])
 		}
 	default:
 		errs.add(field+".operator", "unsupported operator %q: want In, NotIn, Exists, DoesNotExist, Gt or Lt", r.Operator)
 	}
+}
+
+// isRangeError reports whether err is strconv's "value out of range".
+func isRangeError(err error) bool {
+	ne, ok := err.(*strconv.NumError)
+	return ok && ne.Err == strconv.ErrRange
 }
 
 func validateFieldRequirement(errs *fieldErrors, field string, r NodeSelectorRequirement) {
