@@ -61,7 +61,6 @@ type eventSink struct {
 	series     map[seriesKey]store.Event // last stored event of each series
 	seriesKeys map[uint64]seriesKey      // the series of a stored seq
 	perNode    map[string][]uint64       // stored seqs of each node, oldest first
-	newest     uint64                    // newest stored seq
 }
 
 // seriesKey identifies the events a series folds together.
@@ -85,7 +84,7 @@ func newEventSink(st *store.Store, log *slog.Logger, m *metrics, limits eventLim
 // add queues an event of the controller's own, stamped now; it never
 // blocks.
 func (s *eventSink) add(object, typ, reason, message string) {
-	s.addEvent(store.Event{Type: typ, Reason: reason, Object: object, Message: message})
+	s.enqueue(store.Event{Time: s.now(), Type: typ, Reason: reason, Object: object, Message: message})
 }
 
 // addFromNode queues e, caused by a report of node, if node's token bucket
@@ -97,14 +96,6 @@ func (s *eventSink) addFromNode(node string, e store.Event) {
 	if !s.allow(node, e.Time) {
 		s.metrics.eventsDropped.WithLabelValues(dropRateLimited).Inc()
 		return
-	}
-	s.enqueue(e)
-}
-
-// addEvent queues e; it never blocks.
-func (s *eventSink) addEvent(e store.Event) {
-	if e.Time.IsZero() {
-		e.Time = s.now()
 	}
 	s.enqueue(e)
 }
@@ -189,7 +180,6 @@ func (s *eventSink) load() error {
 
 // remember records a stored event.
 func (s *eventSink) remember(e store.Event) {
-	s.newest = max(s.newest, e.Seq)
 	if e.Source != "" {
 		s.perNode[e.Source] = append(s.perNode[e.Source], e.Seq)
 	}
