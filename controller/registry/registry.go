@@ -98,18 +98,43 @@ func (r *Registry) recordLocked(name string, now time.Time) *record {
 // ApplyStatus records status as the last announcement of node status.Node
 // and reports whether it differs from the previous one. The caller has
 // validated the message (schema version, node name matching its topic).
+//
+// Each condition's Since is replaced by the controller's clock (see
+// receivedSince): the device's orders nothing.
 func (r *Registry) ApplyStatus(status schema.NodeStatus, now time.Time) (changed bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rec := r.recordLocked(status.Node, now)
 	rec.lastSeen = now
-	if rec.in.Status != nil && reflect.DeepEqual(*rec.in.Status, status) {
+	s := cloneStatus(status)
+	receivedSince(&s, rec.in.Status, now)
+	if rec.in.Status != nil && reflect.DeepEqual(*rec.in.Status, s) {
 		return false
 	}
-	s := cloneStatus(status)
 	rec.in.Status = &s
 	rec.changed()
 	return true
+}
+
+// receivedSince sets the Since of every condition of s to when the
+// controller first received the condition with its current status: kept
+// from prev while the status is the same, now when it is new or changed.
+// A device's clock (1970 on a gateway without a real-time clock, or ahead)
+// would otherwise start or postpone every tolerationSeconds of the taint
+// a condition adds.
+func receivedSince(s *schema.NodeStatus, prev *schema.NodeStatus, now time.Time) {
+	for i := range s.Conditions {
+		c := &s.Conditions[i]
+		c.Since = now
+		if prev == nil {
+			continue
+		}
+		for _, p := range prev.Conditions {
+			if p.Type == c.Type && p.Status == c.Status {
+				c.Since = p.Since
+			}
+		}
+	}
 }
 
 // ApplyPresence records a presence message of node p.Node and reports

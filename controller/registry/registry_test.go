@@ -314,3 +314,40 @@ func TestSnapshotCacheFollowsTimeAndGrace(t *testing.T) {
 		assert.Equal(t, s.want, ready(s.now, s.grace), s.name)
 	}
 }
+
+// TestConditionSinceIsTheControllerClock: a condition's Since is when the
+// controller first received it in its status, not the device's clock: a
+// NotReady since 1970 (a gateway without an RTC) would start every
+// tolerationSeconds of the not-ready taint already expired, and evict at
+// once; a Since in the future would never evict.
+func TestConditionSinceIsTheControllerClock(t *testing.T) {
+	r := New()
+	epoch := time.Unix(15, 0)
+	notReady := func(since time.Time) schema.NodeStatus {
+		st := status("n1", nil)
+		st.Conditions = []schema.NodeCondition{cond(schema.NodeReady, schema.ConditionFalse, since)}
+		return st
+	}
+	taintAdded := func(now time.Time) time.Time {
+		nodes, _ := r.Snapshot(now, grace)
+		require.Len(t, nodes, 1)
+		for _, tt := range nodes[0].Taints {
+			if tt.Key == schema.TaintNodeNotReady {
+				require.NotNil(t, tt.TimeAdded)
+				return *tt.TimeAdded
+			}
+		}
+		t.Fatalf("no %s taint in %+v", schema.TaintNodeNotReady, nodes[0].Taints)
+		return time.Time{}
+	}
+	r.ApplyPresence(presence("n1", true, 1), at(0))
+	assert.True(t, r.ApplyStatus(notReady(epoch), at(time.Minute)))
+	assert.Equal(t, at(time.Minute), taintAdded(at(time.Minute)), "since the controller received it")
+
+	assert.False(t, r.ApplyStatus(notReady(epoch.Add(time.Hour)), at(2*time.Minute)), "the same condition again changes nothing")
+	assert.Equal(t, at(time.Minute), taintAdded(at(2*time.Minute)), "kept while the status is unchanged")
+
+	r.ApplyStatus(status("n1", nil), at(3*time.Minute)) // Ready again
+	assert.True(t, r.ApplyStatus(notReady(at(24*time.Hour)), at(4*time.Minute)))
+	assert.Equal(t, at(4*time.Minute), taintAdded(at(4*time.Minute)), "a device clock ahead does not postpone it")
+}
