@@ -412,7 +412,8 @@ func (c *Controller) Events(ctx context.Context, f api.EventFilter) ([]api.Event
 	}
 	out := make([]api.Event, len(evs))
 	for i, e := range evs {
-		out[i] = api.Event{Seq: e.Seq, Time: e.Time, Type: e.Type, Reason: e.Reason, Object: e.Object, Message: e.Message}
+		out[i] = api.Event{Seq: e.Seq, Time: e.Time, Type: e.Type, Reason: e.Reason, Object: e.Object, Message: e.Message,
+			Count: e.Count, LastTime: timePtr(e.LastTime), Source: e.Source}
 	}
 	return out, nil
 }

@@ -67,6 +67,19 @@ type Config struct {
 	RepublishRate int `mapstructure:"republish-rate"`
 	// MaxEvents bounds the stored events.
 	MaxEvents int `mapstructure:"max-events"`
+	// MaxEventsPerNode bounds the stored events one node's reports
+	// caused: past it, the node's newest event evicts its oldest. Default
+	// a tenth of MaxEvents.
+	MaxEventsPerNode int `mapstructure:"max-events-per-node"`
+	// NodeEventRate and NodeEventBurst are the token bucket of events per
+	// node: NodeEventRate a second, bursts of NodeEventBurst. Events over
+	// it are dropped and counted.
+	NodeEventRate  int `mapstructure:"node-event-rate"`
+	NodeEventBurst int `mapstructure:"node-event-burst"`
+	// EventSeriesWindow is how long a repeated event (same object, type,
+	// reason and message) folds into the stored one, as a Kubernetes
+	// event series (count and lastTime), instead of being stored anew.
+	EventSeriesWindow time.Duration `mapstructure:"event-series-window"`
 
 	// ManifestsDir, when set, is watched: every manifest in it is applied
 	// at start and whenever a file changes.
@@ -87,7 +100,11 @@ const (
 	DefaultNodeOfflineGrace = 40 * time.Second
 	DefaultRepublishRate    = 5000
 	DefaultMaxEvents        = 10000
-	DefaultControllerUser   = "edgeset-controller"
+	// Event limits per node.
+	DefaultNodeEventRate     = 10
+	DefaultNodeEventBurst    = 50
+	DefaultEventSeriesWindow = 10 * time.Minute
+	DefaultControllerUser    = "edgeset-controller"
 	// DefaultBrokerDropTopic is Mosquitto's count of dropped messages.
 	DefaultBrokerDropTopic      = "$SYS/broker/publish/messages/dropped"
 	DefaultBrokerResyncInterval = 10 * time.Minute
@@ -113,6 +130,18 @@ func (c *Config) ApplyDefaults() {
 	}
 	if c.MaxEvents == 0 {
 		c.MaxEvents = DefaultMaxEvents
+	}
+	if c.MaxEventsPerNode == 0 {
+		c.MaxEventsPerNode = max(1, c.MaxEvents/10)
+	}
+	if c.NodeEventRate == 0 {
+		c.NodeEventRate = DefaultNodeEventRate
+	}
+	if c.NodeEventBurst == 0 {
+		c.NodeEventBurst = DefaultNodeEventBurst
+	}
+	if c.EventSeriesWindow == 0 {
+		c.EventSeriesWindow = DefaultEventSeriesWindow
 	}
 }
 
@@ -163,6 +192,17 @@ func (c *Config) Validate() error {
 	}
 	if c.RepublishRate < 0 {
 		bad("republish-rate", "must not be negative, got %d", c.RepublishRate)
+	}
+	for _, k := range []struct {
+		key string
+		v   int
+	}{{"max-events-per-node", c.MaxEventsPerNode}, {"node-event-rate", c.NodeEventRate}, {"node-event-burst", c.NodeEventBurst}} {
+		if k.v < 0 {
+			bad(k.key, "must not be negative, got %d", k.v)
+		}
+	}
+	if c.EventSeriesWindow < 0 {
+		bad("event-series-window", "must not be negative, got %s", c.EventSeriesWindow)
 	}
 	if _, err := ParseLogLevel(c.LogLevel); err != nil {
 		bad("log-level", "%v", err)

@@ -103,7 +103,7 @@ func (c *Controller) open() error {
 	if c.store, err = store.Open(c.cfg.storePath(), store.Options{MaxEvents: c.cfg.MaxEvents, OnWrite: c.storeWritten}); err != nil {
 		return err
 	}
-	c.events = newEventSink(c.store, c.log, c.metrics)
+	c.events = newEventSink(c.store, c.log, c.metrics, limitsOf(c.cfg))
 	if c.token, err = loadOrCreateToken(c.cfg.tokenPath()); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/edgeset/edgeset/controller/store"
@@ -86,7 +87,7 @@ func (c *Controller) onPresence(node string, payload []byte) error {
 	}
 	if c.registry.ApplyPresence(p, time.Now()) {
 		c.markNodeDirty(node)
-		c.events.add(nodeObject(node), schema.EventNormal, presenceReason(p.Online), presenceMessage(p.Online))
+		c.events.addFromNode(node, store.Event{Type: schema.EventNormal, Reason: presenceReason(p.Online), Object: nodeObject(node), Message: presenceMessage(p.Online)})
 		c.wake()
 	}
 	return nil
@@ -106,6 +107,12 @@ func presenceMessage(online bool) string {
 	return "agent disconnected"
 }
 
+// onObserved records a node's report of what it runs. The controller
+// trusts no counter or clock of the device beyond what it issued: a
+// report of a generation above the one last issued to the node is
+// refused (it would otherwise make every genuine later report look
+// stale), and the time an instance became ready is when the controller
+// first received it ready (see receivedReadySince).
 func (c *Controller) onObserved(node string, payload []byte) error {
 	obs, err := schema.DecodeObservedState(payload)
 	if err != nil {
@@ -114,19 +121,69 @@ func (c *Controller) onObserved(node string, payload []byte) error {
 	if err := checkNode(node, obs.Node); err != nil {
 		return err
 	}
+	now := time.Now()
 	c.mu.Lock()
+	issued := c.state.current[node].Generation
 	old, had := c.state.observed[node]
+	ahead := obs.ObservedGeneration > issued
 	stale := had && obs.ObservedGeneration < old.ObservedGeneration
-	if !stale {
+	if !ahead && !stale {
+		receivedReadySince(&obs, old, had, now)
 		c.state.observed[node] = obs
 	}
 	c.mu.Unlock()
+	if ahead {
+		c.refuseObserved(node, obs.ObservedGeneration, issued)
+		return nil
+	}
 	if stale {
 		return nil // reordered delivery: an older report must not win
 	}
 	c.reportFailures(node, old, obs)
 	c.wake()
 	return nil
+}
+
+// refuseObserved counts and records a report of a generation the
+// controller never issued to node. The event's message is the same for
+// every such report of the node, so repeats fold into one event series
+// (see eventSink) instead of flooding the history.
+func (c *Controller) refuseObserved(node string, got, issued uint64) {
+	c.metrics.observedRejected.WithLabelValues("generation_ahead").Inc()
+	c.log.Debug("refusing observed state ahead of the desired state", "node", node, "observedGeneration", got, "desiredGeneration", issued)
+	c.events.addFromNode(node, store.Event{Type: schema.EventWarning, Reason: "ObservedGenerationAhead", Object: nodeObject(node),
+		Message: "observed state refused: its observedGeneration is above the desired generation issued to this node"})
+}
+
+// receivedReadySince replaces the device's ReadySince of every ready
+// instance of obs by the controller's clock: the time of the report that
+// first showed it ready (kept from old while it stays ready at the same
+// revision), now for a newly ready one. A device clock behind would
+// otherwise skip minReadySeconds, one ahead stall a rollout. The first
+// report the controller has of the node (had false: after the
+// controller's restart) keeps the device's times, capped at now, so a
+// restart does not make every instance wait minReadySeconds again.
+func receivedReadySince(obs *schema.ObservedState, old schema.ObservedState, had bool, now time.Time) {
+	was := map[string]*time.Time{}
+	for _, in := range old.Instances {
+		if in.Ready && in.ReadySince != nil {
+			was[in.DaemonSet+"@"+in.Revision] = in.ReadySince
+		}
+	}
+	instances := slices.Clone(obs.Instances)
+	for i := range instances {
+		in := &instances[i]
+		switch since, ok := was[in.DaemonSet+"@"+in.Revision]; {
+		case !in.Ready:
+		case ok:
+			in.ReadySince = since
+		case !had && in.ReadySince != nil && !in.ReadySince.After(now):
+		default:
+			at := now
+			in.ReadySince = &at
+		}
+	}
+	obs.Instances = instances
 }
 
 // reportFailures records an event for every instance that newly failed.
@@ -139,8 +196,8 @@ func (c *Controller) reportFailures(node string, old, now schema.ObservedState) 
 		if !failedPhase(in.Phase) || prev[in.DaemonSet+"@"+in.Revision] == in.Phase {
 			continue
 		}
-		c.events.add(dsObject(in.DaemonSet), schema.EventWarning, "InstanceFailed",
-			fmt.Sprintf("node %s: %s: %s", node, in.Phase, in.Message))
+		c.events.addFromNode(node, store.Event{Type: schema.EventWarning, Reason: "InstanceFailed", Object: dsObject(in.DaemonSet),
+			Message: fmt.Sprintf("node %s: %s: %s", node, in.Phase, in.Message)})
 	}
 }
 
@@ -166,7 +223,8 @@ func (c *Controller) onNodeEvent(node string, payload []byte) error {
 	if ev.DaemonSet != "" {
 		msg = ev.DaemonSet + ": " + msg
 	}
-	c.events.addEvent(store.Event{Time: ev.Time, Type: ev.Type, Reason: ev.Reason, Object: nodeObject(node), Message: msg})
+	// Stamped with the controller's clock: the device's orders nothing.
+	c.events.addFromNode(node, store.Event{Type: ev.Type, Reason: ev.Reason, Object: nodeObject(node), Message: msg})
 	return nil
 }
 

@@ -29,11 +29,14 @@ type metrics struct {
 	republishes      prometheus.Counter
 	brokerDrops      prometheus.Counter
 	resyncs          prometheus.Counter
-	eventsDropped    prometheus.Counter
 
 	// Store writability (storeWritten).
 	storeWriteErrors prometheus.Counter
 	storeWritable    prometheus.Gauge
+	// Inbound limits (issue 13, points 14 and 15).
+	eventsDropped    *prometheus.CounterVec
+	eventsFolded     prometheus.Counter
+	observedRejected *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -57,11 +60,19 @@ func newMetrics() *metrics {
 	m.brokerDrops = f.counter("edgeset_broker_dropped_total",
 		"Messages the broker could not deliver: the embedded broker's own count, or the rise of an external broker's drop counter (broker-drop-topic).")
 	m.resyncs = f.counter("edgeset_broker_resyncs_total", "Re-reads of every known node's retained state from an external broker.")
-	m.eventsDropped = f.counter("edgeset_events_dropped_total", "Events dropped because the event queue was full.")
 	m.storeWriteErrors = f.counter("edgeset_store_write_errors_total",
 		"Store transactions the disk refused (full, I/O error): nothing of them was kept.")
 	m.storeWritable = f.gauge("edgeset_store_writable", "1 while the last store write committed, 0 after one failed.")
 	m.storeWritable.Set(1)
+	m.eventsDropped = f.counterVec("edgeset_events_dropped_total",
+		"Events not stored, by reason: rate_limited (a node over its event rate), node_cap (a node's oldest stored event evicted by its newest), queue_full, store_error.", "reason")
+	for _, reason := range []string{dropRateLimited, dropNodeCap, dropQueueFull, dropStoreError} {
+		m.eventsDropped.WithLabelValues(reason)
+	}
+	m.eventsFolded = f.counter("edgeset_events_folded_total", "Repeated events folded into an event series (count and lastTime of one stored event).")
+	m.observedRejected = f.counterVec("edgeset_mqtt_observed_rejected_total",
+		"Observed states refused, by reason: generation_ahead (above the desired generation issued to the node).", "reason")
+	m.observedRejected.WithLabelValues("generation_ahead")
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -115,6 +126,12 @@ type factory struct{ reg *prometheus.Registry }
 
 func (f factory) counter(name, help string) prometheus.Counter {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 	f.reg.MustRegister(c)
 	return c
 }

@@ -79,7 +79,10 @@ func eventTopic(topic string) bool {
 
 // staleState reports whether incoming is an older state than pending for
 // the same topic (a redelivered or reordered message): a lower observed
-// generation, or the presence of an older session. The coalescing inbox of
+// generation; for presence, a will of another session arriving after an
+// online (the late will of the connection it replaced), or an online of a
+// session after its will. Session numbers are the device's clock and are
+// never compared (see registry.ApplyPresence). The coalescing inbox of
 // the broker client then keeps pending.
 func staleState(topic string, pending, incoming []byte) bool {
 	_, kind, ok := schema.ParseNodeTopic(topic)
@@ -88,6 +91,7 @@ func staleState(topic string, pending, incoming []byte) bool {
 	}
 	var p, q struct {
 		ObservedGeneration *uint64 `json:"observedGeneration"`
+		Online             bool    `json:"online"`
 		Session            *int64  `json:"session"`
 	}
 	if json.Unmarshal(pending, &p) != nil || json.Unmarshal(incoming, &q) != nil {
@@ -97,7 +101,11 @@ func staleState(topic string, pending, incoming []byte) bool {
 	case schema.TopicObserved:
 		return p.ObservedGeneration != nil && q.ObservedGeneration != nil && *q.ObservedGeneration < *p.ObservedGeneration
 	case schema.TopicOnline:
-		return p.Session != nil && q.Session != nil && *q.Session < *p.Session
+		if p.Session == nil || q.Session == nil {
+			return false
+		}
+		same := *p.Session == *q.Session
+		return p.Online && !q.Online && !same || !p.Online && q.Online && same
 	}
 	return false
 }

@@ -18,8 +18,15 @@ func TestStaleState(t *testing.T) {
 		{"older observed", obs, `{"observedGeneration":5}`, `{"observedGeneration":4}`, true},
 		{"same observed", obs, `{"observedGeneration":5}`, `{"observedGeneration":5}`, false},
 		{"newer observed", obs, `{"observedGeneration":5}`, `{"observedGeneration":6}`, false},
-		{"older session", online, `{"session":20}`, `{"session":10}`, true},
-		{"newer session", online, `{"session":20}`, `{"session":30}`, false},
+		// Sessions are the device's clock: they order nothing. The last
+		// presence to arrive wins, except a will of another session
+		// arriving after an online (a late will of the connection the
+		// online replaced) and an online of a session after its will.
+		{"lower session online after a will (device clock behind)", online, `{"online":false,"session":20}`, `{"online":true,"session":10}`, false},
+		{"higher session online after a will", online, `{"online":false,"session":20}`, `{"online":true,"session":30}`, false},
+		{"late will of another session after an online", online, `{"online":true,"session":10}`, `{"online":false,"session":20}`, true},
+		{"will of the pending online's session", online, `{"online":true,"session":20}`, `{"online":false,"session":20}`, false},
+		{"online of a session after its will", online, `{"online":false,"session":20}`, `{"online":true,"session":20}`, true},
 		{"garbage incoming", obs, `{"observedGeneration":5}`, `nope`, false},
 		{"status is never stale", schema.NodeTopic("gw", schema.TopicStatus), `{"observedGeneration":5}`, `{"observedGeneration":4}`, false},
 	}

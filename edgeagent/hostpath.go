@@ -96,6 +96,47 @@ func makeFile(path string) error {
 	return nil
 }
 
+// prepareHostPathVolume checks a hostPath volume against the policy
+// before creating anything for it, prepares it (prepareHostPath), and
+// returns the path it resolves to now, every symlink of every component
+// resolved and checked again: the bind source to give the engine, so
+// that nothing swapped into the manifest's path after the check (a
+// container that may write an allowed directory can plant a symlink
+// there) is followed at mount time.
+func prepareHostPathVolume(policy LocalPolicy, hp schema.HostPathVolumeSource) (string, error) {
+	if err := policy.checkResolvedHostPath(hp.Path); err != nil {
+		return "", err
+	}
+	if err := prepareHostPath(hp.Path, hp.Type); err != nil {
+		return "", err
+	}
+	resolved, err := filepath.EvalSymlinks(hp.Path)
+	if err != nil {
+		return "", fmt.Errorf("hostPath %s: %w", hp.Path, err)
+	}
+	if err := policy.checkResolvedHostPath(resolved); err != nil {
+		return "", fmt.Errorf("hostPath %s: %w", hp.Path, err)
+	}
+	return resolved, nil
+}
+
+// checkHostPathVolume is prepareHostPathVolume for an agent without a
+// data dir, which creates nothing: with RestrictHostPaths it checks where
+// the path resolves and returns that (the path as written if it does not
+// exist yet, for the engine to refuse); without, the path as written.
+func checkHostPathVolume(policy LocalPolicy, hp schema.HostPathVolumeSource) (string, error) {
+	if !policy.RestrictHostPaths {
+		return hp.Path, nil
+	}
+	if err := policy.checkResolvedHostPath(hp.Path); err != nil {
+		return "", err
+	}
+	if resolved, err := filepath.EvalSymlinks(hp.Path); err == nil {
+		return resolved, nil
+	}
+	return hp.Path, nil
+}
+
 // checkResolvedHostPath applies RestrictHostPaths to where hostPath lies
 // on this host: with every symlink of its existing part resolved, it must
 // still be beneath one of the allowed prefixes (resolved too, so that an

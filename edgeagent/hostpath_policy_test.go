@@ -76,3 +76,33 @@ func TestRestrictedHostPathsResolveInsideTheAllowlist(t *testing.T) {
 		}
 	})
 }
+
+// TestRestrictedHostPathsWithoutDataDir: an agent without a data dir
+// (Ephemeral) prepares no file, but its hostPath volumes are still held
+// when they resolve outside the allowlist, and bound where they resolve.
+func TestRestrictedHostPathsWithoutDataDir(t *testing.T) {
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	allowed, outside := filepath.Join(root, "allowed"), filepath.Join(root, "etc")
+	require.NoError(t, os.MkdirAll(filepath.Join(allowed, "real"), 0o755))
+	require.NoError(t, os.MkdirAll(outside, 0o755))
+	require.NoError(t, os.Symlink(outside, filepath.Join(allowed, "escape")))
+	require.NoError(t, os.Symlink("real", filepath.Join(allowed, "alias")))
+	build := func(path string) (InstanceSpec, error) {
+		ic := testContext()
+		ic.Policy = LocalPolicy{RestrictHostPaths: true, AllowedHostPaths: []string{allowed}}
+		return BuildInstance(ic, schema.PodTemplateSpec{Spec: schema.PodSpec{
+			Volumes:    []schema.Volume{{Name: "h", HostPath: &schema.HostPathVolumeSource{Path: path}}},
+			Containers: []schema.Container{{Name: "c", Image: "x:1", VolumeMounts: []schema.VolumeMount{{Name: "h", MountPath: "/h"}}}},
+		}})
+	}
+	_, err = build(filepath.Join(allowed, "escape"))
+	var me *mountError
+	require.ErrorAs(t, err, &me)
+	assert.ErrorContains(t, err, "outside the allowed host paths")
+
+	spec, err := build(filepath.Join(allowed, "alias"))
+	require.NoError(t, err)
+	require.Len(t, spec.Containers[0].Mounts, 1)
+	assert.Equal(t, filepath.Join(allowed, "real"), spec.Containers[0].Mounts[0].Source)
+}

@@ -104,6 +104,8 @@ func BuildInstance(ic InstanceContext, t schema.PodTemplateSpec) (InstanceSpec, 
 		if err := p.prepare(time.Now()); err != nil {
 			return InstanceSpec{}, err
 		}
+	} else if err := p.checkHostPaths(); err != nil {
+		return InstanceSpec{}, err
 	}
 	return p.spec, nil
 }
@@ -125,6 +127,8 @@ type instancePlan struct {
 	subPaths []subPathSetup
 	termLogs []string
 	written  *writtenVolumes
+	// binds are the hostPath mounts of each container, by container name.
+	binds map[string][]hostBind
 }
 
 // planInstance computes the instance's containers and host preparations.
@@ -144,7 +148,7 @@ func planInstance(ic InstanceContext, t schema.PodTemplateSpec) (instancePlan, e
 		return fail(err)
 	}
 	b := &containerBuilder{ic: ic, t: t, vols: vols, grace: stopGrace(t.Spec), env: envResolver{ic: ic, fields: f, spec: t.Spec}}
-	p := instancePlan{written: ic.written}
+	p := instancePlan{written: ic.written, binds: map[string][]hostBind{}}
 	if t.Spec.SecurityContext != nil {
 		p.fsGroup = t.Spec.SecurityContext.FSGroup
 	}
@@ -171,24 +175,74 @@ func planInstance(ic InstanceContext, t schema.PodTemplateSpec) (instancePlan, e
 }
 
 // prepare makes every volume, subPath and termination log ready on the
-// host, in that order.
-func (p instancePlan) prepare(now time.Time) error {
+// host, in that order, and binds each hostPath mount where its volume (or
+// subPath) resolved.
+func (p *instancePlan) prepare(now time.Time) error {
+	r := resolvedBinds{roots: map[string]string{}, subs: map[[2]string]string{}}
 	for _, v := range p.volumes {
-		if err := prepareVolume(v, p.fsGroup, now, p.written); err != nil {
+		resolved, err := prepareVolume(v, p.fsGroup, now, p.written)
+		if err != nil {
 			return err
+		}
+		if v.hostPath != nil {
+			r.roots[v.name] = resolved
 		}
 	}
 	for _, s := range p.subPaths {
-		if err := prepareSubPath(s); err != nil {
+		if root, ok := r.roots[s.volume]; ok {
+			s.root = root
+		}
+		resolved, err := prepareSubPath(s)
+		if err != nil {
 			return err
 		}
+		r.subs[[2]string{s.volume, s.sub}] = resolved
 	}
 	for _, path := range p.termLogs {
 		if err := prepareTerminationLog(path); err != nil {
 			return fmt.Errorf("termination log %s: %w", path, err)
 		}
 	}
+	p.bindResolved(r)
 	return nil
+}
+
+// checkHostPaths is prepare for an agent without a data dir: it creates
+// nothing, and with RestrictHostPaths holds a hostPath that resolves
+// outside the allowed paths and binds the others where they resolve.
+func (p *instancePlan) checkHostPaths() error {
+	r := resolvedBinds{roots: map[string]string{}, subs: map[[2]string]string{}}
+	for _, v := range p.volumes {
+		if v.hostPath == nil {
+			continue
+		}
+		resolved, err := checkHostPathVolume(v.policy, *v.hostPath)
+		if err != nil {
+			return &mountError{volume: v.name, err: err}
+		}
+		r.roots[v.name] = resolved
+	}
+	for _, s := range p.subPaths {
+		if root, ok := r.roots[s.volume]; ok {
+			r.subs[[2]string{s.volume, s.sub}] = filepath.Join(root, s.sub)
+		}
+	}
+	p.bindResolved(r)
+	return nil
+}
+
+// bindResolved sets the source of every hostPath mount to where r says it
+// resolved.
+func (p *instancePlan) bindResolved(r resolvedBinds) {
+	for _, list := range [][]ContainerSpec{p.spec.Init, p.spec.Containers} {
+		for i := range list {
+			for _, b := range p.binds[list[i].Name] {
+				if src, ok := r.source(b); ok {
+					list[i].Mounts[b.mount].Source = src
+				}
+			}
+		}
+	}
 }
 
 // containerBuilder builds the ContainerSpecs of one instance.
@@ -241,12 +295,13 @@ func (b *containerBuilder) build(p *instancePlan, path string, c schema.Containe
 		s.Ports = portBindings(c.Ports)
 		s.Hostname = ic.PodName()
 	}
-	mounts, subs, err := containerMounts(ic, b.vols, c, vars)
+	mounts, subs, binds, err := containerMounts(ic, b.vols, c, vars)
 	if err != nil {
 		return ContainerSpec{}, wrap(err)
 	}
 	s.Mounts = mounts
 	p.subPaths = append(p.subPaths, subs...)
+	p.binds[s.Name] = binds
 	if ic.DataDir != "" {
 		logPath := terminationLogPath(ic.DataDir, ic.PodUID(), c.Name)
 		target := c.TerminationMessagePath

@@ -247,35 +247,68 @@ func projectedPayload(ic InstanceContext, f podFields, spec schema.PodSpec, p sc
 }
 
 // containerMounts maps c's volumeMounts (subPathExpr expanded with vars)
-// and returns the subPaths to prepare. Without a data dir only hostPath
-// volumes are mounted.
-func containerMounts(ic InstanceContext, vols map[string]volumeSetup, c schema.Container, vars *expansion) ([]Mount, []subPathSetup, error) {
+// and returns the subPaths to prepare and the mounts of hostPath volumes,
+// whose bind source prepare sets to where the volume resolved. Without a
+// data dir only hostPath volumes are mounted.
+func containerMounts(ic InstanceContext, vols map[string]volumeSetup, c schema.Container, vars *expansion) ([]Mount, []subPathSetup, []hostBind, error) {
 	var mounts []Mount
 	var subs []subPathSetup
+	var binds []hostBind
 	for i, vm := range c.VolumeMounts {
 		vs, ok := vols[vm.Name]
 		if !ok {
-			return nil, nil, fmt.Errorf("volumeMounts[%d]: no volume named %q", i, vm.Name)
+			return nil, nil, nil, fmt.Errorf("volumeMounts[%d]: no volume named %q", i, vm.Name)
 		}
 		sub, err := subPathOf(vm, vars)
 		if err != nil {
-			return nil, nil, wrapField(fmt.Sprintf("volumeMounts[%d]", i), err)
+			return nil, nil, nil, wrapField(fmt.Sprintf("volumeMounts[%d]", i), err)
 		}
 		if ic.DataDir == "" && vs.hostPath == nil {
 			continue
 		}
 		prop, err := propagationOf(vm.MountPropagation)
 		if err != nil {
-			return nil, nil, fmt.Errorf("volumeMounts[%d].mountPropagation: %w", i, err)
+			return nil, nil, nil, fmt.Errorf("volumeMounts[%d].mountPropagation: %w", i, err)
 		}
 		m := Mount{Source: vs.root, Target: vm.MountPath, ReadOnly: vm.ReadOnly || vs.writer, Propagation: prop}
 		if sub != "" {
 			m.Source = filepath.Join(vs.root, sub)
 			subs = append(subs, subPathSetup{volume: vm.Name, root: vs.root, sub: sub, expr: vm.SubPathExpr})
 		}
+		if vs.hostPath != nil {
+			binds = append(binds, hostBind{mount: len(mounts), volume: vm.Name, sub: sub})
+		}
 		mounts = append(mounts, m)
 	}
-	return mounts, subs, nil
+	return mounts, subs, binds, nil
+}
+
+// hostBind is a container's mount of a hostPath volume (at index mount of
+// its Mounts), with the subPath it binds, if any. The engine must bind
+// the path the agent checked, not the manifest's: resolving it again at
+// mount time would follow a symlink swapped in after the check.
+type hostBind struct {
+	mount  int
+	volume string
+	sub    string
+}
+
+// resolvedBinds are where the hostPath volumes of an instance resolved
+// when they were prepared: the volume roots by name, and the subPaths by
+// volume and subPath.
+type resolvedBinds struct {
+	roots map[string]string
+	subs  map[[2]string]string
+}
+
+// source returns the resolved bind source of b.
+func (r resolvedBinds) source(b hostBind) (string, bool) {
+	if b.sub != "" {
+		s, ok := r.subs[[2]string{b.volume, b.sub}]
+		return s, ok
+	}
+	s, ok := r.roots[b.volume]
+	return s, ok
 }
 
 // subPathOf returns the mount's subPath (subPathExpr expanded), which must
@@ -347,24 +380,21 @@ func (e *mountError) Error() string {
 
 func (e *mountError) Unwrap() error { return e.err }
 
-// prepareVolume makes one volume ready on the host.
-func prepareVolume(vs volumeSetup, fsGroup *int64, now time.Time, written *writtenVolumes) error {
-	var err error
+// prepareVolume makes one volume ready on the host and returns, for a
+// hostPath, the path it resolved to (see prepareHostPathVolume).
+func prepareVolume(vs volumeSetup, fsGroup *int64, now time.Time, written *writtenVolumes) (resolved string, err error) {
 	switch {
 	case vs.hostPath != nil:
-		err = vs.policy.checkResolvedHostPath(vs.hostPath.Path)
-		if err == nil {
-			err = prepareHostPath(vs.hostPath.Path, vs.hostPath.Type)
-		}
+		resolved, err = prepareHostPathVolume(vs.policy, *vs.hostPath)
 	case vs.writer:
 		err = written.write(vs.root, vs.payload, fsGroup, now)
 	case vs.emptyDir != nil:
 		err = prepareEmptyDir(vs.root, *vs.emptyDir, fsGroup)
 	}
 	if err != nil {
-		return &mountError{volume: vs.name, err: err}
+		return "", &mountError{volume: vs.name, err: err}
 	}
-	return nil
+	return resolved, nil
 }
 
 // prepareEmptyDir creates the directory (0777, as the kubelet does), with
@@ -415,27 +445,28 @@ func prepareEmptyDir(dir string, ed schema.EmptyDirVolumeSource, fsGroup *int64)
 // through symlinks, outside the volume. The directory is created through
 // an os.Root on the volume, so a symlink a container planted in its volume
 // cannot make the agent create anything outside it (the kubelet's
-// doSafeMakeDir); what it creates is checked again after.
-func prepareSubPath(s subPathSetup) error {
+// doSafeMakeDir); what it creates is checked again after. It returns the
+// subPath's resolved path, which is what the engine must bind.
+func prepareSubPath(s subPathSetup) (string, error) {
 	if err := makeSubPathDir(s); err != nil {
-		return s.fail(err)
+		return "", s.fail(err)
 	}
 	full := filepath.Join(s.root, s.sub)
 	root, err := filepath.EvalSymlinks(s.root)
 	if err != nil {
-		return &mountError{volume: s.volume, err: err}
+		return "", &mountError{volume: s.volume, err: err}
 	}
 	resolved, err := filepath.EvalSymlinks(full)
 	if err != nil {
-		return s.fail(err)
+		return "", s.fail(err)
 	}
 	if rel, err := filepath.Rel(root, resolved); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
 		if s.expr != "" {
-			return s.fail(errors.New("resolves outside the volume"))
+			return "", s.fail(errors.New("resolves outside the volume"))
 		}
-		return &mountError{volume: s.volume, err: fmt.Errorf("subPath %s resolves to %s, outside the volume", s.sub, resolved)}
+		return "", &mountError{volume: s.volume, err: fmt.Errorf("subPath %s resolves to %s, outside the volume", s.sub, resolved)}
 	}
-	return nil
+	return resolved, nil
 }
 
 // makeSubPathDir creates s.sub inside s.root when it is missing, never

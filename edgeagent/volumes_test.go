@@ -183,14 +183,20 @@ func TestPrepareSubPath(t *testing.T) {
 	require.NoError(t, os.Symlink("/etc", filepath.Join(vol, "escape")))
 	require.NoError(t, os.Symlink(".", filepath.Join(vol, "self")))
 
-	require.NoError(t, prepareSubPath(subPathSetup{volume: "v", root: vol, sub: "a/b"}))
+	resolved, err := prepareSubPath(subPathSetup{volume: "v", root: vol, sub: "a/b"})
+	require.NoError(t, err)
+	wantVol, err := filepath.EvalSymlinks(vol)
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(wantVol, "a", "b"), resolved, "the resolved path is returned, to bind")
 	info, err := os.Stat(filepath.Join(vol, "a", "b"))
 	require.NoError(t, err)
 	assert.True(t, info.IsDir(), "a missing subPath is created as a directory")
 	assert.Equal(t, fs.FileMode(0o750), info.Mode().Perm(), "with the volume's mode")
 
-	require.NoError(t, prepareSubPath(subPathSetup{volume: "v", root: vol, sub: "self"}))
-	err = prepareSubPath(subPathSetup{volume: "v", root: vol, sub: "escape"})
+	resolved, err = prepareSubPath(subPathSetup{volume: "v", root: vol, sub: "self"})
+	require.NoError(t, err)
+	assert.Equal(t, wantVol, resolved)
+	_, err = prepareSubPath(subPathSetup{volume: "v", root: vol, sub: "escape"})
 	require.ErrorContains(t, err, `MountVolume.SetUp failed for volume "v": subPath escape resolves to /etc, outside the volume`)
 }
 
@@ -422,7 +428,7 @@ func TestPrepareSubPathCreatesNothingOutsideTheVolume(t *testing.T) {
 	require.NoError(t, os.Symlink("../host", filepath.Join(vol, "relative")))
 
 	for _, sub := range []string{"planted/cron.d", "relative/x/y"} {
-		err := prepareSubPath(subPathSetup{volume: "v", root: vol, sub: sub})
+		_, err := prepareSubPath(subPathSetup{volume: "v", root: vol, sub: sub})
 		require.Error(t, err, sub)
 		assert.Contains(t, err.Error(), `MountVolume.SetUp failed for volume "v"`)
 	}

@@ -56,32 +56,35 @@ func (v *IntOrString) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Percent reports the percentage held by a string value such as "25%".
-// ok is false for integers and for strings that are not percentages.
+// Percent reports the percentage held by a string value such as "25%":
+// decimal digits (no sign) and a "%", at most math.MaxInt32 as Kubernetes'
+// int32 fields. ok is false for integers, for strings that are not
+// percentages and for percentages too large for an int32, which must not
+// pass for some other number.
 func (v IntOrString) Percent() (pct int, ok bool) {
-	if !v.IsString || !strings.HasSuffix(v.StrVal, "%") {
+	digits, found := strings.CutSuffix(v.StrVal, "%")
+	if !v.IsString || !found || digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
 		return 0, false
 	}
-	n, err := strconv.Atoi(strings.TrimSuffix(v.StrVal, "%"))
+	n, err := strconv.ParseInt(digits, 10, 32)
 	if err != nil {
 		return 0, false
 	}
-	return n, true
+	return int(n), true
 }
 
-// Scaled resolves the value against total: an integer is returned as is, a
+// Scaled resolves the value against total as Kubernetes'
+// GetScaledValueFromIntOrPercent: an integer is returned as is, a
 // percentage is applied to total and rounded up when roundUp is set (down
-// otherwise). A string that is neither is an error.
+// otherwise). A string that is not a percentage Percent accepts is an
+// error naming it.
 func (v IntOrString) Scaled(total int, roundUp bool) (int, error) {
 	if !v.IsString {
 		return int(v.IntVal), nil
 	}
 	pct, ok := v.Percent()
 	if !ok {
-		if n, err := strconv.Atoi(v.StrVal); err == nil {
-			return n, nil
-		}
-		return 0, fmt.Errorf("invalid value %q: must be an integer or a percentage", v.StrVal)
+		return 0, fmt.Errorf("invalid value %q: must be an integer or a percentage of at most %d%%", v.StrVal, math.MaxInt32)
 	}
 	f := float64(pct) * float64(total) / 100
 	if roundUp {

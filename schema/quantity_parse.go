@@ -91,7 +91,11 @@ func quantityMultiplier(s, suffix string) (base, exp int64, err error) {
 		return m.base, m.exp, nil
 	}
 	if len(suffix) > 1 && (suffix[0] == 'e' || suffix[0] == 'E') {
-		if e, parseErr := strconv.ParseInt(suffix[1:], 10, 64); parseErr == nil {
+		e, parseErr := strconv.ParseInt(suffix[1:], 10, 64)
+		if errors.Is(parseErr, strconv.ErrRange) {
+			return 0, 0, fmt.Errorf("quantity %q: exponent out of range", s)
+		}
+		if parseErr == nil {
 			if e > maxQuantityExponent || e < -maxQuantityExponent {
 				return 0, 0, fmt.Errorf("quantity %q: exponent out of range", s)
 			}

@@ -266,12 +266,20 @@ func validateNodeRequirement(errs *fieldErrors, field string, r NodeSelectorRequ
 	case NodeOpGt, NodeOpLt:
 		if len(r.Values) != 1 {
 			errs.add(field+".values", "must have exactly one value for operator %s", r.Operator)
-		} else if _, err := strconv.ParseInt(r.Values[0], 10, 64); err != nil {
+		} else if _, err := strconv.ParseInt(r.Values[0], 10, 64); isRangeError(err) {
+			errs.add(field+".values[0]", "must be an integer between %d and %d for operator %s, not %q", int64(-1<<63), int64(1<<63-1), r.Operator, r.Values[0])
+		} else if err != nil {
 			errs.add(field+".values[0]", "must be an integer for operator %s, not %q", r.Operator, r.Values[0])
 		}
 	default:
 		errs.add(field+".operator", "unsupported operator %q: want In, NotIn, Exists, DoesNotExist, Gt or Lt", r.Operator)
 	}
+}
+
+// isRangeError reports whether err is strconv's "value out of range".
+func isRangeError(err error) bool {
+	ne, ok := err.(*strconv.NumError)
+	return ok && ne.Err == strconv.ErrRange
 }
 
 func validateFieldRequirement(errs *fieldErrors, field string, r NodeSelectorRequirement) {
@@ -459,6 +467,7 @@ func validateUpdateStrategy(errs *fieldErrors, s *DaemonSetUpdateStrategy) {
 }
 
 // validateIntOrPercent accepts nil, an integer >= 0 or a percentage 0-100%.
+// A percentage too large to parse is out of range too, never 0%.
 func validateIntOrPercent(errs *fieldErrors, field string, v *IntOrString) bool {
 	switch {
 	case v == nil:
@@ -468,7 +477,7 @@ func validateIntOrPercent(errs *fieldErrors, field string, v *IntOrString) bool 
 	case v.IsString && !percentRE.MatchString(v.StrVal):
 		errs.add(field, "invalid value %q: must be an integer or a percentage such as \"10%%\"", v.StrVal)
 	case v.IsString:
-		if pct, _ := v.Percent(); pct > 100 {
+		if pct, ok := v.Percent(); !ok || pct > 100 {
 			errs.add(field, "must not be more than 100%%, not %q", v.StrVal)
 		} else {
 			return true

@@ -221,8 +221,17 @@ func (w *walker) boolean(n *yaml.Node, p fieldPath) (any, action) {
 	return b, keep
 }
 
+// integerLiteral matches what YAML writes as an integer. YAML resolves
+// one too large for 64 bits to a float, which is then out of range, not
+// "not an integer".
+var integerLiteral = regexp.MustCompile(`^[-+]?([0-9_]+|0x[0-9a-fA-F_]+|0o[0-7_]+|0b[01_]+)$`)
+
 // integer accepts an integer that fits t.
 func (w *walker) integer(n *yaml.Node, t reflect.Type, p fieldPath) (any, action) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!float" && integerLiteral.MatchString(n.Value) {
+		w.errorAt(p, n.Line, "must be an integer between %s, not %s", integerRange(t), n.Value)
+		return nil, omit
+	}
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
 		return w.mismatch(n, p, "an integer")
 	}
@@ -245,12 +254,22 @@ func (w *walker) integer(n *yaml.Node, t reflect.Type, p fieldPath) (any, action
 	return i, keep
 }
 
+// integerRange describes the values of integer type t.
+func integerRange(t reflect.Type) string {
+	bits := t.Bits()
+	if t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uint64 {
+		return fmt.Sprintf("0 and %d", uint64(math.MaxUint64)>>(64-bits))
+	}
+	maxI := int64(math.MaxInt64) >> (64 - bits)
+	return fmt.Sprintf("%d and %d", -maxI-1, maxI)
+}
+
 // intOrString accepts a 32-bit integer or a string.
 func (w *walker) intOrString(n *yaml.Node, p fieldPath) (any, action) {
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
 		return n.Value, keep
 	}
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!int" {
+	if n.Kind == yaml.ScalarNode && (n.Tag == "!!int" || n.Tag == "!!float" && integerLiteral.MatchString(n.Value)) {
 		return w.integer(n, reflect.TypeOf(int32(0)), p)
 	}
 	return w.mismatch(n, p, "an integer or a string")

@@ -245,6 +245,16 @@ type Event struct {
 	Reason  string    `json:"reason"`
 	Object  string    `json:"object"`
 	Message string    `json:"message"`
+	// Count is how many occurrences the event stands for (Kubernetes'
+	// count): a repeat within the series window folds into the stored
+	// event. Omitted for one occurrence.
+	Count int32 `json:"count,omitempty"`
+	// LastTime is the last occurrence (Kubernetes' lastTimestamp; Time is
+	// the first), set when Count is.
+	LastTime *time.Time `json:"lastTime,omitempty"`
+	// Source is the node whose report caused the event; empty for the
+	// controller's own.
+	Source string `json:"source,omitempty"`
 }
 
 // EventFilter selects events.

@@ -25,6 +25,10 @@ type Registry struct {
 type record struct {
 	in       NodeInput
 	lastSeen time.Time // last status or presence message accepted
+	// pastSessions are sessions of the node that a later one replaced,
+	// oldest first, at most maxPastSessions: a presence message of one of
+	// them is a late message of a connection that is over.
+	pastSessions []int64
 
 	// cache is the effective node of in for grace, valid for instants in
 	// [from, until) (zero bounds are open); cached says whether it is set.
@@ -52,6 +56,11 @@ func (rec *record) effective(now time.Time, grace time.Duration) (schema.Node, t
 
 // changed drops the cached effective node after a change to rec.in.
 func (rec *record) changed() { rec.cached = false }
+
+// maxPastSessions bounds the ended sessions remembered per node. A late
+// will comes from the connection a reconnection replaced, a few sessions
+// back at most.
+const maxPastSessions = 8
 
 // NodeState summarises a node's presence for the API.
 type NodeState struct {
@@ -89,36 +98,77 @@ func (r *Registry) recordLocked(name string, now time.Time) *record {
 // ApplyStatus records status as the last announcement of node status.Node
 // and reports whether it differs from the previous one. The caller has
 // validated the message (schema version, node name matching its topic).
+//
+// Each condition's Since is replaced by the controller's clock (see
+// receivedSince): the device's orders nothing.
 func (r *Registry) ApplyStatus(status schema.NodeStatus, now time.Time) (changed bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rec := r.recordLocked(status.Node, now)
 	rec.lastSeen = now
-	if rec.in.Status != nil && reflect.DeepEqual(*rec.in.Status, status) {
+	s := cloneStatus(status)
+	receivedSince(&s, rec.in.Status, now)
+	if rec.in.Status != nil && reflect.DeepEqual(*rec.in.Status, s) {
 		return false
 	}
-	s := cloneStatus(status)
 	rec.in.Status = &s
 	rec.changed()
 	return true
 }
 
+// receivedSince sets the Since of every condition of s to when the
+// controller first received the condition with its current status: kept
+// from prev while the status is the same, now when it is new or changed.
+// A device's clock (1970 on a gateway without a real-time clock, or ahead)
+// would otherwise start or postpone every tolerationSeconds of the taint
+// a condition adds.
+func receivedSince(s *schema.NodeStatus, prev *schema.NodeStatus, now time.Time) {
+	for i := range s.Conditions {
+		c := &s.Conditions[i]
+		c.Since = now
+		if prev == nil {
+			continue
+		}
+		for _, p := range prev.Conditions {
+			if p.Type == c.Type && p.Status == c.Status {
+				c.Since = p.Since
+			}
+		}
+	}
+}
+
 // ApplyPresence records a presence message of node p.Node and reports
 // whether the node's online state changed.
 //
-// Sessions order presence messages: a message of an older session than the
-// current one is ignored (a late will of an old connection must not mark a
-// reconnected node offline), and within one session offline is final (the
-// will ends the session; an online of that session arriving after it is
-// stale). A newer session is applied whatever it says. Since moves to now
-// only when Online changes (or on the first presence of a node).
+// Sessions order presence messages by the order in which they arrive, not
+// by their number: Session is the agent's connect time on its own clock,
+// which a device without a real-time clock resets on every boot, so a
+// reconnection may carry a lower number than the session it replaces. A
+// session not seen before is the newest and is applied whatever it says;
+// the one it replaces is remembered (see maxPastSessions), and a message
+// of a remembered session is ignored (a late will of an old connection
+// must not mark a reconnected node offline). Within one session offline
+// is final: the will ends the session, and an online of that session
+// arriving after it is stale. Since moves to now only when Online changes
+// (or on the first presence of a node).
 func (r *Registry) ApplyPresence(p schema.Presence, now time.Time) (changed bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rec := r.recordLocked(p.Node, now)
 	cur := rec.in.Presence
-	if cur.Known && (p.Session < cur.Session || p.Session == cur.Session && !cur.Online) {
-		return false
+	if cur.Known {
+		switch {
+		case p.Session == cur.Session && !cur.Online:
+			return false
+		case p.Session == cur.Session:
+		case slices.Contains(rec.pastSessions, p.Session):
+			return false
+		default:
+			rec.pastSessions = append(rec.pastSessions, cur.Session)
+			if n := len(rec.pastSessions); n > maxPastSessions {
+				rec.pastSessions = slices.Delete(rec.pastSessions, 0, n-maxPastSessions)
+			}
+		}
 	}
 	rec.lastSeen = now
 	changed = !cur.Known || cur.Online != p.Online

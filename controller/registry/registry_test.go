@@ -41,7 +41,7 @@ func TestApplyPresenceOrdersSessions(t *testing.T) {
 		{"stale online of the ended session", presence("n1", true, 10), false, false, 10, at(3 * time.Minute)},
 		{"reconnect", presence("n1", true, 20), true, true, 20, at(5 * time.Minute)},
 		{"late will of the old session", presence("n1", false, 10), false, true, 20, at(5 * time.Minute)},
-		{"late online of an older session", presence("n1", true, 5), false, true, 20, at(5 * time.Minute)},
+		{"new session numbered lower (device clock behind)", presence("n1", true, 5), false, true, 5, at(5 * time.Minute)},
 		{"new session without a will seen", presence("n1", true, 30), false, true, 30, at(5 * time.Minute)},
 		{"will of a newer session whose online was missed", presence("n1", false, 40), true, false, 40, at(9 * time.Minute)},
 		{"older will after that", presence("n1", false, 30), false, false, 40, at(9 * time.Minute)},
@@ -57,6 +57,50 @@ func TestApplyPresenceOrdersSessions(t *testing.T) {
 		assert.Equal(t, s.wantSession, in.Presence.Session, "step %q: session", s.name)
 		assert.Equal(t, s.wantSince, in.Presence.Since, "step %q: since", s.name)
 	}
+}
+
+// TestApplyPresenceIgnoresDeviceClock: a session number is the agent's
+// connect time on its own clock, which a gateway without an RTC resets
+// on every boot. The order is the order in which the controller receives
+// presence: a session it has not seen is the newest, one it has seen and
+// left is over.
+func TestApplyPresenceIgnoresDeviceClock(t *testing.T) {
+	steps := []struct {
+		name       string
+		p          schema.Presence
+		wantOnline bool
+	}{
+		{"online, clock set", presence("n1", true, 1_700_000_000_000_000_000), true},
+		{"will after a reboot", presence("n1", false, 1_700_000_000_000_000_000), false},
+		{"reconnect with the clock back at 1970", presence("n1", true, 12_000_000_000), true},
+		{"reboot again, the broker takes the half-open session over", presence("n1", true, 9_000_000_000), true},
+		{"late will of the taken-over session", presence("n1", false, 12_000_000_000), true},
+		{"very late will of the first session", presence("n1", false, 1_700_000_000_000_000_000), true},
+		{"will of the current session", presence("n1", false, 9_000_000_000), false},
+	}
+	r := New()
+	for i, s := range steps {
+		r.ApplyPresence(s.p, at(time.Duration(i+1)*time.Minute))
+		st, ok := r.State("n1")
+		require.True(t, ok)
+		assert.Equal(t, s.wantOnline, st.Online, "step %q", s.name)
+	}
+}
+
+// TestApplyPresenceRemembersBoundedSessions: the sessions a node has left
+// are kept, for late wills, up to a bound.
+func TestApplyPresenceRemembersBoundedSessions(t *testing.T) {
+	r := New()
+	for s := int64(1); s <= 1000; s++ {
+		r.ApplyPresence(presence("n1", true, s), at(time.Duration(s)*time.Second))
+	}
+	r.mu.Lock()
+	kept := len(r.nodes["n1"].pastSessions)
+	r.mu.Unlock()
+	assert.LessOrEqual(t, kept, maxPastSessions)
+	r.ApplyPresence(presence("n1", false, 999), at(time.Hour))
+	st, _ := r.State("n1")
+	assert.True(t, st.Online, "a late will of a recent session is ignored")
 }
 
 func TestApplyPresenceFirstOfflineStartsGrace(t *testing.T) {
@@ -100,7 +144,10 @@ func TestSnapshotLifecycle(t *testing.T) {
 			map[string]bool{"a": false, "b": false}, at(2*time.Minute + grace)},
 		{"grace expired", func() {}, at(2*time.Minute + grace),
 			map[string]bool{"a": false, "b": true}, time.Time{}},
-		{"late will of an old session changes nothing", func() { r.ApplyPresence(presence("a", false, 0), at(time.Hour)) }, at(time.Hour),
+		{"late will of an old session changes nothing", func() {
+			r.ApplyPresence(presence("a", true, 2), at(time.Hour)) // a reconnects; the broker has yet to send session 1's will
+			r.ApplyPresence(presence("a", false, 1), at(time.Hour))
+		}, at(time.Hour),
 			map[string]bool{"a": false, "b": true}, time.Time{}},
 		{"b returns and loses the taint", func() { r.ApplyPresence(presence("b", true, 2), at(2*time.Hour)) }, at(2 * time.Hour),
 			map[string]bool{"a": false, "b": false}, time.Time{}},
@@ -266,4 +313,41 @@ func TestSnapshotCacheFollowsTimeAndGrace(t *testing.T) {
 	for _, s := range steps {
 		assert.Equal(t, s.want, ready(s.now, s.grace), s.name)
 	}
+}
+
+// TestConditionSinceIsTheControllerClock: a condition's Since is when the
+// controller first received it in its status, not the device's clock: a
+// NotReady since 1970 (a gateway without an RTC) would start every
+// tolerationSeconds of the not-ready taint already expired, and evict at
+// once; a Since in the future would never evict.
+func TestConditionSinceIsTheControllerClock(t *testing.T) {
+	r := New()
+	epoch := time.Unix(15, 0)
+	notReady := func(since time.Time) schema.NodeStatus {
+		st := status("n1", nil)
+		st.Conditions = []schema.NodeCondition{cond(schema.NodeReady, schema.ConditionFalse, since)}
+		return st
+	}
+	taintAdded := func(now time.Time) time.Time {
+		nodes, _ := r.Snapshot(now, grace)
+		require.Len(t, nodes, 1)
+		for _, tt := range nodes[0].Taints {
+			if tt.Key == schema.TaintNodeNotReady {
+				require.NotNil(t, tt.TimeAdded)
+				return *tt.TimeAdded
+			}
+		}
+		t.Fatalf("no %s taint in %+v", schema.TaintNodeNotReady, nodes[0].Taints)
+		return time.Time{}
+	}
+	r.ApplyPresence(presence("n1", true, 1), at(0))
+	assert.True(t, r.ApplyStatus(notReady(epoch), at(time.Minute)))
+	assert.Equal(t, at(time.Minute), taintAdded(at(time.Minute)), "since the controller received it")
+
+	assert.False(t, r.ApplyStatus(notReady(epoch.Add(time.Hour)), at(2*time.Minute)), "the same condition again changes nothing")
+	assert.Equal(t, at(time.Minute), taintAdded(at(2*time.Minute)), "kept while the status is unchanged")
+
+	r.ApplyStatus(status("n1", nil), at(3*time.Minute)) // Ready again
+	assert.True(t, r.ApplyStatus(notReady(at(24*time.Hour)), at(4*time.Minute)))
+	assert.Equal(t, at(4*time.Minute), taintAdded(at(4*time.Minute)), "a device clock ahead does not postpone it")
 }

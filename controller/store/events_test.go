@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/edgeset/edgeset/schema"
 	"github.com/stretchr/testify/assert"
@@ -124,4 +125,49 @@ func TestAppendEventConcurrent(t *testing.T) {
 		assert.True(t, seen[e.Seq])
 		assert.True(t, e.Time.Equal(t0))
 	}
+}
+
+// TestWriteEventsTrimsByCount: events deleted out of order (a node's
+// oldest, evicted by its cap) free their places; an older event of
+// someone else is trimmed only once MaxEvents events are stored again.
+func TestWriteEventsTrimsByCount(t *testing.T) {
+	s, path := openTemp(t, Options{MaxEvents: 4})
+	seqs, err := s.AppendEvents([]Event{testEvent("daemonset/default/a", "Applied"), testEvent("node/n1", "x"), testEvent("node/n1", "y")})
+	require.NoError(t, err)
+	require.Equal(t, []uint64{1, 2, 3}, seqs)
+	for i := range 10 {
+		// The node is capped at its two newest: each new one evicts its
+		// oldest, and Applied (seq 1) stays.
+		e := testEvent("node/n1", fmt.Sprint("z", i))
+		seqs, trimmed, err := s.WriteEvents(EventWrite{Delete: []uint64{uint64(2 + i)}, Append: []Event{e}})
+		require.NoError(t, err)
+		assert.Equal(t, []uint64{uint64(4 + i)}, seqs)
+		assert.Zero(t, trimmed)
+	}
+	got, err := s.ListEvents(EventFilter{})
+	require.NoError(t, err)
+	assert.Equal(t, []uint64{1, 12, 13}, seqsOf(got))
+
+	// An update replaces a stored event; one no longer stored is skipped.
+	up := got[0]
+	up.Count, up.LastTime = 3, t0.Add(time.Minute)
+	_, _, err = s.WriteEvents(EventWrite{Update: []Event{up, {Seq: 2, Reason: "gone"}}})
+	require.NoError(t, err)
+	got, err = s.ListEvents(EventFilter{})
+	require.NoError(t, err)
+	assert.Equal(t, []uint64{1, 12, 13}, seqsOf(got))
+	assert.Equal(t, int32(3), got[0].Count)
+	assert.True(t, got[0].LastTime.Equal(t0.Add(time.Minute)))
+
+	// Filling up trims the oldest by count; the count survives a reopen.
+	_, trimmed, err := s.WriteEvents(EventWrite{Append: []Event{testEvent("node/n2", "a"), testEvent("node/n2", "b")}})
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), trimmed)
+	require.NoError(t, s.Close())
+	s, err = Open(path, Options{MaxEvents: 4})
+	require.NoError(t, err)
+	defer s.Close()
+	got, err = s.ListEvents(EventFilter{})
+	require.NoError(t, err)
+	assert.Equal(t, []uint64{12, 13, 14, 15}, seqsOf(got))
 }
