@@ -208,7 +208,7 @@ func writeEvents(w io.Writer, events []api.Event) {
 	}
 	t := newTable(w, "  AGE", "TYPE", "REASON", "MESSAGE")
 	for _, e := range events {
-		t.row("  "+age(e.Time), e.Type, e.Reason, e.Message)
+		t.row("  "+eventAge(e), e.Type, e.Reason, e.Message)
 	}
 	t.flush()
 }

@@ -224,6 +224,15 @@ func lastSeq(events []api.Event, since uint64) uint64 {
 	return since
 }
 
+// eventAge is how long ago an event last happened and, for a series of
+// repeats, kubectl's "(xN over D)": the count and the time since the first.
+func eventAge(e api.Event) string {
+	if e.Count <= 1 || e.LastTime == nil {
+		return age(e.Time)
+	}
+	return fmt.Sprintf("%s (x%d over %s)", age(*e.LastTime), e.Count, age(e.Time))
+}
+
 // printEvents prints events as a table: AGE TYPE REASON OBJECT MESSAGE.
 func printEvents(w io.Writer, events []api.Event, header bool) error {
 	if len(events) == 0 && header {
@@ -235,7 +244,7 @@ func printEvents(w io.Writer, events []api.Event, header bool) error {
 		t.row("AGE", "TYPE", "REASON", "OBJECT", "MESSAGE")
 	}
 	for _, e := range events {
-		t.row(age(e.Time), e.Type, e.Reason, e.Object, e.Message)
+		t.row(eventAge(e), e.Type, e.Reason, e.Object, e.Message)
 	}
 	return t.flush()
 }

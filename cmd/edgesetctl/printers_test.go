@@ -63,8 +63,12 @@ func goldenEvents() []api.Event {
 	return []api.Event{
 		{Seq: 7, Time: fixedNow.Add(-90 * time.Second), Type: "Normal", Reason: "Scheduled", Object: "daemonset/monitoring/node-exporter", Message: "node gw-berlin-1: revision 8232a8846ff7bc935bb3"},
 		{Seq: 9, Time: fixedNow.Add(-30 * time.Second), Type: "Warning", Reason: "InstanceFailed", Object: "daemonset/monitoring/node-exporter", Message: "node gw-paris-2: CrashLoopBackOff: exit code 1"},
+		{Seq: 12, Time: fixedNow.Add(-10 * time.Minute), Type: "Warning", Reason: "ProbeFailed", Object: "node/gw-paris-2", Message: "readiness probe failed",
+			Count: 14, LastTime: ptrTime(fixedNow.Add(-20 * time.Second)), Source: "gw-paris-2"},
 	}
 }
+
+func ptrTime(t time.Time) *time.Time { return &t }
 
 func TestGoldenTables(t *testing.T) {
 	now = func() time.Time { return fixedNow }
