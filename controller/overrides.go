@@ -127,6 +127,11 @@ func validatePatch(p api.NodePatch) error {
 			add(fmt.Sprintf("addTaints[%d].effect", i), "%q: want NoSchedule, PreferNoSchedule or NoExecute", t.Effect)
 		}
 	}
+	for i, ref := range p.RemoveTaints {
+		if msg := taintRefProblem(ref); msg != "" {
+			add(fmt.Sprintf("removeTaints[%d]", i), "%q: %s", ref, msg)
+		}
+	}
 	if len(verr.Errors) > 0 {
 		return &verr
 	}
@@ -134,6 +139,27 @@ func validatePatch(p api.NodePatch) error {
 }
 
 // mergePatch applies p to the stored overrides o.
+// taintRefProblem says what is wrong with a taint reference of
+// removeTaints, "key:effect" or "key" (a value has no place in it: kubectl's
+// "key=value:Effect-" form is the CLI's to translate); "" when it is valid.
+func taintRefProblem(ref string) string {
+	key, effect, hasEffect := strings.Cut(ref, ":")
+	if strings.Contains(key, "=") {
+		return "want key:effect or key, without a value"
+	}
+	if msg := schema.LabelKeyProblem(key); msg != "" {
+		return msg
+	}
+	if !hasEffect {
+		return ""
+	}
+	switch effect {
+	case schema.TaintNoSchedule, schema.TaintPreferNoSchedule, schema.TaintNoExecute:
+		return ""
+	}
+	return "effect must be NoSchedule, PreferNoSchedule or NoExecute"
+}
+
 func mergePatch(o store.NodeOverrides, p api.NodePatch) store.NodeOverrides {
 	if len(p.Labels) > 0 && o.Labels == nil {
 		o.Labels = map[string]*string{}

@@ -88,3 +88,32 @@ func TestLabelOverwrite(t *testing.T) {
 	require.NoError(t, err, "removing a label needs no --overwrite")
 	assert.NotContains(t, node.Labels, "zone")
 }
+
+// TestRemoveTaintRefsAreValidated: a removeTaints entry that is not
+// "key:effect" or "key" (kubectl's "key=value:Effect-" sent raw, an unknown
+// effect) is refused naming the entry, and changes nothing, rather than
+// recording a removal that removes nothing.
+func TestRemoveTaintRefsAreValidated(t *testing.T) {
+	tc := startController(t, Config{})
+	registerNode(t, tc, gateway("n1", nil))
+	_, err := tc.api.UpdateNode(context.Background(), "n1", api.NodePatch{
+		AddTaints: []schema.Taint{{Key: "maintenance", Value: "true", Effect: schema.TaintNoExecute}},
+	})
+	require.NoError(t, err)
+	for _, tc2 := range []struct{ ref, want string }{
+		{"maintenance=true:NoExecute", "without a value"},
+		{"maintenance:NoRun", "effect must be"},
+		{"bad key:NoExecute", "removeTaints[0]"},
+	} {
+		_, err := tc.api.UpdateNode(context.Background(), "n1", api.NodePatch{RemoveTaints: []string{tc2.ref}})
+		require.Error(t, err, tc2.ref)
+		assert.Contains(t, err.Error(), tc2.want, tc2.ref)
+	}
+	n, err := tc.api.GetNode(context.Background(), "n1")
+	require.NoError(t, err)
+	assert.Contains(t, fmt.Sprint(n.Taints), "maintenance", "the taint is still there")
+	for _, ok := range []string{"maintenance:NoExecute", "maintenance"} {
+		_, err := tc.api.UpdateNode(context.Background(), "n1", api.NodePatch{RemoveTaints: []string{ok}})
+		assert.NoError(t, err, ok)
+	}
+}
