@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -30,6 +31,11 @@ type metrics struct {
 	brokerDrops      prometheus.Counter
 	resyncs          prometheus.Counter
 	eventsDropped    prometheus.Counter
+
+	// The API's refusals (apiObserver).
+	apiAuthFailures  prometheus.Counter
+	apiAuthThrottled prometheus.Counter
+	apiConnsRefused  *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -55,8 +61,33 @@ func newMetrics() *metrics {
 	m.resyncs = f.counter("edgeset_broker_resyncs_total", "Re-reads of every known node's retained state from an external broker.")
 	m.eventsDropped = f.counter("edgeset_events_dropped_total", "Events dropped because the event queue was full.")
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.addAPIMetrics(f)
 	return m
 }
+
+// addAPIMetrics registers the counters of the API's refusals.
+func (m *metrics) addAPIMetrics(f factory) {
+	m.apiAuthFailures = f.counter("edgeset_api_auth_failures_total", "API requests with no or a wrong bearer token.")
+	m.apiAuthThrottled = f.counter("edgeset_api_auth_throttled_total",
+		"API requests answered 429 because their source failed to authenticate too often (api-auth-failure-limit).")
+	m.apiConnsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "edgeset_api_connections_refused_total",
+		Help: "API connections closed at accept: reason unauthenticated (api-max-unauthenticated-connections) or per-source (api-max-connections-per-source).",
+	}, []string{"reason"})
+	f.reg.MustRegister(m.apiConnsRefused)
+	for _, reason := range []string{api.ConnRefusedUnauthenticated, api.ConnRefusedPerSource} {
+		m.apiConnsRefused.WithLabelValues(reason)
+	}
+}
+
+// apiObserver counts the API's refusals in the controller's metrics.
+type apiObserver struct{ m *metrics }
+
+var _ api.Observer = apiObserver{}
+
+func (o apiObserver) AuthFailed()               { o.m.apiAuthFailures.Inc() }
+func (o apiObserver) AuthThrottled()            { o.m.apiAuthThrottled.Inc() }
+func (o apiObserver) ConnRefused(reason string) { o.m.apiConnsRefused.WithLabelValues(reason).Inc() }
 
 // addQueueGauges exposes the controller's queues: a pending reconcile pass
 // (wake-ups coalesce into at most one) and, with an external broker, the
