@@ -12,9 +12,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -533,5 +536,50 @@ func TestSlowHandlerOutlivesTimeouts(t *testing.T) {
 	} {
 		code, msg := sendAuthorized(t, addr, tc.method, tc.path, tc.body)
 		assert.Equal(t, http.StatusOK, code, "%s %s: %s", tc.method, tc.path, msg)
+	}
+}
+
+// TestFloodOfIdleConnections: many connections that never finish their
+// headers (or trickle a body without a token) hold at most the
+// unauthenticated cap; the rest are closed at accept, and a client that
+// authenticated before the flood keeps being served. EDGESET_API_FLOOD
+// sets the number of connections (default 300; each costs the test two
+// file descriptors).
+func TestFloodOfIdleConnections(t *testing.T) {
+	n := 300
+	if v := os.Getenv("EDGESET_API_FLOOD"); v != "" {
+		var err error
+		n, err = strconv.Atoi(v)
+		require.NoError(t, err, "EDGESET_API_FLOOD")
+	}
+	const maxUnauth = 64
+	obs := &countingObserver{}
+	b := &fakeBackend{getNode: func(name string) (Node, error) { return Node{}, nil }}
+	addr := startLimited(t, b, Limits{ReadHeaderTimeout: time.Minute, ReadTimeout: time.Minute,
+		MaxUnauthenticatedConns: maxUnauth}, obs)
+	c := NewClient("http://"+addr, testToken, &http.Client{Transport: &http.Transport{}})
+	_, err := c.GetNode(context.Background(), "gw-1")
+	require.NoError(t, err)
+
+	for i := range n {
+		conn := dialRaw(t, addr)
+		if i%2 == 0 { // headers never finished
+			_, err = io.WriteString(conn, "POST /api/v1/apply HTTP/1.1\r\nHost: edgeset\r\n")
+		} else { // a body without a token: answered 401 and closed
+			_, err = io.WriteString(conn, "POST /api/v1/apply HTTP/1.1\r\nHost: edgeset\r\nContent-Length: 100000\r\n\r\nx")
+		}
+		if err != nil && !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
+			require.NoError(t, err)
+		}
+	}
+	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if got := obs.refusals(ConnRefusedUnauthenticated); got < n/2-maxUnauth {
+			return fmt.Errorf("%d connections refused, want at least %d", got, n/2-maxUnauth)
+		}
+		return nil
+	})
+	for range 3 {
+		_, err := c.GetNode(context.Background(), "gw-1")
+		require.NoError(t, err, "the authenticated client is served during the flood")
 	}
 }
