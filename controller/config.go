@@ -75,7 +75,9 @@ type Config struct {
 	APIMaxConnsPerSource       int `mapstructure:"api-max-connections-per-source"`
 	// APIAuthFailureLimit failed authentications of one source within
 	// APIAuthFailureWindow block it for APIAuthFailureWindow (429);
-	// APIAuthLogInterval allows one log line per source and interval.
+	// APIAuthLogInterval allows one log line per source and interval about
+	// failed authentications, and one per interval about refused
+	// connections.
 	APIAuthFailureLimit  int           `mapstructure:"api-auth-failure-limit"`
 	APIAuthFailureWindow time.Duration `mapstructure:"api-auth-failure-window"`
 	APIAuthLogInterval   time.Duration `mapstructure:"api-auth-log-interval"`

@@ -90,7 +90,7 @@ func addFlags(f *pflag.FlagSet) {
 	f.Int("api-max-connections-per-source", controller.DefaultAPIMaxConnsPerSource, "API: open connections of one source address (IPv6: one /64)")
 	f.Int("api-auth-failure-limit", controller.DefaultAPIAuthFailureLimit, "API: failed authentications of a source within --api-auth-failure-window that block it for the window")
 	f.Duration("api-auth-failure-window", controller.DefaultAPIAuthFailureWindow, "API: window of --api-auth-failure-limit, and how long a block lasts")
-	f.Duration("api-auth-log-interval", controller.DefaultAPIAuthLogInterval, "API: at most one log line about failed authentications per source and interval")
+	f.Duration("api-auth-log-interval", controller.DefaultAPIAuthLogInterval, "API: at most one log line about failed authentications per source and interval, and one about refused connections")
 	f.Duration("node-offline-grace", controller.DefaultNodeOfflineGrace, "how long a node may be disconnected before it is tainted unreachable")
 	f.Int("republish-rate", controller.DefaultRepublishRate, "desired-state messages per second when republishing the fleet")
 	f.Int("max-events", controller.DefaultMaxEvents, "events kept in the store")

@@ -2,20 +2,29 @@ package api
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // connLimiter admits connections within Limits.MaxUnauthenticatedConns
 // and Limits.MaxConnsPerSource, and tracks which have authenticated.
+// Refusals are reported to the Observer and logged at most once per
+// logEvery, the line counting those not logged.
 type connLimiter struct {
 	maxUnauth, maxPerSource int // 0: no cap
 	obs                     Observer
+	log                     *slog.Logger
+	logEvery                time.Duration
+	now                     func() time.Time
 
-	mu        sync.Mutex // guards unauth, perSource and every trackedConn's state
-	unauth    int
-	perSource map[string]int // open connections by source; no zero entries
+	mu         sync.Mutex // guards the fields below and every trackedConn's state
+	unauth     int
+	perSource  map[string]int // open connections by source; no zero entries
+	lastLog    time.Time      // of the last refusal logged
+	suppressed int            // refusals not logged since lastLog
 }
 
 // trackedConn is an admitted connection; closing it frees its place.
@@ -27,9 +36,9 @@ type trackedConn struct {
 	authed, closed bool
 }
 
-func newConnLimiter(l Limits, obs Observer) *connLimiter {
+func newConnLimiter(l Limits, obs Observer, log *slog.Logger) *connLimiter {
 	return &connLimiter{maxUnauth: l.MaxUnauthenticatedConns, maxPerSource: l.MaxConnsPerSource,
-		obs: obs, perSource: map[string]int{}}
+		obs: obs, log: log, logEvery: l.AuthLogInterval, now: time.Now, perSource: map[string]int{}}
 }
 
 // admit returns c tracked, or nil if a cap is reached (the refusal is
@@ -40,15 +49,29 @@ func (l *connLimiter) admit(c net.Conn) *trackedConn {
 	defer l.mu.Unlock()
 	switch {
 	case l.maxPerSource > 0 && l.perSource[source] >= l.maxPerSource:
-		l.obs.ConnRefused(ConnRefusedPerSource)
+		l.refusedLocked(source, ConnRefusedPerSource)
 		return nil
 	case l.maxUnauth > 0 && l.unauth >= l.maxUnauth:
-		l.obs.ConnRefused(ConnRefusedUnauthenticated)
+		l.refusedLocked(source, ConnRefusedUnauthenticated)
 		return nil
 	}
 	l.perSource[source]++
 	l.unauth++
 	return &trackedConn{Conn: c, l: l, source: source}
+}
+
+// refusedLocked reports and, unless a refusal was logged less than
+// logEvery ago, logs the refusal of a connection of source.
+func (l *connLimiter) refusedLocked(source, reason string) {
+	l.obs.ConnRefused(reason)
+	now := l.now()
+	if !l.lastLog.IsZero() && now.Sub(l.lastLog) < l.logEvery {
+		l.suppressed++
+		return
+	}
+	l.log.Warn("api connection refused", "source", source, "reason", reason,
+		"unauthenticated", l.unauth, "fromSource", l.perSource[source], "suppressed", l.suppressed)
+	l.lastLog, l.suppressed = now, 0
 }
 
 // authenticated marks c as having carried an authorised request.

@@ -30,6 +30,7 @@ type Limits struct {
 	AuthFailures      int
 	AuthFailureWindow time.Duration
 	// AuthLogInterval allows one log line per source and interval about its
-	// failed authentications; the next line counts those suppressed.
+	// failed authentications, and one line per interval about refused
+	// connections; the next line counts those suppressed.
 	AuthLogInterval time.Duration
 }

@@ -236,16 +236,26 @@ func TestUnauthenticatedConnCap(t *testing.T) {
 	})
 }
 
-// TestConnsPerSourceCap: one source cannot open more than its share.
+// TestConnsPerSourceCap: one source cannot open more than its share;
+// refusals are counted, and logged at most once per interval.
 func TestConnsPerSourceCap(t *testing.T) {
 	obs := &countingObserver{}
-	addr := startLimited(t, &fakeBackend{}, Limits{ReadHeaderTimeout: time.Minute, MaxConnsPerSource: 2}, obs)
+	logs := &syncBuffer{}
+	s := New(&fakeBackend{}, Options{Token: testToken, Observer: obs, Log: slog.New(slog.NewTextHandler(logs, nil)),
+		Limits: Limits{ReadHeaderTimeout: time.Minute, MaxConnsPerSource: 2, AuthLogInterval: time.Hour}})
+	addr := serveOnLoopback(t, s)
 	dialRaw(t, addr)
 	dialRaw(t, addr)
-	extra := dialRaw(t, addr)
-	expectClosed(t, extra, bufio.NewReader(extra))
-	assert.Equal(t, 1, obs.refusals(ConnRefusedPerSource))
+	for range 3 {
+		extra := dialRaw(t, addr)
+		expectClosed(t, extra, bufio.NewReader(extra))
+	}
+	assert.Equal(t, 3, obs.refusals(ConnRefusedPerSource))
 	assert.Zero(t, obs.refusals(ConnRefusedUnauthenticated))
+	refused := logs.lines("api connection refused")
+	require.Len(t, refused, 1, "one line per interval")
+	assert.Contains(t, refused[0], "reason=per-source")
+	assert.Contains(t, refused[0], "source=127.0.0.1")
 }
 
 // fakeClock is a settable clock.

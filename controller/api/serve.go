@@ -109,5 +109,5 @@ func (s *Server) httpServer() *http.Server {
 // listener wraps ln so that connections past the caps of Limits are
 // closed as soon as they are accepted.
 func (s *Server) listener(ln net.Listener) net.Listener {
-	return &limitedListener{Listener: ln, l: newConnLimiter(s.limits, s.obs)}
+	return &limitedListener{Listener: ln, l: newConnLimiter(s.limits, s.obs, s.log)}
 }
