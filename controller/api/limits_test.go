@@ -155,7 +155,7 @@ func TestSlowBodyIsCut(t *testing.T) {
 	close(stop)
 	<-trickled
 	assert.Equal(t, http.StatusRequestTimeout, resp.StatusCode, body)
-	assert.Contains(t, body, "read timeout")
+	assert.Contains(t, body, "read timeout (300ms)")
 	expectClosed(t, conn, br)
 	assert.False(t, called, "a body cut short reaches no backend method")
 }

@@ -255,7 +255,7 @@ func (s *Server) apply(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := s.readBody(r)
+	data, err := readBody(r)
 	if err != nil {
 		return nil, err
 	}
@@ -294,7 +294,7 @@ func dsKey(r *http.Request) string { return r.PathValue("namespace") + "/" + r.P
 
 func (s *Server) rollout(_ http.ResponseWriter, r *http.Request) (any, error) {
 	var req RolloutRequest
-	if err := s.decodeBody(r, &req); err != nil {
+	if err := decodeBody(r, &req); err != nil {
 		return nil, err
 	}
 	return s.backend.Rollout(r.Context(), dsKey(r), req)
@@ -319,7 +319,7 @@ func (s *Server) getNode(_ http.ResponseWriter, r *http.Request) (any, error) {
 
 func (s *Server) patchNode(_ http.ResponseWriter, r *http.Request) (any, error) {
 	var patch NodePatch
-	if err := s.decodeBody(r, &patch); err != nil {
+	if err := decodeBody(r, &patch); err != nil {
 		return nil, err
 	}
 	return s.backend.UpdateNode(r.Context(), r.PathValue("name"), patch)
@@ -328,8 +328,8 @@ func (s *Server) patchNode(_ http.ResponseWriter, r *http.Request) (any, error) 
 // decodeBody decodes a JSON request body strictly: it must be one JSON
 // object, with nothing after it but white space, and an unknown field is
 // an error naming it.
-func (s *Server) decodeBody(r *http.Request, v any) error {
-	data, err := s.readBody(r)
+func decodeBody(r *http.Request, v any) error {
+	data, err := readBody(r)
 	if err != nil {
 		return err
 	}
@@ -353,18 +353,27 @@ func (s *Server) decodeBody(r *http.Request, v any) error {
 
 // readBody reads a request body of at most MaxRequestBytes. A body not
 // received within the read timeout is ErrRequestTimeout.
-func (s *Server) readBody(r *http.Request) ([]byte, error) {
+func readBody(r *http.Request) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
 	var ne net.Error
 	switch {
 	case errors.As(err, &ne) && ne.Timeout():
-		return nil, fmt.Errorf("%w: request body not received within the read timeout (%s)", ErrRequestTimeout, s.limits.ReadTimeout)
+		return nil, fmt.Errorf("%w: request body not received within the read timeout%s", ErrRequestTimeout, readTimeoutOf(r))
 	case err != nil:
 		return nil, fmt.Errorf("%w: read request body: %v", ErrInvalid, err)
 	case len(data) > MaxRequestBytes:
 		return nil, fmt.Errorf("%w: body larger than %d bytes", ErrInvalid, MaxRequestBytes)
 	}
 	return data, nil
+}
+
+// readTimeoutOf returns " (30s)" for the read timeout of the server
+// serving r, "" if unknown.
+func readTimeoutOf(r *http.Request) string {
+	if srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server); ok && srv.ReadTimeout > 0 {
+		return " (" + srv.ReadTimeout.String() + ")"
+	}
+	return ""
 }
 
 // boolQuery parses the boolean query parameter name; absent is false,
