@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -22,10 +21,6 @@ import (
 const ChangeCauseAnnotation = "kubernetes.io/change-cause"
 
 var _ api.Backend = (*Controller)(nil)
-
-func (c *Controller) apiHandler() http.Handler {
-	return api.NewServer(c, c.token, c.metrics.handler(), c.log)
-}
 
 // placementErrors unpacks placement.Compile's joined field errors.
 func placementErrors(err error) []*placement.FieldError {

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/edgeset/edgeset/controller/api"
 )
 
 // Config is the controller's configuration. Every field is a key of
@@ -58,6 +60,27 @@ type Config struct {
 	// APITLSCert and APITLSKey serve the API over HTTPS.
 	APITLSCert string `mapstructure:"api-tls-cert"`
 	APITLSKey  string `mapstructure:"api-tls-key"`
+	// API limits (docs/security.md): how long a client may take to send a
+	// request's headers and whole request, to take a response, or keep an
+	// idle connection; the largest header block.
+	APIReadHeaderTimeout time.Duration `mapstructure:"api-read-header-timeout"`
+	APIReadTimeout       time.Duration `mapstructure:"api-read-timeout"`
+	APIWriteTimeout      time.Duration `mapstructure:"api-write-timeout"`
+	APIIdleTimeout       time.Duration `mapstructure:"api-idle-timeout"`
+	APIMaxHeaderBytes    int           `mapstructure:"api-max-header-bytes"`
+	// APIMaxUnauthenticatedConns bounds the open API connections that have
+	// not yet carried an authorised request, APIMaxConnsPerSource the open
+	// connections of one source address (IPv6: one /64).
+	APIMaxUnauthenticatedConns int `mapstructure:"api-max-unauthenticated-connections"`
+	APIMaxConnsPerSource       int `mapstructure:"api-max-connections-per-source"`
+	// APIAuthFailureLimit failed authentications of one source within
+	// APIAuthFailureWindow block it for APIAuthFailureWindow (429);
+	// APIAuthLogInterval allows one log line per source and interval about
+	// failed authentications, and one per interval about refused
+	// connections.
+	APIAuthFailureLimit  int           `mapstructure:"api-auth-failure-limit"`
+	APIAuthFailureWindow time.Duration `mapstructure:"api-auth-failure-window"`
+	APIAuthLogInterval   time.Duration `mapstructure:"api-auth-log-interval"`
 
 	// NodeOfflineGrace is how long a node may be disconnected before it is
 	// marked Ready=Unknown and tainted unreachable.
@@ -110,6 +133,20 @@ const (
 	DefaultBrokerResyncInterval = 10 * time.Minute
 )
 
+// Defaults of the API limits (Config.APIReadHeaderTimeout and after).
+const (
+	DefaultAPIReadHeaderTimeout       = 10 * time.Second
+	DefaultAPIReadTimeout             = 30 * time.Second
+	DefaultAPIWriteTimeout            = 60 * time.Second
+	DefaultAPIIdleTimeout             = 120 * time.Second
+	DefaultAPIMaxHeaderBytes          = 64 << 10
+	DefaultAPIMaxUnauthenticatedConns = 256
+	DefaultAPIMaxConnsPerSource       = 64
+	DefaultAPIAuthFailureLimit        = 10
+	DefaultAPIAuthFailureWindow       = time.Minute
+	DefaultAPIAuthLogInterval         = time.Minute
+)
+
 // ApplyDefaults fills every unset field with its default.
 func (c *Config) ApplyDefaults() {
 	setDefault(&c.DataDir, DefaultDataDir)
@@ -142,6 +179,32 @@ func (c *Config) ApplyDefaults() {
 	}
 	if c.EventSeriesWindow == 0 {
 		c.EventSeriesWindow = DefaultEventSeriesWindow
+	}
+	c.applyAPIDefaults()
+}
+
+func (c *Config) applyAPIDefaults() {
+	setDefaultDuration(&c.APIReadHeaderTimeout, DefaultAPIReadHeaderTimeout)
+	setDefaultDuration(&c.APIReadTimeout, DefaultAPIReadTimeout)
+	setDefaultDuration(&c.APIWriteTimeout, DefaultAPIWriteTimeout)
+	setDefaultDuration(&c.APIIdleTimeout, DefaultAPIIdleTimeout)
+	setDefaultInt(&c.APIMaxHeaderBytes, DefaultAPIMaxHeaderBytes)
+	setDefaultInt(&c.APIMaxUnauthenticatedConns, DefaultAPIMaxUnauthenticatedConns)
+	setDefaultInt(&c.APIMaxConnsPerSource, DefaultAPIMaxConnsPerSource)
+	setDefaultInt(&c.APIAuthFailureLimit, DefaultAPIAuthFailureLimit)
+	setDefaultDuration(&c.APIAuthFailureWindow, DefaultAPIAuthFailureWindow)
+	setDefaultDuration(&c.APIAuthLogInterval, DefaultAPIAuthLogInterval)
+}
+
+func setDefaultDuration(p *time.Duration, v time.Duration) {
+	if *p == 0 {
+		*p = v
+	}
+}
+
+func setDefaultInt(p *int, v int) {
+	if *p == 0 {
+		*p = v
 	}
 }
 
@@ -204,6 +267,7 @@ func (c *Config) Validate() error {
 	if c.EventSeriesWindow < 0 {
 		bad("event-series-window", "must not be negative, got %s", c.EventSeriesWindow)
 	}
+	errs = append(errs, c.validateAPILimits()...)
 	if _, err := ParseLogLevel(c.LogLevel); err != nil {
 		bad("log-level", "%v", err)
 	}
@@ -211,6 +275,56 @@ func (c *Config) Validate() error {
 		bad("log-format", "%q: want text or json", c.LogFormat)
 	}
 	return errors.Join(errs...)
+}
+
+// validateAPILimits refuses negative API limits, each named by its key.
+func (c *Config) validateAPILimits() []error {
+	var errs []error
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{
+		{"api-read-header-timeout", c.APIReadHeaderTimeout},
+		{"api-read-timeout", c.APIReadTimeout},
+		{"api-write-timeout", c.APIWriteTimeout},
+		{"api-idle-timeout", c.APIIdleTimeout},
+		{"api-auth-failure-window", c.APIAuthFailureWindow},
+		{"api-auth-log-interval", c.APIAuthLogInterval},
+	} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s: must not be negative, got %s", d.key, d.v))
+		}
+	}
+	for _, n := range []struct {
+		key string
+		v   int
+	}{
+		{"api-max-header-bytes", c.APIMaxHeaderBytes},
+		{"api-max-unauthenticated-connections", c.APIMaxUnauthenticatedConns},
+		{"api-max-connections-per-source", c.APIMaxConnsPerSource},
+		{"api-auth-failure-limit", c.APIAuthFailureLimit},
+	} {
+		if n.v < 0 {
+			errs = append(errs, fmt.Errorf("%s: must not be negative, got %d", n.key, n.v))
+		}
+	}
+	return errs
+}
+
+// apiLimits are the API server's limits from the configuration.
+func (c *Config) apiLimits() api.Limits {
+	return api.Limits{
+		ReadHeaderTimeout:       c.APIReadHeaderTimeout,
+		ReadTimeout:             c.APIReadTimeout,
+		WriteTimeout:            c.APIWriteTimeout,
+		IdleTimeout:             c.APIIdleTimeout,
+		MaxHeaderBytes:          c.APIMaxHeaderBytes,
+		MaxUnauthenticatedConns: c.APIMaxUnauthenticatedConns,
+		MaxConnsPerSource:       c.APIMaxConnsPerSource,
+		AuthFailures:            c.APIAuthFailureLimit,
+		AuthFailureWindow:       c.APIAuthFailureWindow,
+		AuthLogInterval:         c.APIAuthLogInterval,
+	}
 }
 
 // dropTopic is the external broker's drop counter topic, or "" when off.

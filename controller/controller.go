@@ -11,15 +11,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 	"sync"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/edgeset/edgeset/broker"
+	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/controller/registry"
 	"github.com/edgeset/edgeset/controller/store"
 	"github.com/edgeset/edgeset/mqttclient"
@@ -161,8 +160,7 @@ func (c *Controller) Synced() <-chan struct{} { return c.ready }
 func (c *Controller) Run(ctx context.Context) error {
 	defer c.closeResources()
 	g, ctx := errgroup.WithContext(ctx)
-	srv := &http.Server{Handler: c.apiHandler(), ReadHeaderTimeout: 10 * time.Second}
-	g.Go(func() error { return c.serveAPI(ctx, srv) })
+	g.Go(func() error { return c.serveAPI(ctx) })
 	g.Go(func() error { return c.runTransport(ctx) })
 	g.Go(func() error { return c.reconcileLoop(ctx) })
 	g.Go(func() error { return c.republishLoop(ctx) })
@@ -200,27 +198,17 @@ func (c *Controller) runTransport(ctx context.Context) error {
 	return g.Wait()
 }
 
-func (c *Controller) serveAPI(ctx context.Context, srv *http.Server) error {
-	errc := make(chan error, 1)
-	go func() {
-		var err error
-		if c.cfg.APITLSCert != "" {
-			err = srv.ServeTLS(c.apiLn, c.cfg.APITLSCert, c.cfg.APITLSKey)
-		} else {
-			err = srv.Serve(c.apiLn)
-		}
-		errc <- err
-	}()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve API on %s: %w", c.apiLn.Addr(), err)
-	case <-ctx.Done():
+// serveAPI serves the HTTP API within the configured limits until ctx
+// ends (api.Server.Serve).
+func (c *Controller) serveAPI(ctx context.Context) error {
+	srv := api.New(c, api.Options{
+		Token: c.token, Metrics: c.metrics.handler(), Log: c.log,
+		Limits: c.cfg.apiLimits(), Observer: apiObserver{c.metrics},
+	})
+	if c.cfg.APITLSCert != "" {
+		return srv.ServeTLS(ctx, c.apiLn, c.cfg.APITLSCert, c.cfg.APITLSKey)
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(shutdownCtx)
-	<-errc
-	return nil
+	return srv.Serve(ctx, c.apiLn)
 }
 
 // closeResources closes the store and listeners; safe to call twice.

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -37,6 +38,11 @@ type metrics struct {
 	eventsDropped    *prometheus.CounterVec
 	eventsFolded     prometheus.Counter
 	observedRejected *prometheus.CounterVec
+
+	// The API's refusals (apiObserver).
+	apiAuthFailures  prometheus.Counter
+	apiAuthThrottled prometheus.Counter
+	apiConnsRefused  *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -74,8 +80,33 @@ func newMetrics() *metrics {
 		"Observed states refused, by reason: generation_ahead (above the desired generation issued to the node).", "reason")
 	m.observedRejected.WithLabelValues("generation_ahead")
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.addAPIMetrics(f)
 	return m
 }
+
+// addAPIMetrics registers the counters of the API's refusals.
+func (m *metrics) addAPIMetrics(f factory) {
+	m.apiAuthFailures = f.counter("edgeset_api_auth_failures_total", "API requests with no or a wrong bearer token.")
+	m.apiAuthThrottled = f.counter("edgeset_api_auth_throttled_total",
+		"API requests answered 429 because their source failed to authenticate too often (api-auth-failure-limit).")
+	m.apiConnsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "edgeset_api_connections_refused_total",
+		Help: "API connections closed at accept: reason unauthenticated (api-max-unauthenticated-connections) or per-source (api-max-connections-per-source).",
+	}, []string{"reason"})
+	f.reg.MustRegister(m.apiConnsRefused)
+	for _, reason := range []string{api.ConnRefusedUnauthenticated, api.ConnRefusedPerSource} {
+		m.apiConnsRefused.WithLabelValues(reason)
+	}
+}
+
+// apiObserver counts the API's refusals in the controller's metrics.
+type apiObserver struct{ m *metrics }
+
+var _ api.Observer = apiObserver{}
+
+func (o apiObserver) AuthFailed()               { o.m.apiAuthFailures.Inc() }
+func (o apiObserver) AuthThrottled()            { o.m.apiAuthThrottled.Inc() }
+func (o apiObserver) ConnRefused(reason string) { o.m.apiConnsRefused.WithLabelValues(reason).Inc() }
 
 // addQueueGauges exposes the controller's queues: a pending reconcile pass
 // (wake-ups coalesce into at most one) and, with an external broker, the

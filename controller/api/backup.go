@@ -19,13 +19,8 @@ type Backuper interface {
 
 // backup streams a copy of the store, with its size as Content-Length so
 // that a cut copy is noticed. A failure after the first byte aborts the
-// response.
+// response. ServeHTTP has authenticated the request.
 func (s *Server) backup(w http.ResponseWriter, r *http.Request) {
-	if !s.authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="edgeset"`)
-		writeJSON(w, http.StatusUnauthorized, Error{Message: "missing or wrong bearer token"})
-		return
-	}
 	b, ok := s.backend.(Backuper)
 	if !ok {
 		s.writeError(w, r, fmt.Errorf("%w: this controller cannot back up its store", ErrNotFound))

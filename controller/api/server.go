@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -8,9 +9,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/edgeset/edgeset/schema"
 )
@@ -25,6 +29,8 @@ var (
 	ErrUnavailable = errors.New("unavailable")
 	// ErrTimeout: a node did not answer in time (504).
 	ErrTimeout = errors.New("timed out")
+	// ErrRequestTimeout: the client did not send its request in time (408).
+	ErrRequestTimeout = errors.New("request timeout")
 )
 
 // MaxRequestBytes bounds a request body (an apply of many manifests).
@@ -71,23 +77,50 @@ type Server struct {
 	token   string
 	metrics http.Handler
 	log     *slog.Logger
+	limits  Limits
+	obs     Observer
+	guard   *authGuard
 	mux     *http.ServeMux
 }
 
 // NewServer returns a Server answering requests that carry token as a
-// bearer token; metrics (may be nil) serves /metrics without
-// authentication, as do /healthz and /readyz.
+// bearer token, without limits; metrics (may be nil) serves /metrics
+// without authentication, as do /healthz and /readyz.
 func NewServer(b Backend, token string, metrics http.Handler, log *slog.Logger) *Server {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	return New(b, Options{Token: token, Metrics: metrics, Log: log})
+}
+
+// New returns a Server as opts describe.
+func New(b Backend, opts Options) *Server {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{backend: b, token: token, metrics: metrics, log: log, mux: http.NewServeMux()}
+	if opts.Observer == nil {
+		opts.Observer = nopObserver{}
+	}
+	s := &Server{backend: b, token: opts.Token, metrics: opts.Metrics, log: opts.Log,
+		limits: opts.Limits, obs: opts.Observer, guard: newAuthGuard(opts.Limits, opts.Log), mux: http.NewServeMux()}
 	s.routes()
 	return s
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. Every request but those for
+// /healthz, /readyz and /metrics is authenticated from its headers before
+// any route sees it, so no body of an unauthenticated request is read.
+// A connection that has not authenticated is not kept alive after a
+// request for those, so it holds no slot of the unauthenticated cap for
+// longer than one request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case public(r):
+		if !connAuthenticated(r) {
+			w.Header().Set("Connection", "close")
+		}
+	case !s.authenticate(w, r):
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 func (s *Server) routes() {
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
@@ -117,15 +150,13 @@ func (s *Server) routes() {
 	s.configRoutes(p)
 }
 
-// handle registers an authenticated endpoint.
+// handle registers an endpoint answering JSON (authenticated in
+// ServeHTTP). The write timeout starts when the answer is ready, so it
+// bounds the client taking it, not the controller computing it.
 func (s *Server) handle(pattern string, h func(http.ResponseWriter, *http.Request) (any, error)) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		if !s.authorized(r) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="edgeset"`)
-			writeJSON(w, http.StatusUnauthorized, Error{Message: "missing or wrong bearer token"})
-			return
-		}
 		v, err := h(w, r)
+		s.startWriteTimeout(w)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -134,9 +165,74 @@ func (s *Server) handle(pattern string, h func(http.ResponseWriter, *http.Reques
 	})
 }
 
-func (s *Server) authorized(r *http.Request) bool {
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) == 1
+// startWriteTimeout gives the response about to be written the whole
+// write timeout.
+func (s *Server) startWriteTimeout(w http.ResponseWriter) {
+	if s.limits.WriteTimeout > 0 {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.limits.WriteTimeout))
+	}
+}
+
+// public reports whether r is for an endpoint served without a token.
+func public(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	switch r.URL.Path {
+	case "/healthz", "/readyz", "/metrics":
+		return true
+	}
+	return false
+}
+
+// authenticate reports whether r carries the token; if not, or if its
+// source is blocked after failing too often, it answers r and closes the
+// connection without reading the body.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) bool {
+	source := sourceOf(r.RemoteAddr)
+	if d := s.guard.blocked(source); d > 0 {
+		s.obs.AuthThrottled()
+		retry := int64(math.Ceil(d.Seconds()))
+		w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
+		refuse(w, http.StatusTooManyRequests,
+			fmt.Sprintf("too many failed authentications from %s; retry after %ds", source, retry))
+		return false
+	}
+	if reason, ok := s.checkToken(r); !ok {
+		s.obs.AuthFailed()
+		s.guard.failed(source, reason, r.Method, r.URL.Path)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="edgeset"`)
+		refuse(w, http.StatusUnauthorized, "missing or wrong bearer token")
+		return false
+	}
+	markAuthenticated(r)
+	return true
+}
+
+// checkToken reports whether r carries the bearer token, and if not why.
+func (s *Server) checkToken(r *http.Request) (reason string, ok bool) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return "no Authorization header", false
+	}
+	got, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok {
+		return "Authorization is not a bearer token", false
+	}
+	if subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) != 1 {
+		return "wrong bearer token", false
+	}
+	return "", true
+}
+
+// refuse answers a request with code and msg and closes the connection
+// without reading what remains of the body: net/http would otherwise read
+// up to 256 KiB of it, however slowly it comes, before answering or
+// closing.
+func refuse(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Connection", "close")
+	writeJSON(w, code, Error{Message: msg})
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
@@ -157,18 +253,18 @@ func (s *Server) version(_ http.ResponseWriter, r *http.Request) (any, error) {
 }
 
 func (s *Server) apply(_ http.ResponseWriter, r *http.Request) (any, error) {
-	data, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
+	dryRun, err := boolQuery(r, "dryRun")
 	if err != nil {
-		return nil, fmt.Errorf("%w: read body: %v", ErrInvalid, err)
+		return nil, err
 	}
-	if len(data) > MaxRequestBytes {
-		return nil, fmt.Errorf("%w: body larger than %d bytes", ErrInvalid, MaxRequestBytes)
+	data, err := readBody(r)
+	if err != nil {
+		return nil, err
 	}
 	source := r.URL.Query().Get("source")
 	if source == "" {
 		source = "request"
 	}
-	dryRun, _ := strconv.ParseBool(r.URL.Query().Get("dryRun"))
 	// source names the file in error messages; owner is recorded on the
 	// daemonsets applied (ApplyOptions.Source).
 	opts := ApplyOptions{DryRun: dryRun, Source: r.URL.Query().Get("owner")}
@@ -188,7 +284,10 @@ func (s *Server) getDaemonSet(_ http.ResponseWriter, r *http.Request) (any, erro
 }
 
 func (s *Server) deleteDaemonSet(_ http.ResponseWriter, r *http.Request) (any, error) {
-	orphan, _ := strconv.ParseBool(r.URL.Query().Get("orphan"))
+	orphan, err := boolQuery(r, "orphan")
+	if err != nil {
+		return nil, err
+	}
 	key := r.PathValue("namespace") + "/" + r.PathValue("name")
 	return map[string]string{"deleted": key}, s.backend.DeleteDaemonSet(r.Context(), key, orphan)
 }
@@ -228,15 +327,69 @@ func (s *Server) patchNode(_ http.ResponseWriter, r *http.Request) (any, error) 
 	return s.backend.UpdateNode(r.Context(), r.PathValue("name"), patch)
 }
 
-// decodeBody decodes a JSON request body strictly: an unknown field is an
-// error naming it.
+// decodeBody decodes a JSON request body strictly: it must be one JSON
+// object, with nothing after it but white space, and an unknown field is
+// an error naming it.
 func decodeBody(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, MaxRequestBytes))
+	data, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		return fmt.Errorf("%w: request body is empty; want a JSON object", ErrInvalid)
+	}
+	if data[0] != '{' {
+		return fmt.Errorf("%w: request body: want a JSON object", ErrInvalid)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("%w: request body: %v", ErrInvalid, err)
 	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: request body: unexpected data after the JSON object at byte %d", ErrInvalid, dec.InputOffset())
+	}
 	return nil
+}
+
+// readBody reads a request body of at most MaxRequestBytes. A body not
+// received within the read timeout is ErrRequestTimeout.
+func readBody(r *http.Request) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne) && ne.Timeout():
+		return nil, fmt.Errorf("%w: request body not received within the read timeout%s", ErrRequestTimeout, readTimeoutOf(r))
+	case err != nil:
+		return nil, fmt.Errorf("%w: read request body: %v", ErrInvalid, err)
+	case len(data) > MaxRequestBytes:
+		return nil, fmt.Errorf("%w: body larger than %d bytes", ErrInvalid, MaxRequestBytes)
+	}
+	return data, nil
+}
+
+// readTimeoutOf returns " (30s)" for the read timeout of the server
+// serving r, "" if unknown.
+func readTimeoutOf(r *http.Request) string {
+	if srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server); ok && srv.ReadTimeout > 0 {
+		return " (" + srv.ReadTimeout.String() + ")"
+	}
+	return ""
+}
+
+// boolQuery parses the boolean query parameter name; absent is false,
+// and a value that does not parse is an error naming the parameter.
+func boolQuery(r *http.Request, name string) (bool, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%w: query parameter %s: %q is not a boolean (true or false)", ErrInvalid, name, v)
+	}
+	return b, nil
 }
 
 func (s *Server) deleteNode(_ http.ResponseWriter, r *http.Request) (any, error) {
@@ -278,6 +431,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		writeJSON(w, http.StatusServiceUnavailable, Error{Message: err.Error()})
 	case errors.Is(err, ErrTimeout):
 		writeJSON(w, http.StatusGatewayTimeout, Error{Message: err.Error()})
+	case errors.Is(err, ErrRequestTimeout):
+		w.Header().Set("Connection", "close")
+		writeJSON(w, http.StatusRequestTimeout, Error{Message: err.Error()})
 	default:
 		s.log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		writeJSON(w, http.StatusInternalServerError, Error{Message: err.Error()})

@@ -1,0 +1,158 @@
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// connLimiter admits connections within Limits.MaxUnauthenticatedConns
+// and Limits.MaxConnsPerSource, and tracks which have authenticated.
+// Refusals are reported to the Observer and logged at most once per
+// logEvery, the line counting those not logged.
+type connLimiter struct {
+	maxUnauth, maxPerSource int // 0: no cap
+	obs                     Observer
+	log                     *slog.Logger
+	logEvery                time.Duration
+	now                     func() time.Time
+
+	mu         sync.Mutex // guards the fields below and every trackedConn's state
+	unauth     int
+	perSource  map[string]int // open connections by source; no zero entries
+	lastLog    time.Time      // of the last refusal logged
+	suppressed int            // refusals not logged since lastLog
+}
+
+// trackedConn is an admitted connection; closing it frees its place.
+type trackedConn struct {
+	net.Conn
+	l      *connLimiter
+	source string
+	// authed and closed are guarded by l.mu.
+	authed, closed bool
+}
+
+func newConnLimiter(l Limits, obs Observer, log *slog.Logger) *connLimiter {
+	return &connLimiter{maxUnauth: l.MaxUnauthenticatedConns, maxPerSource: l.MaxConnsPerSource,
+		obs: obs, log: log, logEvery: l.AuthLogInterval, now: time.Now, perSource: map[string]int{}}
+}
+
+// admit returns c tracked, or nil if a cap is reached (the refusal is
+// counted).
+func (l *connLimiter) admit(c net.Conn) *trackedConn {
+	source := sourceOf(c.RemoteAddr().String())
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.maxPerSource > 0 && l.perSource[source] >= l.maxPerSource:
+		l.refusedLocked(source, ConnRefusedPerSource)
+		return nil
+	case l.maxUnauth > 0 && l.unauth >= l.maxUnauth:
+		l.refusedLocked(source, ConnRefusedUnauthenticated)
+		return nil
+	}
+	l.perSource[source]++
+	l.unauth++
+	return &trackedConn{Conn: c, l: l, source: source}
+}
+
+// refusedLocked reports and, unless a refusal was logged less than
+// logEvery ago, logs the refusal of a connection of source.
+func (l *connLimiter) refusedLocked(source, reason string) {
+	l.obs.ConnRefused(reason)
+	now := l.now()
+	if !l.lastLog.IsZero() && now.Sub(l.lastLog) < l.logEvery {
+		l.suppressed++
+		return
+	}
+	l.log.Warn("api connection refused", "source", source, "reason", reason,
+		"unauthenticated", l.unauth, "fromSource", l.perSource[source], "suppressed", l.suppressed)
+	l.lastLog, l.suppressed = now, 0
+}
+
+// authenticated marks c as having carried an authorised request.
+func (c *trackedConn) authenticated() {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	if c.authed || c.closed {
+		return
+	}
+	c.authed = true
+	c.l.unauth--
+}
+
+// Close closes the connection and frees its place; safe to call twice.
+func (c *trackedConn) Close() error {
+	c.l.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		if !c.authed {
+			c.l.unauth--
+		}
+		if c.l.perSource[c.source]--; c.l.perSource[c.source] <= 0 {
+			delete(c.l.perSource, c.source)
+		}
+	}
+	c.l.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// limitedListener closes the connections its connLimiter refuses as soon
+// as they are accepted.
+type limitedListener struct {
+	net.Listener
+	l *connLimiter
+}
+
+func (ll *limitedListener) Accept() (net.Conn, error) {
+	for {
+		c, err := ll.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if tc := ll.l.admit(c); tc != nil {
+			return tc, nil
+		}
+		_ = c.Close()
+	}
+}
+
+type connKey struct{}
+
+// withConn is the http.Server's ConnContext: it keeps the trackedConn
+// under a connection (TLS or not) in the context of its requests.
+func withConn(ctx context.Context, c net.Conn) context.Context {
+	for {
+		if tc, ok := c.(*trackedConn); ok {
+			return context.WithValue(ctx, connKey{}, tc)
+		}
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return ctx
+		}
+		c = u.NetConn()
+	}
+}
+
+// connAuthenticated reports whether r's connection has authenticated; a
+// connection the server does not track (httptest) counts as such.
+func connAuthenticated(r *http.Request) bool {
+	tc, ok := r.Context().Value(connKey{}).(*trackedConn)
+	if !ok {
+		return true
+	}
+	tc.l.mu.Lock()
+	defer tc.l.mu.Unlock()
+	return tc.authed
+}
+
+// markAuthenticated marks r's connection as authenticated.
+func markAuthenticated(r *http.Request) {
+	if tc, ok := r.Context().Value(connKey{}).(*trackedConn); ok {
+		tc.authenticated()
+	}
+}

@@ -1,0 +1,113 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Token is the bearer token every request but /healthz, /readyz and
+	// /metrics must carry.
+	Token string
+	// Metrics (may be nil) serves /metrics without authentication.
+	Metrics http.Handler
+	// Log (may be nil) receives the server's log lines.
+	Log *slog.Logger
+	// Limits bound what one client can hold of the server.
+	Limits Limits
+	// Observer (may be nil) is told what the server refuses.
+	Observer Observer
+}
+
+// Observer is told what the server refuses; the controller counts it in
+// /metrics. Its methods must not block.
+type Observer interface {
+	// AuthFailed: a request carried no bearer token or a wrong one.
+	AuthFailed()
+	// AuthThrottled: a request was answered 429 because its source failed
+	// to authenticate too often.
+	AuthThrottled()
+	// ConnRefused: a connection was closed as soon as it was accepted;
+	// reason is ConnRefusedUnauthenticated or ConnRefusedPerSource.
+	ConnRefused(reason string)
+}
+
+// Reasons given to Observer.ConnRefused.
+const (
+	// ConnRefusedUnauthenticated: Limits.MaxUnauthenticatedConns were open.
+	ConnRefusedUnauthenticated = "unauthenticated"
+	// ConnRefusedPerSource: Limits.MaxConnsPerSource were open from the
+	// connection's source.
+	ConnRefusedPerSource = "per-source"
+)
+
+type nopObserver struct{}
+
+func (nopObserver) AuthFailed()        {}
+func (nopObserver) AuthThrottled()     {}
+func (nopObserver) ConnRefused(string) {}
+
+// shutdownGrace is how long Serve waits for requests in flight when its
+// context ends before it closes their connections.
+const shutdownGrace = 5 * time.Second
+
+// Serve serves the API over HTTP on ln until ctx ends, then shuts down:
+// requests in flight get shutdownGrace to finish, then their connections
+// are closed. It returns nil after a shutdown, else why it stopped.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	return s.serve(ctx, ln, func(srv *http.Server, ln net.Listener) error { return srv.Serve(ln) })
+}
+
+// ServeTLS is Serve over HTTPS with the certificate and key files.
+func (s *Server) ServeTLS(ctx context.Context, ln net.Listener, certFile, keyFile string) error {
+	return s.serve(ctx, ln, func(srv *http.Server, ln net.Listener) error { return srv.ServeTLS(ln, certFile, keyFile) })
+}
+
+func (s *Server) serve(ctx context.Context, ln net.Listener, serve func(*http.Server, net.Listener) error) error {
+	srv := s.httpServer()
+	errc := make(chan error, 1)
+	go func() { errc <- serve(srv, s.listener(ln)) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve API on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		_ = srv.Close() // log streams still open after the grace period
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve API on %s: %w", ln.Addr(), err)
+	}
+	return nil
+}
+
+// httpServer returns the http.Server serving s within its limits. Its
+// own error log (TLS handshake failures of every scanner) goes to the
+// debug level: a client must not be able to fill the log.
+func (s *Server) httpServer() *http.Server {
+	l := s.limits
+	return &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: l.ReadHeaderTimeout,
+		ReadTimeout:       l.ReadTimeout,
+		WriteTimeout:      l.WriteTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		MaxHeaderBytes:    l.MaxHeaderBytes,
+		ConnContext:       withConn,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+}
+
+// listener wraps ln so that connections past the caps of Limits are
+// closed as soon as they are accepted.
+func (s *Server) listener(ln net.Listener) net.Listener {
+	return &limitedListener{Listener: ln, l: newConnLimiter(s.limits, s.obs, s.log)}
+}
