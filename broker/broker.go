@@ -15,6 +15,8 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/edgeset/edgeset/schema"
 )
 
 // Listener IDs.
@@ -419,7 +421,7 @@ func (b *Broker) authenticate(commonName string, pk packets.Packet) (string, err
 		if !tokenMatches(ControllerToken(b.secret), password) {
 			return "", errBadPassword
 		}
-	case !ValidNodeName(identity):
+	case !schema.ValidNodeName(identity):
 		return "", errBadNodeName
 	case commonName == "" && !tokenMatches(NodeToken(b.secret, identity), password):
 		return "", errBadPassword

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgeset/edgeset/broker"
+	"github.com/edgeset/edgeset/schema"
 )
 
 func newTokenCmd(s *streams) *cobra.Command {
@@ -49,7 +50,7 @@ func newTokenCreateCmd(s *streams, dataDir *string) *cobra.Command {
 				return nil
 			}
 			node := args[0]
-			if !broker.ValidNodeName(node) {
+			if !schema.ValidNodeName(node) {
 				return usageError{fmt.Errorf("%q is not a valid node name (lowercase letters, digits, '-' and '.', at most 253 characters)", node)}
 			}
 			fmt.Fprintf(s.out, "MQTT credential of node %s (username %s), fingerprint %s:\n", node, node, broker.TokenFingerprint(broker.NodeToken(secret, node)))
