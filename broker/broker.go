@@ -36,7 +36,11 @@ type Broker struct {
 
 	addr, tlsAddr net.Addr       // bound listener addresses; nil if disabled
 	serving       sync.WaitGroup // joins the listeners' accept loops
-	conns         conns          // every connection being served
+	conns         *conns         // every connection being served
+	gate          *gate          // admits connections (conns asks it)
+	listeners     listenerHealth // listeners that cannot accept
+	limited       *logLimiter    // logs what clients can cause at will
+	metrics       *metrics
 
 	mu        sync.Mutex // guards started and closing: Run's start vs Close
 	started   bool       // guarded by mu
@@ -84,19 +88,24 @@ func New(opts Options) (*Broker, error) {
 		secret:  secret,
 		log:     opts.Logger.With("component", "broker"),
 		revoked: newRevocations(filepath.Join(opts.DataDir, RevokedFile)),
+		gate:    newGate(opts.Limits, opts.now),
 		ready:   make(chan struct{}),
 		closed:  make(chan struct{}),
 	}
+	b.limited = newLogLimiter(b.log, opts.Limits.LogInterval, opts.now)
+	b.conns = &conns{gate: b.gate, timeout: opts.Limits.ConnectTimeout, expired: b.connectTimedOut}
+	b.metrics = newMetrics(func() float64 { pending, _ := b.gate.counts(); return float64(pending) })
 	if _, err := b.reload(false); err != nil {
 		return nil, err
 	}
+	mochiLog := mochiHandler{Handler: opts.Logger.Handler(), level: slog.LevelWarn, limiter: b.limited, closing: b.conns.closing}
 	b.server = mqtt.New(&mqtt.Options{
 		Capabilities:             opts.Limits.capabilities(),
 		ClientNetReadBufferSize:  opts.Limits.ReadBufferSize,
 		ClientNetWriteBufferSize: opts.Limits.WriteBufferSize,
 		SysTopicResendInterval:   sysTopicInterval,
 		InlineClient:             true, // the embedded controller's in-process path
-		Logger:                   slog.New(minLevel{opts.Logger.Handler(), slog.LevelWarn}).With("component", "mochi"),
+		Logger:                   slog.New(mochiLog).With("component", "mochi"),
 	})
 	if err := b.setup(); err != nil {
 		_ = b.server.Close() // closes whatever listeners and hooks were added
@@ -137,10 +146,13 @@ func (b *Broker) listen(id, addr string, cfg *tls.Config) (net.Addr, error) {
 	if addr == "" {
 		return nil, nil
 	}
-	ln, err := net.Listen("tcp", addr)
+	raw, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s on %s: %w", id, addr, err)
 	}
+	var ln net.Listener = newRetryListener(raw,
+		func(err error, retryIn time.Duration) { b.acceptFailed(id, err, retryIn) },
+		func() { b.acceptRecovered(id) })
 	if cfg != nil {
 		ln = tls.NewListener(ln, cfg)
 	}
@@ -171,100 +183,103 @@ type joined struct {
 	b *Broker
 }
 
-// Serve runs the accept loop of the wrapped listener.
+// Serve runs the accept loop of the wrapped listener. A loop that ends
+// while the broker is not closing is a fault Health reports.
 func (j joined) Serve(establish listeners.EstablishFn) {
 	defer j.b.serving.Done()
-	j.Listener.Serve(j.b.conns.track(establish, j.b.connEnded))
+	j.Listener.Serve(j.b.conns.track(establish, j.b.connRefused, j.b.connEnded))
+	if !j.b.conns.closing() {
+		j.b.listeners.set(j.ID(), errors.New("stopped accepting connections"))
+		j.b.log.Error("mqtt listener stopped accepting connections", "listener", j.ID(), "address", j.Address())
+	}
 }
 
 // connEnded logs how a client connection ended. Mochi would log every one
 // that ends in an error, which is every device dropping off its link and
 // every connection the broker closes on shutdown, as a warning without a
-// message.
-func (b *Broker) connEnded(conn net.Conn, closing bool, err error) {
+// message. What a client that never authenticated causes is logged through
+// the limiter: anyone can open connections.
+func (b *Broker) connEnded(conn net.Conn, end connEnd, err error) {
 	var code packets.Code
 	switch {
 	case err == nil:
-	case closing:
+	case end.closing:
 		b.log.Debug("client connection closed by the broker", "remote", conn.RemoteAddr(), "err", err)
 	case errors.Is(err, packets.ErrBadUsernameOrPassword) || errors.Is(err, packets.ErrNotAuthorized):
 		// The hook has logged the refusal, with the client's identity.
+	case end.expired:
+		b.limited.Log("timeout/"+end.addr.String(), slog.LevelInfo, "client connection closed: no CONNECT within the connect timeout",
+			"remote", conn.RemoteAddr(), "connect_timeout", b.opts.Limits.ConnectTimeout)
+	case end.pending:
+		b.limited.Log("unauthenticated/"+end.addr.String(), slog.LevelInfo, "client connection ended before CONNECT completed",
+			"remote", conn.RemoteAddr(), "err", err)
 	case errors.As(err, &code):
-		b.log.Warn("client connection refused", "remote", conn.RemoteAddr(), "reason", code.Reason)
+		b.limited.Log("refused/"+end.addr.String(), slog.LevelWarn, "client connection refused", "remote", conn.RemoteAddr(), "reason", code.Reason)
 	default:
 		b.log.Info("client connection ended", "remote", conn.RemoteAddr(), "err", err)
 	}
 }
 
-// conns tracks the connections being served. Mochi v2.7.9 calls
-// ClientsWg.Add inside each connection's goroutine, racing with the Wait in
-// Server.Close; closing and joining every connection before Server.Close
-// keeps that Wait at zero with no concurrent Add.
-type conns struct {
-	mu     sync.Mutex
-	closed bool                  // guarded by mu
-	open   map[net.Conn]struct{} // guarded by mu
-	wg     sync.WaitGroup        // counts open
+// connRefused counts and logs a connection the gate refused at accept.
+// One record per reason and LogInterval: refusals come in floods.
+func (b *Broker) connRefused(conn net.Conn, reason string) {
+	b.metrics.refused.WithLabelValues(reason).Inc()
+	b.limited.Log("refused/"+reason, slog.LevelWarn, "client connection refused at accept",
+		"remote", conn.RemoteAddr(), "reason", reason, "limits", b.limitsFor(reason))
 }
 
-// track wraps establish so each connection is registered while it is
-// served, and refused once closeAll has begun. How it ended goes to ended
-// (closing: the broker was closing it), not to mochi's listener log.
-func (c *conns) track(establish listeners.EstablishFn, ended func(conn net.Conn, closing bool, err error)) listeners.EstablishFn {
-	return func(id string, conn net.Conn) error {
-		if !c.add(conn) {
-			_ = conn.Close()
-			ended(conn, true, ErrClosed)
-			return nil
-		}
-		defer c.remove(conn)
-		err := establish(id, conn)
-		ended(conn, c.closing(), err)
-		return nil
+// limitsFor names the limit behind a refusal reason, for the log.
+func (b *Broker) limitsFor(reason string) string {
+	l := b.opts.Limits
+	switch reason {
+	case refusedPending:
+		return fmt.Sprintf("%d connections before CONNECT (max pending connections)", l.MaxPendingConnections)
+	case refusedSource:
+		return fmt.Sprintf("%d connections per source address (max connections per source)", l.MaxConnectionsPerSource)
+	case refusedBackoff:
+		return fmt.Sprintf("%d failed logins within %s refuse the source for %s", l.AuthFailureLimit, l.AuthFailureWindow, l.AuthFailureBackoff)
+	}
+	return ""
+}
+
+// connectTimedOut counts a connection closed for its connect timeout.
+func (b *Broker) connectTimedOut() { b.metrics.connectTimeout.Inc() }
+
+// acceptFailed records an accept error on listener id; it retries in
+// retryIn.
+func (b *Broker) acceptFailed(id string, err error, retryIn time.Duration) {
+	b.metrics.acceptErrors.WithLabelValues(id).Inc()
+	b.listeners.set(id, fmt.Errorf("cannot accept connections: %w (retrying)", err))
+	b.limited.Log("accept/"+id, slog.LevelError, "mqtt listener cannot accept connections; retrying",
+		"listener", id, "err", err, "retry_in", retryIn)
+}
+
+// acceptRecovered clears listener id's accept fault.
+func (b *Broker) acceptRecovered(id string) {
+	b.listeners.set(id, nil)
+	b.limited.Log("accepting/"+id, slog.LevelInfo, "mqtt listener accepting connections again", "listener", id)
+}
+
+// authFailed counts a refused CONNECT from conn, logs it (one record per
+// source and LogInterval) and may start the source's back-off.
+func (b *Broker) authFailed(conn net.Conn, pk packets.Packet, err error) {
+	b.authFailures.Add(1)
+	b.metrics.authFailures.WithLabelValues(authReason(err)).Inc()
+	addr := sourceAddr(conn)
+	b.limited.Log("auth/"+addr.String(), slog.LevelWarn, "connection refused", "client", pk.Connect.ClientIdentifier,
+		"username", string(pk.Connect.Username), "remote", conn.RemoteAddr(), "reason", err)
+	if b.gate.failed(addr) {
+		l := b.opts.Limits
+		b.limited.Log("backoff/"+addr.String(), slog.LevelWarn, "source refused after repeated failed logins",
+			"source", addr, "failures", l.AuthFailureLimit, "window", l.AuthFailureWindow, "refused_for", l.AuthFailureBackoff)
 	}
 }
 
-// closing reports whether closeAll has begun.
-func (c *conns) closing() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closed
-}
-
-// add registers conn unless closeAll has begun.
-func (c *conns) add(conn net.Conn) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return false
-	}
-	if c.open == nil {
-		c.open = map[net.Conn]struct{}{}
-	}
-	c.open[conn] = struct{}{}
-	c.wg.Add(1)
-	return true
-}
-
-// remove unregisters conn once its client has been detached.
-func (c *conns) remove(conn net.Conn) {
-	c.mu.Lock()
-	delete(c.open, conn)
-	c.mu.Unlock()
-	c.wg.Done()
-}
-
-// closeAll refuses new connections, closes the open ones and waits until
-// mochi has detached every client (publishing will messages meanwhile).
-func (c *conns) closeAll() {
-	c.mu.Lock()
-	c.closed = true
-	for conn := range c.open {
-		_ = conn.Close()
-	}
-	c.mu.Unlock()
-	c.wg.Wait()
-}
+// Health reports the listeners that cannot accept connections: an accept
+// failing now (file descriptors exhausted, say), which the listener retries,
+// or an accept loop that ended while the broker was not closing. It is nil
+// when every listener accepts.
+func (b *Broker) Health() error { return b.listeners.err() }
 
 // Addr returns the bound address of the plain TCP listener, or nil if it is
 // disabled. It is valid as soon as New returns.

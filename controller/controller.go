@@ -112,6 +112,9 @@ func (c *Controller) open() error {
 	}
 	if c.cfg.Embedded() {
 		c.broker, err = broker.New(c.brokerOptions())
+		if err == nil {
+			err = c.watchBroker()
+		}
 	} else {
 		c.client, err = c.newBrokerClient()
 	}
@@ -134,6 +137,7 @@ func (c *Controller) brokerOptions() broker.Options {
 		ClientCAFile:  c.cfg.MQTTClientCA,
 		WebSocketAddr: c.cfg.MQTTWSAddr,
 		DataDir:       c.cfg.DataDir,
+		Limits:        c.cfg.brokerLimits(),
 		Logger:        c.log,
 		OnDrop:        c.onDrop,
 	}
