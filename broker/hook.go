@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"log/slog"
 	"slices"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
@@ -91,7 +92,7 @@ func (h *hook) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.Packet {
 		refused++
 	}
 	if refused > 0 {
-		h.b.log.Warn("subscriptions refused: client holds its limit of filters", "client", cl.ID,
+		h.b.limited.Log("subscriptions/"+cl.ID, slog.LevelWarn, "subscriptions refused: client holds its limit of filters", "client", cl.ID,
 			"username", string(cl.Properties.Username), "refused", refused, "limit", limit)
 		pk.Filters = filters
 	}
