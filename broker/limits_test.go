@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -460,4 +461,38 @@ func runChild(t *testing.T, run string, env ...string) (string, error) {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
 	return out.String(), err
+}
+
+// TestWebSocketConnectTimeout: a WebSocket client that upgrades but never
+// sends CONNECT is closed by the connect timeout and counted as pending
+// meanwhile, like a TCP one.
+func TestWebSocketConnectTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close() // mochi's WebSocket listener binds when Run starts
+	tb := startBroker(t, Options{Addr: "127.0.0.1:0", WebSocketAddr: addr,
+		Limits: Limits{ConnectTimeout: 300 * time.Millisecond}})
+	<-tb.Ready()
+	var ws *websocket.Conn
+	checkFor(t, wait, 10*time.Millisecond, func() error {
+		d := websocket.Dialer{Subprotocols: []string{"mqtt"}, HandshakeTimeout: wait}
+		var err error
+		ws, _, err = d.Dial("ws://"+addr+"/", nil)
+		return err
+	})
+	defer ws.Close()
+	checkFor(t, wait, 5*time.Millisecond, pendingIs(tb, 1))
+	_ = ws.SetReadDeadline(time.Now().Add(wait))
+	if _, _, err := ws.ReadMessage(); err == nil {
+		t.Fatal("server sent a message instead of closing")
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("WebSocket connection still open after %v", wait)
+	}
+	checkFor(t, wait, 10*time.Millisecond, pendingIs(tb, 0))
+	if got := counter(t, tb.metrics.connectTimeout); got != 1 {
+		t.Errorf("connect_timeouts_total = %v, want 1", got)
+	}
 }
