@@ -35,6 +35,7 @@ type Broker struct {
 	revoked *revocations
 
 	addr, tlsAddr net.Addr       // bound listener addresses; nil if disabled
+	wsAddr        net.Addr       // bound WebSocket listener address; nil if disabled
 	serving       sync.WaitGroup // joins the listeners' accept loops
 	conns         *conns         // every connection being served
 	gate          *gate          // admits connections (conns asks it)
@@ -146,6 +147,19 @@ func (b *Broker) listen(id, addr string, cfg *tls.Config) (net.Addr, error) {
 	if addr == "" {
 		return nil, nil
 	}
+	ln, err := b.bind(id, addr, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.server.AddListener(joined{listeners.NewNet(id, ln), b}); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("add listener %s: %w", id, err)
+	}
+	return ln.Addr(), nil
+}
+
+// bind listens on addr through a retryListener, TLS when cfg is set.
+func (b *Broker) bind(id, addr string, cfg *tls.Config) (net.Listener, error) {
 	raw, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s on %s: %w", id, addr, err)
@@ -156,23 +170,25 @@ func (b *Broker) listen(id, addr string, cfg *tls.Config) (net.Addr, error) {
 	if cfg != nil {
 		ln = tls.NewListener(ln, cfg)
 	}
-	if err := b.server.AddListener(joined{listeners.NewNet(id, ln), b}); err != nil {
-		_ = ln.Close()
-		return nil, fmt.Errorf("add listener %s: %w", id, err)
-	}
-	return ln.Addr(), nil
+	return ln, nil
 }
 
-// listenWebSocket attaches the WebSocket listener if one is configured. Its
-// address is bound when Run starts serving.
+// listenWebSocket binds and attaches the WebSocket listener if one is
+// configured.
 func (b *Broker) listenWebSocket(cfg *tls.Config) error {
 	if b.opts.WebSocketAddr == "" {
 		return nil
 	}
-	ws := listeners.NewWebsocket(listeners.Config{ID: listenerWS, Address: b.opts.WebSocketAddr, TLSConfig: cfg})
+	ln, err := b.bind(listenerWS, b.opts.WebSocketAddr, cfg)
+	if err != nil {
+		return err
+	}
+	ws := newWSListener(listenerWS, ln, cfg != nil, b.opts.Limits.ConnectTimeout, b.log)
 	if err := b.server.AddListener(joined{ws, b}); err != nil {
+		_ = ln.Close()
 		return fmt.Errorf("add listener %s on %s: %w", listenerWS, b.opts.WebSocketAddr, err)
 	}
+	b.wsAddr = ln.Addr()
 	return nil
 }
 
@@ -288,6 +304,10 @@ func (b *Broker) Addr() net.Addr { return b.addr }
 // TLSAddr returns the bound address of the TLS listener, or nil if it is
 // disabled. It is valid as soon as New returns.
 func (b *Broker) TLSAddr() net.Addr { return b.tlsAddr }
+
+// WebSocketAddr returns the bound address of the WebSocket listener, or nil
+// if it is disabled. It is valid as soon as New returns.
+func (b *Broker) WebSocketAddr() net.Addr { return b.wsAddr }
 
 // Run serves MQTT until ctx ends or Close is called, then closes the broker:
 // listeners and client connections are closed, their goroutines joined and

@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/gorilla/websocket"
+	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -354,24 +356,41 @@ func TestRetryListenerSurvivesEMFILE(t *testing.T) {
 	}
 }
 
-// TestHealthReportsStoppedListener: a listener whose accept loop ends while
-// the broker is running (here the WebSocket listener, whose address is
-// taken) is a fault Health reports.
+// TestHealthReportsStoppedListener: a listener whose accept loop ends
+// while the broker is running is a fault Health reports; the others still
+// serve.
 func TestHealthReportsStoppedListener(t *testing.T) {
+	tb := startBroker(t, Options{})
+	<-tb.Ready()
+	tb.serving.Add(1)
+	joined{stoppedListener{}, tb.Broker}.Serve(nil)
+	if err := tb.Health(); err == nil || !strings.Contains(err.Error(), "listener gone: stopped accepting connections") {
+		t.Errorf("Health = %v, want the stopped listener's fault", err)
+	}
+	mustDial(t, tb.Addr(), tb.node("node-a"))
+}
+
+// stoppedListener is a mochi listener whose accept loop ends at once.
+type stoppedListener struct{ listeners.Listener }
+
+func (stoppedListener) ID() string                            { return "gone" }
+func (stoppedListener) Address() string                       { return "nowhere" }
+func (stoppedListener) Serve(establish listeners.EstablishFn) {}
+
+// TestWebSocketAddressTaken: a WebSocket address that cannot be bound fails
+// New, naming the listener, instead of a listener that silently never
+// serves.
+func TestWebSocketAddressTaken(t *testing.T) {
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	tb := startBroker(t, Options{Addr: "127.0.0.1:0", WebSocketAddr: taken.Addr().String()})
-	<-tb.Ready()
-	checkFor(t, wait, 10*time.Millisecond, func() error {
-		if err := tb.Health(); err == nil || !strings.Contains(err.Error(), "listener ws") {
-			return fmt.Errorf("Health = %v, want the ws listener's fault", err)
-		}
-		return nil
-	})
-	mustDial(t, tb.Addr(), tb.node("node-a")) // the TCP listener still serves
+	_, err = New(Options{DataDir: t.TempDir(), Addr: "127.0.0.1:0", WebSocketAddr: taken.Addr().String(),
+		Logger: slog.New(slog.DiscardHandler)})
+	if err == nil || !strings.Contains(err.Error(), "listen ws on "+taken.Addr().String()) {
+		t.Errorf("New = %v, want an error naming the ws listener and its address", err)
+	}
 }
 
 // envFDChild runs TestListenerSurvivesFDExhaustion's child.
@@ -465,24 +484,17 @@ func runChild(t *testing.T, run string, env ...string) (string, error) {
 
 // TestWebSocketConnectTimeout: a WebSocket client that upgrades but never
 // sends CONNECT is closed by the connect timeout and counted as pending
-// meanwhile, like a TCP one.
+// meanwhile, like a TCP one; so is a connection that never finishes its
+// upgrade request.
 func TestWebSocketConnectTimeout(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	tb := startBroker(t, Options{Addr: "127.0.0.1:0", WebSocketAddr: "127.0.0.1:0",
+		Limits: Limits{ConnectTimeout: 300 * time.Millisecond}})
+	<-tb.Ready()
+	d := websocket.Dialer{Subprotocols: []string{"mqtt"}, HandshakeTimeout: wait}
+	ws, _, err := d.Dial("ws://"+tb.WebSocketAddr().String()+"/", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	_ = ln.Close() // mochi's WebSocket listener binds when Run starts
-	tb := startBroker(t, Options{Addr: "127.0.0.1:0", WebSocketAddr: addr,
-		Limits: Limits{ConnectTimeout: 300 * time.Millisecond}})
-	<-tb.Ready()
-	var ws *websocket.Conn
-	checkFor(t, wait, 10*time.Millisecond, func() error {
-		d := websocket.Dialer{Subprotocols: []string{"mqtt"}, HandshakeTimeout: wait}
-		var err error
-		ws, _, err = d.Dial("ws://"+addr+"/", nil)
-		return err
-	})
 	defer ws.Close()
 	checkFor(t, wait, 5*time.Millisecond, pendingIs(tb, 1))
 	_ = ws.SetReadDeadline(time.Now().Add(wait))
@@ -495,4 +507,38 @@ func TestWebSocketConnectTimeout(t *testing.T) {
 	if got := counter(t, tb.metrics.connectTimeout); got != 1 {
 		t.Errorf("connect_timeouts_total = %v, want 1", got)
 	}
+
+	slow := idleConn(t, tb.WebSocketAddr())
+	if _, err := slow.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := closedByServer(slow); err != nil {
+		t.Fatalf("unfinished upgrade request: %v", err)
+	}
+}
+
+// TestWebSocketServesMQTT: a node connects over MQTT-over-WebSocket,
+// subscribes to its desired state and publishes its status.
+func TestWebSocketServesMQTT(t *testing.T) {
+	tb := startBroker(t, Options{Addr: "127.0.0.1:0", WebSocketAddr: "127.0.0.1:0"})
+	<-tb.Ready()
+	ctl := mustDial(t, tb.Addr(), tb.controller())
+	var status inbox
+	subscribe(t, ctl, "edgeset/v1/nodes/+/status", &status)
+
+	c := tb.node("node-ws")
+	o := paho.NewClientOptions().AddBroker("ws://" + tb.WebSocketAddr().String() + "/").
+		SetClientID(c.id).SetUsername(c.user).SetPassword(c.pass).SetProtocolVersion(4).
+		SetAutoReconnect(false).SetConnectTimeout(wait)
+	node := paho.NewClient(o)
+	if tok := node.Connect(); !tok.WaitTimeout(wait) || tok.Error() != nil {
+		t.Fatalf("connect over WebSocket: %v", tok.Error())
+	}
+	defer node.Disconnect(0)
+	var desired inbox
+	subscribe(t, node, "edgeset/v1/nodes/node-ws/desired", &desired)
+	publish(t, ctl, "edgeset/v1/nodes/node-ws/desired", 1, true, "spec")
+	checkFor(t, wait, 10*time.Millisecond, desired.has("edgeset/v1/nodes/node-ws/desired", "spec"))
+	publish(t, node, "edgeset/v1/nodes/node-ws/status", 1, true, strings.Repeat("s", 100_000))
+	checkFor(t, wait, 10*time.Millisecond, status.has("edgeset/v1/nodes/node-ws/status", strings.Repeat("s", 100_000)))
 }

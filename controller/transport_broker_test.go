@@ -1,33 +1,74 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
-// TestReadyzReflectsMQTTListener: an embedded broker listener that cannot
-// accept connections (here the WebSocket listener, whose address is taken)
-// makes /readyz fail naming it, while the controller keeps serving.
+// TestReadyzReflectsMQTTListener: when the embedded broker cannot accept
+// connections because the process has no file descriptor left, the
+// controller is not ready, naming the mqtt listener; once descriptors are
+// free it is ready again. It runs in a child process
+// with a low RLIMIT_NOFILE.
 func TestReadyzReflectsMQTTListener(t *testing.T) {
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if os.Getenv(envFDChild) == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestReadyzReflectsMQTTListener$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), envFDChild+"=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS") {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+		return
+	}
+	var lim syscall.Rlimit
+	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim))
+	lim.Cur = 256
+	require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim))
+	tc := startController(t, Config{})
+	require.NoError(t, tc.Ready(context.Background()))
+
+	var files []*os.File
+	for range 1024 {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			break
+		}
+		files = append(files, f)
+	}
+	require.NotEmpty(t, files)
+	_ = files[len(files)-1].Close() // one descriptor, for the client socket
+	files = files[:len(files)-1]
+	conn, err := net.Dial("tcp", tc.MQTTAddr().String())
 	require.NoError(t, err)
-	defer taken.Close()
-	tc := startController(t, Config{MQTTWSAddr: taken.Addr().String()})
-	checkFor(t, wait, 10*time.Millisecond, func() error {
-		code, body := readyz(t, tc)
-		if code != http.StatusServiceUnavailable || !strings.Contains(body, "mqtt listener") || !strings.Contains(body, "ws") {
-			return fmt.Errorf("/readyz = %d %q, want 503 naming the mqtt listener ws", code, body)
+	defer conn.Close()
+	checkFor(t, wait, 5*time.Millisecond, func() error {
+		err := tc.Ready(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "mqtt listener") || !strings.Contains(err.Error(), "too many open files") {
+			return fmt.Errorf("Ready = %v, want the mqtt listener's accept error", err)
 		}
 		return nil
 	})
+	for _, f := range files {
+		_ = f.Close()
+	}
+	checkFor(t, wait, 10*time.Millisecond, func() error { return tc.Ready(context.Background()) })
+	code, body := readyz(t, tc)
+	require.Equal(t, http.StatusOK, code, body)
 }
+
+// envFDChild runs TestReadyzReflectsMQTTListener's child.
+const envFDChild = "EDGESET_TEST_FD_CHILD"
 
 // TestBrokerMetricsServed: the embedded broker's connection metrics are on
 // the controller's /metrics, and a failed MQTT login is counted there.
