@@ -1,32 +1,10 @@
 package broker
 
 import (
-	"bufio"
-	"os"
-	"strings"
 	"testing"
-)
 
-// nodeNameCases reads schema's table of node names, the one every entry
-// point taking a node name runs.
-func nodeNameCases(t *testing.T) map[string]bool {
-	t.Helper()
-	data, err := os.ReadFile("../schema/testdata/nodenames/names.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cases := map[string]bool{}
-	sc := bufio.NewScanner(strings.NewReader(string(data)))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		verdict, name, _ := strings.Cut(line, " ")
-		cases[name] = verdict == "valid"
-	}
-	return cases
-}
+	"github.com/edgeset/edgeset/schema/schematest"
+)
 
 // TestNodeNamesAtTheBroker: the broker admits a node, accepts a
 // revocation entry and grants a node's topics exactly for the names schema
@@ -36,7 +14,7 @@ func TestNodeNamesAtTheBroker(t *testing.T) {
 	// The invalid names are failed logins: keep them from starting the
 	// source's back-off.
 	tb := startBroker(t, Options{Limits: Limits{AuthFailureLimit: 1000}})
-	for name, valid := range nodeNameCases(t) {
+	for name, valid := range schematest.NodeNames() {
 		t.Run(name, func(t *testing.T) {
 			c := client{user: name, pass: NodeToken(tb.secret, name), id: name}
 			_, err := dial(t, tb.Addr(), c)

@@ -1,41 +1,16 @@
 package schema
 
 import (
-	"bufio"
-	"os"
 	"strings"
 	"testing"
-)
 
-// nodeNameCases reads testdata/nodenames/names.txt, the table every entry
-// point taking a node name runs.
-func nodeNameCases(t *testing.T) map[string]bool {
-	t.Helper()
-	f, err := os.Open("testdata/nodenames/names.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	cases := map[string]bool{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		verdict, name, _ := strings.Cut(line, " ")
-		cases[name] = verdict == "valid"
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return cases
-}
+	"github.com/edgeset/edgeset/schema/schematest"
+)
 
 // TestNodeNameRule: the one rule, and every schema path that takes a node
 // name (wire messages, node files) applies it.
 func TestNodeNameRule(t *testing.T) {
-	cases := nodeNameCases(t)
+	cases := schematest.NodeNames()
 	cases[strings.Repeat("a", 253)] = true
 	cases[strings.Repeat("a", 254)] = false
 	cases[""] = false

@@ -1,27 +1,16 @@
 package main
 
 import (
-	"bufio"
-	"os"
 	"strings"
 	"testing"
+
+	"github.com/edgeset/edgeset/schema/schematest"
 )
 
 // TestNodeNameTable: the agent takes exactly the node names schema's table
 // allows, from its flag and from the hostname.
 func TestNodeNameTable(t *testing.T) {
-	data, err := os.ReadFile("../../schema/testdata/nodenames/names.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(strings.NewReader(string(data)))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		verdict, name, _ := strings.Cut(line, " ")
-		valid := verdict == "valid"
+	for name, valid := range schematest.NodeNames() {
 		if _, err := nodeName(name, nil); (err == nil) != valid {
 			t.Errorf("node-name %q: err = %v, want accepted=%v", name, err, valid)
 		}
