@@ -98,3 +98,7 @@ test-fault: ## fault-injection scenarios (test/fault) at FAULT_NODES agents (def
 .PHONY: bench-scale-mosquitto
 bench-scale-mosquitto: ## fleet scale benchmark with Mosquitto as the broker (EDGESET_SCALE_MOSQUITTO_NODES, default 10000)
 	EDGESET_SCALE_MOSQUITTO=1 $(GO) test -count=1 -timeout 30m -run '^TestScaleMosquitto$$' -v ./sim/scale/
+
+.PHONY: fault-fds
+fault-fds: ## 20,000 idle MQTT connections against a controller limited to 20,000 files: a genuine node still connects, /readyz follows (EDGESET_FAULT_FDS_CONNS)
+	EDGESET_FAULT_FDS=1 $(GO) test -count=1 -timeout 30m -run '^TestFaultFDs$$' -v ./test/fds/

@@ -40,7 +40,7 @@ func allowed(identity, topic string, write bool) bool {
 	if identity == ControllerUsername {
 		return true
 	}
-	if !ValidNodeName(identity) {
+	if !schema.ValidNodeName(identity) {
 		return false
 	}
 	for _, prefix := range []string{revisionPrefix, configMapPrefix} {

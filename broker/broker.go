@@ -15,6 +15,8 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/edgeset/edgeset/schema"
 )
 
 // Listener IDs.
@@ -33,8 +35,13 @@ type Broker struct {
 	revoked *revocations
 
 	addr, tlsAddr net.Addr       // bound listener addresses; nil if disabled
+	wsAddr        net.Addr       // bound WebSocket listener address; nil if disabled
 	serving       sync.WaitGroup // joins the listeners' accept loops
-	conns         conns          // every connection being served
+	conns         *conns         // every connection being served
+	gate          *gate          // admits connections (conns asks it)
+	listeners     listenerHealth // listeners that cannot accept
+	limited       *logLimiter    // logs what clients can cause at will
+	metrics       *metrics
 
 	mu        sync.Mutex // guards started and closing: Run's start vs Close
 	started   bool       // guarded by mu
@@ -82,19 +89,24 @@ func New(opts Options) (*Broker, error) {
 		secret:  secret,
 		log:     opts.Logger.With("component", "broker"),
 		revoked: newRevocations(filepath.Join(opts.DataDir, RevokedFile)),
+		gate:    newGate(opts.Limits, opts.now),
 		ready:   make(chan struct{}),
 		closed:  make(chan struct{}),
 	}
+	b.limited = newLogLimiter(b.log, opts.Limits.LogInterval, opts.now)
+	b.conns = &conns{gate: b.gate, timeout: opts.Limits.ConnectTimeout, expired: b.connectTimedOut}
+	b.metrics = newMetrics(func() float64 { pending, _ := b.gate.counts(); return float64(pending) })
 	if _, err := b.reload(false); err != nil {
 		return nil, err
 	}
+	mochiLog := mochiHandler{Handler: opts.Logger.Handler(), level: slog.LevelWarn, limiter: b.limited, closing: b.conns.closing}
 	b.server = mqtt.New(&mqtt.Options{
 		Capabilities:             opts.Limits.capabilities(),
 		ClientNetReadBufferSize:  opts.Limits.ReadBufferSize,
 		ClientNetWriteBufferSize: opts.Limits.WriteBufferSize,
 		SysTopicResendInterval:   sysTopicInterval,
 		InlineClient:             true, // the embedded controller's in-process path
-		Logger:                   slog.New(minLevel{opts.Logger.Handler(), slog.LevelWarn}).With("component", "mochi"),
+		Logger:                   slog.New(mochiLog).With("component", "mochi"),
 	})
 	if err := b.setup(); err != nil {
 		_ = b.server.Close() // closes whatever listeners and hooks were added
@@ -135,12 +147,9 @@ func (b *Broker) listen(id, addr string, cfg *tls.Config) (net.Addr, error) {
 	if addr == "" {
 		return nil, nil
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := b.bind(id, addr, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("listen %s on %s: %w", id, addr, err)
-	}
-	if cfg != nil {
-		ln = tls.NewListener(ln, cfg)
+		return nil, err
 	}
 	if err := b.server.AddListener(joined{listeners.NewNet(id, ln), b}); err != nil {
 		_ = ln.Close()
@@ -149,16 +158,37 @@ func (b *Broker) listen(id, addr string, cfg *tls.Config) (net.Addr, error) {
 	return ln.Addr(), nil
 }
 
-// listenWebSocket attaches the WebSocket listener if one is configured. Its
-// address is bound when Run starts serving.
+// bind listens on addr through a retryListener, TLS when cfg is set.
+func (b *Broker) bind(id, addr string, cfg *tls.Config) (net.Listener, error) {
+	raw, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s on %s: %w", id, addr, err)
+	}
+	var ln net.Listener = newRetryListener(raw,
+		func(err error, retryIn time.Duration) { b.acceptFailed(id, err, retryIn) },
+		func() { b.acceptRecovered(id) })
+	if cfg != nil {
+		ln = tls.NewListener(ln, cfg)
+	}
+	return ln, nil
+}
+
+// listenWebSocket binds and attaches the WebSocket listener if one is
+// configured.
 func (b *Broker) listenWebSocket(cfg *tls.Config) error {
 	if b.opts.WebSocketAddr == "" {
 		return nil
 	}
-	ws := listeners.NewWebsocket(listeners.Config{ID: listenerWS, Address: b.opts.WebSocketAddr, TLSConfig: cfg})
+	ln, err := b.bind(listenerWS, b.opts.WebSocketAddr, cfg)
+	if err != nil {
+		return err
+	}
+	ws := newWSListener(listenerWS, ln, cfg != nil, b.opts.Limits.ConnectTimeout, b.log)
 	if err := b.server.AddListener(joined{ws, b}); err != nil {
+		_ = ln.Close()
 		return fmt.Errorf("add listener %s on %s: %w", listenerWS, b.opts.WebSocketAddr, err)
 	}
+	b.wsAddr = ln.Addr()
 	return nil
 }
 
@@ -169,99 +199,15 @@ type joined struct {
 	b *Broker
 }
 
-// Serve runs the accept loop of the wrapped listener.
+// Serve runs the accept loop of the wrapped listener. A loop that ends
+// while the broker is not closing is a fault Health reports.
 func (j joined) Serve(establish listeners.EstablishFn) {
 	defer j.b.serving.Done()
-	j.Listener.Serve(j.b.conns.track(establish, j.b.connEnded))
-}
-
-// connEnded logs how a client connection ended. Mochi would log every one
-// that ends in an error, which is every device dropping off its link and
-// every connection the broker closes on shutdown, as a warning without a
-// message.
-func (b *Broker) connEnded(conn net.Conn, closing bool, err error) {
-	var code packets.Code
-	switch {
-	case err == nil:
-	case closing:
-		b.log.Debug("client connection closed by the broker", "remote", conn.RemoteAddr(), "err", err)
-	case errors.Is(err, packets.ErrBadUsernameOrPassword) || errors.Is(err, packets.ErrNotAuthorized):
-		// The hook has logged the refusal, with the client's identity.
-	case errors.As(err, &code):
-		b.log.Warn("client connection refused", "remote", conn.RemoteAddr(), "reason", code.Reason)
-	default:
-		b.log.Info("client connection ended", "remote", conn.RemoteAddr(), "err", err)
+	j.Listener.Serve(j.b.conns.track(establish, j.b.connRefused, j.b.connEnded))
+	if !j.b.conns.closing() {
+		j.b.listeners.set(j.ID(), errors.New("stopped accepting connections"))
+		j.b.log.Error("mqtt listener stopped accepting connections", "listener", j.ID(), "address", j.Address())
 	}
-}
-
-// conns tracks the connections being served. Mochi v2.7.9 calls
-// ClientsWg.Add inside each connection's goroutine, racing with the Wait in
-// Server.Close; closing and joining every connection before Server.Close
-// keeps that Wait at zero with no concurrent Add.
-type conns struct {
-	mu     sync.Mutex
-	closed bool                  // guarded by mu
-	open   map[net.Conn]struct{} // guarded by mu
-	wg     sync.WaitGroup        // counts open
-}
-
-// track wraps establish so each connection is registered while it is
-// served, and refused once closeAll has begun. How it ended goes to ended
-// (closing: the broker was closing it), not to mochi's listener log.
-func (c *conns) track(establish listeners.EstablishFn, ended func(conn net.Conn, closing bool, err error)) listeners.EstablishFn {
-	return func(id string, conn net.Conn) error {
-		if !c.add(conn) {
-			_ = conn.Close()
-			ended(conn, true, ErrClosed)
-			return nil
-		}
-		defer c.remove(conn)
-		err := establish(id, conn)
-		ended(conn, c.closing(), err)
-		return nil
-	}
-}
-
-// closing reports whether closeAll has begun.
-func (c *conns) closing() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closed
-}
-
-// add registers conn unless closeAll has begun.
-func (c *conns) add(conn net.Conn) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return false
-	}
-	if c.open == nil {
-		c.open = map[net.Conn]struct{}{}
-	}
-	c.open[conn] = struct{}{}
-	c.wg.Add(1)
-	return true
-}
-
-// remove unregisters conn once its client has been detached.
-func (c *conns) remove(conn net.Conn) {
-	c.mu.Lock()
-	delete(c.open, conn)
-	c.mu.Unlock()
-	c.wg.Done()
-}
-
-// closeAll refuses new connections, closes the open ones and waits until
-// mochi has detached every client (publishing will messages meanwhile).
-func (c *conns) closeAll() {
-	c.mu.Lock()
-	c.closed = true
-	for conn := range c.open {
-		_ = conn.Close()
-	}
-	c.mu.Unlock()
-	c.wg.Wait()
 }
 
 // Addr returns the bound address of the plain TCP listener, or nil if it is
@@ -271,6 +217,10 @@ func (b *Broker) Addr() net.Addr { return b.addr }
 // TLSAddr returns the bound address of the TLS listener, or nil if it is
 // disabled. It is valid as soon as New returns.
 func (b *Broker) TLSAddr() net.Addr { return b.tlsAddr }
+
+// WebSocketAddr returns the bound address of the WebSocket listener, or nil
+// if it is disabled. It is valid as soon as New returns.
+func (b *Broker) WebSocketAddr() net.Addr { return b.wsAddr }
 
 // Run serves MQTT until ctx ends or Close is called, then closes the broker:
 // listeners and client connections are closed, their goroutines joined and
@@ -419,7 +369,7 @@ func (b *Broker) authenticate(commonName string, pk packets.Packet) (string, err
 		if !tokenMatches(ControllerToken(b.secret), password) {
 			return "", errBadPassword
 		}
-	case !ValidNodeName(identity):
+	case !schema.ValidNodeName(identity):
 		return "", errBadNodeName
 	case commonName == "" && !tokenMatches(NodeToken(b.secret, identity), password):
 		return "", errBadPassword

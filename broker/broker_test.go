@@ -21,7 +21,9 @@ import (
 const suback80 = 0x80 // SUBACK failure return code
 
 func TestConnectAuthentication(t *testing.T) {
-	tb := startBroker(t, Options{})
+	// Every refusal below is a failed login from loopback: keep them from
+	// starting its back-off (TestAuthFailuresBackOff covers that).
+	tb := startBroker(t, Options{Limits: Limits{AuthFailureLimit: 1000}})
 	good := tb.node("node-a")
 	tests := []struct {
 		name string

@@ -34,6 +34,31 @@ func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
 	return nil
 }
 
+// all returns every record.
+func (r *logRecorder) all() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.records...)
+}
+
+// minLevel passes on only the records at or above level.
+type minLevel struct {
+	slog.Handler
+	level slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.level && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(attrs), h.level}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h.Handler.WithGroup(name), h.level}
+}
+
 // matching returns the records containing every one of parts.
 func (r *logRecorder) matching(parts ...string) []string {
 	r.mu.Lock()

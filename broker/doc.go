@@ -23,6 +23,17 @@
 // filters from nodes are refused. A node's will message must be allowed by the
 // same rules (its own online topic) or the connection is refused.
 //
+// Connections. Before a connection is served the broker checks it against
+// the caps on connections not yet authenticated and on connections per
+// source address, and against the back-off of a source that failed too
+// many logins; a connection that has not authenticated within
+// Limits.ConnectTimeout is closed. Accept errors (file descriptors
+// exhausted) are retried with a back-off, never end a listener, and show in
+// Health. Register adds the broker's metrics to a Prometheus registry.
+// What clients can cause at will is logged through a limiter.
+//
+// Node names follow schema.ValidNodeName, the one rule every part uses.
+//
 // Lifecycle. New binds every listener (so Addr is known at once and a bad
 // address fails early), Run serves until its context ends and then closes the
 // broker, joining its goroutines. Close is safe to call more than once.

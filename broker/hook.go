@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"log/slog"
 	"slices"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
@@ -33,14 +34,16 @@ func (h *hook) Provides(b byte) bool {
 }
 
 // OnConnectAuthenticate admits a client whose credentials, client ID and will
-// topic pass authenticate.
+// topic pass authenticate, and ends its connect timeout. A refusal is
+// counted against its source address.
 func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 	identity, err := h.b.authenticate(peerCommonName(cl.Net.Conn), pk)
 	if err != nil {
-		h.b.authFailures.Add(1)
-		h.b.log.Warn("connection refused", "client", pk.Connect.ClientIdentifier,
-			"username", string(pk.Connect.Username), "remote", cl.Net.Remote, "reason", err)
+		h.b.authFailed(cl.Net.Conn, pk, err)
 		return false
+	}
+	if !h.b.conns.authenticated(cl.Net.Conn) {
+		return false // the connect timeout closed it meanwhile
 	}
 	cl.Properties.Username = []byte(identity)
 	if identity == ControllerUsername {
@@ -89,7 +92,7 @@ func (h *hook) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.Packet {
 		refused++
 	}
 	if refused > 0 {
-		h.b.log.Warn("subscriptions refused: client holds its limit of filters", "client", cl.ID,
+		h.b.limited.Log("subscriptions/"+cl.ID, slog.LevelWarn, "subscriptions refused: client holds its limit of filters", "client", cl.ID,
 			"username", string(cl.Properties.Username), "refused", refused, "limit", limit)
 		pk.Filters = filters
 	}

@@ -3,6 +3,7 @@ package broker
 import (
 	"log/slog"
 	"math"
+	"net/netip"
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
@@ -51,6 +52,10 @@ type Options struct {
 	OnDrop func(clientID, topic string)
 	// Logger receives the broker's and mochi's logs (default slog.Default()).
 	Logger *slog.Logger
+
+	// now is the clock of the gate and the log limiter (default time.Now);
+	// tests set it.
+	now func() time.Time
 }
 
 // DefaultMaxPacketSize is Limits.MaxPacketSize unless set: the largest
@@ -92,6 +97,35 @@ type Limits struct {
 	// WriteBufferSize bounds the batching buffer used while a client has
 	// queued writes; it is allocated only then (default 4 KiB).
 	WriteBufferSize int
+
+	// ConnectTimeout is how long a new connection may take to complete
+	// CONNECT and authentication (TLS handshake included) before it is
+	// closed (default 10s).
+	ConnectTimeout time.Duration
+	// MaxPendingConnections is the number of connections that have not yet
+	// completed CONNECT and authentication; past it new connections are
+	// closed at accept (default 1,000).
+	MaxPendingConnections int
+	// MaxConnectionsPerSource is the number of open connections from one IP
+	// address, loopback included; past it new ones are closed at accept
+	// (default 100). A gateway NATing many devices, or edgeset-sim, needs
+	// more, or an entry in ExemptSources.
+	MaxConnectionsPerSource int
+	// AuthFailureLimit failed logins from one IP address within
+	// AuthFailureWindow refuse further connections from it, at accept, for
+	// AuthFailureBackoff (defaults 10, 1m, 1m).
+	AuthFailureLimit   int
+	AuthFailureWindow  time.Duration
+	AuthFailureBackoff time.Duration
+	// ExemptSources are networks exempt from MaxConnectionsPerSource and
+	// the failed-login back-off (not from ConnectTimeout or
+	// MaxPendingConnections). Default none.
+	ExemptSources []netip.Prefix
+	// LogInterval is the least time between two log records of one kind
+	// caused by one source or client (failed logins, refused connections,
+	// bad packets); the next record says how many were suppressed
+	// (default DefaultLogInterval).
+	LogInterval time.Duration
 }
 
 // Defaults of Limits.
@@ -105,6 +139,18 @@ const (
 	defaultMaxSubscriptions = 10_000
 	defaultReadBufferSize   = 1 << 10
 	defaultWriteBufferSize  = 4 << 10
+	// DefaultConnectTimeout is Limits.ConnectTimeout unless set.
+	DefaultConnectTimeout = 10 * time.Second
+	// DefaultMaxPendingConnections is Limits.MaxPendingConnections unless set.
+	DefaultMaxPendingConnections = 1_000
+	// DefaultMaxConnectionsPerSource is Limits.MaxConnectionsPerSource
+	// unless set.
+	DefaultMaxConnectionsPerSource = 100
+	// DefaultAuthFailureLimit, DefaultAuthFailureWindow and
+	// DefaultAuthFailureBackoff are the failed-login back-off's defaults.
+	DefaultAuthFailureLimit   = 10
+	DefaultAuthFailureWindow  = time.Minute
+	DefaultAuthFailureBackoff = time.Minute
 	// sysTopicInterval is how often mochi refreshes $SYS topics (seconds);
 	// its default of 1s costs a stop-the-world ReadMemStats every second.
 	sysTopicInterval = 60
@@ -126,6 +172,9 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.now == nil {
+		o.now = time.Now
+	}
 	o.Limits = o.Limits.withDefaults()
 	return o
 }
@@ -141,6 +190,13 @@ func (l Limits) withDefaults() Limits {
 	setDefault(&l.MaxSubscriptions, defaultMaxSubscriptions)
 	setDefault(&l.ReadBufferSize, defaultReadBufferSize)
 	setDefault(&l.WriteBufferSize, defaultWriteBufferSize)
+	setDefault(&l.ConnectTimeout, DefaultConnectTimeout)
+	setDefault(&l.MaxPendingConnections, DefaultMaxPendingConnections)
+	setDefault(&l.MaxConnectionsPerSource, DefaultMaxConnectionsPerSource)
+	setDefault(&l.AuthFailureLimit, DefaultAuthFailureLimit)
+	setDefault(&l.AuthFailureWindow, DefaultAuthFailureWindow)
+	setDefault(&l.AuthFailureBackoff, DefaultAuthFailureBackoff)
+	setDefault(&l.LogInterval, DefaultLogInterval)
 	return l
 }
 

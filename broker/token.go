@@ -14,11 +14,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/edgeset/edgeset/schema"
 )
 
 // ControllerUsername is the MQTT username of the controller identity, the only
-// identity with full access. No node may carry this name.
-const ControllerUsername = "edgeset-controller"
+// identity with full access. No node may carry this name
+// (schema.ValidNodeName refuses it).
+const ControllerUsername = schema.ReservedNodeName
 
 // File names inside the data directory.
 const (
@@ -41,9 +44,6 @@ const (
 	adminTokenPrefix = "edgeset-admin:"
 	fingerprintTag   = "sha256:"
 )
-
-// maxNodeNameLen is the longest node name accepted (a DNS-1123 subdomain).
-const maxNodeNameLen = 253
 
 // LoadOrCreateFleetSecret returns the fleet secret kept in dataDir/fleet.secret,
 // creating the directory (0700) and a new random 32-byte secret (file mode
@@ -147,30 +147,11 @@ func tokenMatches(want string, password []byte) bool {
 	return hmac.Equal([]byte(want), password)
 }
 
-// ValidNodeName reports whether name can identify a node: a DNS-1123
-// subdomain (lowercase letters, digits, '-' and '.', at most 253 characters,
-// starting and ending with a letter or digit) that is not ControllerUsername.
-// Such a name never contains an MQTT wildcard or level separator.
-func ValidNodeName(name string) bool {
-	if name == "" || len(name) > maxNodeNameLen || name == ControllerUsername {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		alnum := c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
-		edge := i == 0 || i == len(name)-1
-		if !alnum && (edge || c != '-' && c != '.') {
-			return false
-		}
-	}
-	return true
-}
-
 // Revoke appends entry (a node name or a TokenFingerprint) to
 // dataDir/revoked-tokens, creating the file with mode 0600. A running broker
 // picks the change up on its next poll or on Reload.
 func Revoke(dataDir, entry string) error {
-	if !ValidNodeName(entry) && !validFingerprint(entry) {
+	if !schema.ValidNodeName(entry) && !validFingerprint(entry) {
 		return fmt.Errorf("revoke %q: %w", entry, ErrInvalidRevocation)
 	}
 	path := filepath.Join(dataDir, RevokedFile)
@@ -207,7 +188,7 @@ func parseRevocations(data []byte) (entries map[string]struct{}, bad []string) {
 		line := strings.TrimSpace(sc.Text())
 		switch {
 		case line == "" || strings.HasPrefix(line, "#"):
-		case ValidNodeName(line) || validFingerprint(line):
+		case schema.ValidNodeName(line) || validFingerprint(line):
 			entries[line] = struct{}{}
 		default:
 			bad = append(bad, line)

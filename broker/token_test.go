@@ -106,34 +106,6 @@ func TestTokens(t *testing.T) {
 	}
 }
 
-func TestValidNodeName(t *testing.T) {
-	tests := []struct {
-		name string
-		want bool
-	}{
-		{"node-a", true},
-		{"rpi4.site-12.example", true},
-		{"0", true},
-		{"", false},
-		{"Node-A", false},
-		{"-node", false},
-		{"node-", false},
-		{"node/a", false},
-		{"node+", false},
-		{"node#", false},
-		{"no de", false},
-		{"node_a", false},
-		{ControllerUsername, false},
-		{string(bytes.Repeat([]byte("a"), 253)), true},
-		{string(bytes.Repeat([]byte("a"), 254)), false},
-	}
-	for _, tc := range tests {
-		if got := ValidNodeName(tc.name); got != tc.want {
-			t.Errorf("ValidNodeName(%q) = %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}
-
 func TestParseRevocations(t *testing.T) {
 	entries, bad := parseRevocations([]byte("# revoked\n\nnode-a\n  node-b  \nsha256:0011223344556677\nNot/A/Node\nsha256:xyz\n"))
 	want := map[string]struct{}{"node-a": {}, "node-b": {}, "sha256:0011223344556677": {}}

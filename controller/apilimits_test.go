@@ -116,6 +116,14 @@ func TestAPIServedWithinLimits(t *testing.T) {
 }
 
 // metricsText reads /metrics on a connection of its own.
+// mustMetricsText is metricsText that fails the test on an error.
+func mustMetricsText(t *testing.T, addr string) string {
+	t.Helper()
+	text, err := metricsText(addr)
+	require.NoError(t, err)
+	return text
+}
+
 func metricsText(addr string) (string, error) {
 	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := hc.Get("http://" + addr + "/metrics")

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller/api"
 )
 
@@ -34,6 +36,22 @@ type Config struct {
 	MQTTClientCA string `mapstructure:"mqtt-client-ca"`
 	// MQTTWSAddr adds a WebSocket listener.
 	MQTTWSAddr string `mapstructure:"mqtt-ws-addr"`
+	// MQTT connection limits of the embedded broker (docs/security.md); zero
+	// means the broker's default. MQTTConnectTimeout closes a connection
+	// that has not completed CONNECT and authentication in time;
+	// MQTTMaxPendingConnections bounds such connections;
+	// MQTTMaxConnectionsPerSource bounds the connections of one IP address;
+	// MQTTAuthFailureLimit failed logins within MQTTAuthFailureWindow refuse
+	// the address for MQTTAuthFailureBackoff; MQTTExemptSources (IP
+	// addresses or CIDR prefixes) are exempt from the per-source cap and
+	// the back-off.
+	MQTTConnectTimeout          time.Duration `mapstructure:"mqtt-connect-timeout"`
+	MQTTMaxPendingConnections   int           `mapstructure:"mqtt-max-pending-connections"`
+	MQTTMaxConnectionsPerSource int           `mapstructure:"mqtt-max-connections-per-source"`
+	MQTTAuthFailureLimit        int           `mapstructure:"mqtt-auth-failure-limit"`
+	MQTTAuthFailureWindow       time.Duration `mapstructure:"mqtt-auth-failure-window"`
+	MQTTAuthFailureBackoff      time.Duration `mapstructure:"mqtt-auth-failure-backoff"`
+	MQTTExemptSources           []string      `mapstructure:"mqtt-exempt-sources"`
 
 	// BrokerURL selects an external MQTT 3.1.1 broker instead of the
 	// embedded one (tcp://host:1883, ssl://host:8883).
@@ -181,28 +199,38 @@ func (c *Config) ApplyDefaults() {
 		c.EventSeriesWindow = DefaultEventSeriesWindow
 	}
 	c.applyAPIDefaults()
+	c.applyMQTTLimitDefaults()
 }
 
 func (c *Config) applyAPIDefaults() {
-	setDefaultDuration(&c.APIReadHeaderTimeout, DefaultAPIReadHeaderTimeout)
-	setDefaultDuration(&c.APIReadTimeout, DefaultAPIReadTimeout)
-	setDefaultDuration(&c.APIWriteTimeout, DefaultAPIWriteTimeout)
-	setDefaultDuration(&c.APIIdleTimeout, DefaultAPIIdleTimeout)
-	setDefaultInt(&c.APIMaxHeaderBytes, DefaultAPIMaxHeaderBytes)
-	setDefaultInt(&c.APIMaxUnauthenticatedConns, DefaultAPIMaxUnauthenticatedConns)
-	setDefaultInt(&c.APIMaxConnsPerSource, DefaultAPIMaxConnsPerSource)
-	setDefaultInt(&c.APIAuthFailureLimit, DefaultAPIAuthFailureLimit)
-	setDefaultDuration(&c.APIAuthFailureWindow, DefaultAPIAuthFailureWindow)
-	setDefaultDuration(&c.APIAuthLogInterval, DefaultAPIAuthLogInterval)
+	zeroDefault(&c.APIReadHeaderTimeout, DefaultAPIReadHeaderTimeout)
+	zeroDefault(&c.APIReadTimeout, DefaultAPIReadTimeout)
+	zeroDefault(&c.APIWriteTimeout, DefaultAPIWriteTimeout)
+	zeroDefault(&c.APIIdleTimeout, DefaultAPIIdleTimeout)
+	zeroDefault(&c.APIMaxHeaderBytes, DefaultAPIMaxHeaderBytes)
+	zeroDefault(&c.APIMaxUnauthenticatedConns, DefaultAPIMaxUnauthenticatedConns)
+	zeroDefault(&c.APIMaxConnsPerSource, DefaultAPIMaxConnsPerSource)
+	zeroDefault(&c.APIAuthFailureLimit, DefaultAPIAuthFailureLimit)
+	zeroDefault(&c.APIAuthFailureWindow, DefaultAPIAuthFailureWindow)
+	zeroDefault(&c.APIAuthLogInterval, DefaultAPIAuthLogInterval)
 }
 
-func setDefaultDuration(p *time.Duration, v time.Duration) {
-	if *p == 0 {
-		*p = v
+// applyMQTTLimitDefaults fills the unset MQTT limits with the broker's
+// defaults, so the config shows what applies.
+func (c *Config) applyMQTTLimitDefaults() {
+	zeroDefault(&c.MQTTConnectTimeout, broker.DefaultConnectTimeout)
+	zeroDefault(&c.MQTTMaxPendingConnections, broker.DefaultMaxPendingConnections)
+	zeroDefault(&c.MQTTMaxConnectionsPerSource, broker.DefaultMaxConnectionsPerSource)
+	zeroDefault(&c.MQTTAuthFailureLimit, broker.DefaultAuthFailureLimit)
+	zeroDefault(&c.MQTTAuthFailureWindow, broker.DefaultAuthFailureWindow)
+	zeroDefault(&c.MQTTAuthFailureBackoff, broker.DefaultAuthFailureBackoff)
+	if len(c.MQTTExemptSources) == 0 {
+		c.MQTTExemptSources = nil
 	}
 }
 
-func setDefaultInt(p *int, v int) {
+// zeroDefault sets *p to v if *p is zero.
+func zeroDefault[T int | time.Duration](p *T, v T) {
 	if *p == 0 {
 		*p = v
 	}
@@ -253,6 +281,7 @@ func (c *Config) Validate() error {
 	if c.NodeOfflineGrace < 0 {
 		bad("node-offline-grace", "must not be negative, got %s", c.NodeOfflineGrace)
 	}
+	c.validateMQTTLimits(bad)
 	if c.RepublishRate < 0 {
 		bad("republish-rate", "must not be negative, got %d", c.RepublishRate)
 	}
@@ -324,6 +353,60 @@ func (c *Config) apiLimits() api.Limits {
 		AuthFailures:            c.APIAuthFailureLimit,
 		AuthFailureWindow:       c.APIAuthFailureWindow,
 		AuthLogInterval:         c.APIAuthLogInterval,
+	}
+}
+
+// validateMQTTLimits reports negative MQTT limits and exempt sources that
+// are neither an IP address nor a CIDR prefix.
+func (c *Config) validateMQTTLimits(bad func(key, format string, args ...any)) {
+	for key, v := range map[string]int64{
+		"mqtt-connect-timeout":            int64(c.MQTTConnectTimeout),
+		"mqtt-max-pending-connections":    int64(c.MQTTMaxPendingConnections),
+		"mqtt-max-connections-per-source": int64(c.MQTTMaxConnectionsPerSource),
+		"mqtt-auth-failure-limit":         int64(c.MQTTAuthFailureLimit),
+		"mqtt-auth-failure-window":        int64(c.MQTTAuthFailureWindow),
+		"mqtt-auth-failure-backoff":       int64(c.MQTTAuthFailureBackoff),
+	} {
+		if v < 0 {
+			bad(key, "must not be negative")
+		}
+	}
+	if _, err := parseSources(c.MQTTExemptSources); err != nil {
+		bad("mqtt-exempt-sources", "%v", err)
+	}
+}
+
+// parseSources parses IP addresses (as /32 or /128) and CIDR prefixes.
+func parseSources(entries []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, e := range entries {
+		e = strings.TrimSpace(e)
+		if p, err := netip.ParsePrefix(e); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(e)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither an IP address nor a CIDR prefix such as 10.0.0.0/8", e)
+		}
+		a = a.Unmap()
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
+}
+
+// brokerLimits are the embedded broker's connection limits; Validate has
+// checked them.
+func (c *Config) brokerLimits() broker.Limits {
+	exempt, _ := parseSources(c.MQTTExemptSources)
+	return broker.Limits{
+		ConnectTimeout:          c.MQTTConnectTimeout,
+		MaxPendingConnections:   c.MQTTMaxPendingConnections,
+		MaxConnectionsPerSource: c.MQTTMaxConnectionsPerSource,
+		AuthFailureLimit:        c.MQTTAuthFailureLimit,
+		AuthFailureWindow:       c.MQTTAuthFailureWindow,
+		AuthFailureBackoff:      c.MQTTAuthFailureBackoff,
+		ExemptSources:           exempt,
 	}
 }
 

@@ -111,6 +111,9 @@ func (c *Controller) open() error {
 	}
 	if c.cfg.Embedded() {
 		c.broker, err = broker.New(c.brokerOptions())
+		if err == nil {
+			err = c.watchBroker()
+		}
 	} else {
 		c.client, err = c.newBrokerClient()
 	}
@@ -133,6 +136,7 @@ func (c *Controller) brokerOptions() broker.Options {
 		ClientCAFile:  c.cfg.MQTTClientCA,
 		WebSocketAddr: c.cfg.MQTTWSAddr,
 		DataDir:       c.cfg.DataDir,
+		Limits:        c.cfg.brokerLimits(),
 		Logger:        c.log,
 		OnDrop:        c.onDrop,
 	}

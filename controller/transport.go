@@ -24,6 +24,17 @@ var subscriptions = []string{
 	schema.NodeWildcard(schema.TopicLogsResponse),
 }
 
+// watchBroker makes the embedded broker's listeners part of readiness
+// (/readyz fails while one cannot accept connections) and its metrics part
+// of /metrics.
+func (c *Controller) watchBroker() error {
+	c.health.probe("mqtt listener", c.broker.Health)
+	if err := c.broker.Register(c.metrics.reg); err != nil {
+		return fmt.Errorf("register broker metrics: %w", err)
+	}
+	return nil
+}
+
 // subscribeInline subscribes in-process to the embedded broker, which
 // delivers every retained message before returning and never drops; then
 // it republishes what devices must see.

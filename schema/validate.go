@@ -35,6 +35,33 @@ func IsDNS1123Subdomain(s string) bool {
 	return true
 }
 
+// ReservedNodeName is the MQTT identity of the controller. No node may
+// carry it: the broker grants it full access.
+const ReservedNodeName = "edgeset-controller"
+
+// NodeNameProblem explains why name cannot identify a node, or returns "".
+// It is the one node-name rule, applied wherever a name enters (manifests,
+// wire messages, the broker, the agent, the simulator, edgesetctl): a
+// DNS-1123 subdomain (dot-separated labels of lowercase letters, digits and
+// '-', each starting and ending with a letter or digit, at most 253
+// characters in all) other than ReservedNodeName. Such a name is one MQTT
+// topic level: it never holds a wildcard or a separator.
+func NodeNameProblem(name string) string {
+	switch {
+	case name == "":
+		return "node name is empty"
+	case !IsDNS1123Subdomain(name):
+		return fmt.Sprintf("invalid node name %q: must be a DNS-1123 subdomain", name)
+	case name == ReservedNodeName:
+		return fmt.Sprintf("invalid node name %q: reserved for the controller", name)
+	}
+	return ""
+}
+
+// ValidNodeName reports whether name can identify a node: NodeNameProblem
+// finds nothing wrong with it.
+func ValidNodeName(name string) bool { return NodeNameProblem(name) == "" }
+
 // LabelKeyProblem explains why k is not a valid Kubernetes label key
 // ("[prefix/]name"), or returns "".
 func LabelKeyProblem(k string) string {

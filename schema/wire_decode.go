@@ -200,14 +200,14 @@ func validateWireHeader(errs *fieldErrors, version int, node string) {
 	validateNodeName(errs, "node", node)
 }
 
-// validateNodeName requires a DNS-1123 subdomain, which also keeps MQTT
+// validateNodeName applies NodeNameProblem, which also keeps MQTT
 // wildcards and separators out of topics.
 func validateNodeName(errs *fieldErrors, field, node string) {
 	switch {
 	case node == "":
 		errs.add(field, "required")
-	case !IsDNS1123Subdomain(node):
-		errs.add(field, "invalid node name %q: must be a DNS-1123 subdomain", node)
+	case !ValidNodeName(node):
+		errs.add(field, "%s", NodeNameProblem(node))
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/edgeset/edgeset/broker"
+	"github.com/edgeset/edgeset/schema"
 )
 
 // minSecretBytes is the shortest fleet secret the broker accepts.
@@ -69,7 +70,7 @@ func ReadTokenFile(path string) (*TokenFile, error) {
 		switch {
 		case len(fields) != 2:
 			return nil, fmt.Errorf("token file %s line %d: want NAME TOKEN", path, line)
-		case !broker.ValidNodeName(fields[0]):
+		case !schema.ValidNodeName(fields[0]):
 			return nil, fmt.Errorf("token file %s line %d: %q is not a valid node name", path, line, fields[0])
 		case tf.tokens[fields[0]] != "":
 			return nil, fmt.Errorf("token file %s line %d: node %s listed twice", path, line, fields[0])

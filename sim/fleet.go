@@ -13,7 +13,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/edgeagent/fake"
 	"github.com/edgeset/edgeset/mqttclient"
@@ -143,7 +142,7 @@ func (o Options) name(i int) string {
 
 func (f *Fleet) newDevice(i int) (*device, error) {
 	name := f.opts.name(i)
-	if !broker.ValidNodeName(name) {
+	if !schema.ValidNodeName(name) {
 		return nil, fmt.Errorf("fleet: %q is not a valid node name (check the name prefix)", name)
 	}
 	token, err := f.opts.Tokens(name)

@@ -20,8 +20,8 @@ func nodeName(name string, hostname func() (string, error)) (string, error) {
 		}
 		name, source = strings.ToLower(h), "node-name (from the hostname)"
 	}
-	if !schema.IsDNS1123Subdomain(name) {
-		return "", fmt.Errorf("%s: %q is not a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', at most 253 characters, starting and ending with a letter or digit)", source, name)
+	if !schema.ValidNodeName(name) {
+		return "", fmt.Errorf("%s: %q is not a DNS-1123 subdomain other than %q (lowercase letters, digits, '-' and '.', at most 253 characters, each dot-separated part starting and ending with a letter or digit)", source, name, schema.ReservedNodeName)
 	}
 	return name, nil
 }

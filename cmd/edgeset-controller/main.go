@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller"
 	"github.com/edgeset/edgeset/schema"
 )
@@ -73,6 +74,13 @@ func addFlags(f *pflag.FlagSet) {
 	f.String("mqtt-tls-key", "", "TLS key file of the embedded broker")
 	f.String("mqtt-client-ca", "", "CA file: require client certificates on the TLS listener (mutual TLS)")
 	f.String("mqtt-ws-addr", "", "embedded broker WebSocket listener")
+	f.Duration("mqtt-connect-timeout", broker.DefaultConnectTimeout, "close an MQTT connection that has not completed CONNECT and authentication within this")
+	f.Int("mqtt-max-pending-connections", broker.DefaultMaxPendingConnections, "MQTT connections not yet authenticated; more are closed at accept")
+	f.Int("mqtt-max-connections-per-source", broker.DefaultMaxConnectionsPerSource, "open MQTT connections per IP address (loopback included); more are closed at accept")
+	f.Int("mqtt-auth-failure-limit", broker.DefaultAuthFailureLimit, "failed MQTT logins from one IP address within --mqtt-auth-failure-window that refuse it for --mqtt-auth-failure-backoff")
+	f.Duration("mqtt-auth-failure-window", broker.DefaultAuthFailureWindow, "window counting failed MQTT logins per IP address")
+	f.Duration("mqtt-auth-failure-backoff", broker.DefaultAuthFailureBackoff, "how long an IP address that failed too many MQTT logins is refused")
+	f.StringSlice("mqtt-exempt-sources", nil, "IP addresses or CIDR prefixes exempt from the per-source cap and the failed-login back-off")
 	f.String("broker-url", "", "use this external MQTT broker instead of the embedded one (tcp://host:1883)")
 	f.String("broker-username", controller.DefaultControllerUser, "controller's username on an external broker")
 	f.String("broker-password-file", "", "controller's password on an external broker (default: derived from the fleet secret)")

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/edgeset/edgeset/broker"
+	"github.com/edgeset/edgeset/schema"
 )
 
 // defaultDataDir is the controller data directory revoke uses without
@@ -68,7 +69,7 @@ func newTokenCreateCmd(s *streams, dataDir *string) *cobra.Command {
 				return nil
 			}
 			node := args[0]
-			if !broker.ValidNodeName(node) {
+			if !schema.ValidNodeName(node) {
 				return usageError{fmt.Errorf("%q is not a valid node name (lowercase letters, digits, '-' and '.', at most 253 characters)", node)}
 			}
 			if *dataDir != "" {

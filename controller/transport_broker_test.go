@@ -1,0 +1,98 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestReadyzReflectsMQTTListener: when the embedded broker cannot accept
+// connections because the process has no file descriptor left, the
+// controller is not ready, naming the mqtt listener; once descriptors are
+// free it is ready again. It runs in a child process
+// with a low RLIMIT_NOFILE.
+func TestReadyzReflectsMQTTListener(t *testing.T) {
+	if os.Getenv(envFDChild) == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestReadyzReflectsMQTTListener$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), envFDChild+"=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS") {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+		return
+	}
+	var lim syscall.Rlimit
+	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim))
+	lim.Cur = 256
+	require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim))
+	tc := startController(t, Config{})
+	require.NoError(t, tc.Ready(context.Background()))
+
+	var files []*os.File
+	for range 1024 {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			break
+		}
+		files = append(files, f)
+	}
+	require.NotEmpty(t, files)
+	_ = files[len(files)-1].Close() // one descriptor, for the client socket
+	files = files[:len(files)-1]
+	conn, err := net.Dial("tcp", tc.MQTTAddr().String())
+	require.NoError(t, err)
+	defer conn.Close()
+	checkFor(t, wait, 5*time.Millisecond, func() error {
+		err := tc.Ready(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "mqtt listener") || !strings.Contains(err.Error(), "too many open files") {
+			return fmt.Errorf("Ready = %v, want the mqtt listener's accept error", err)
+		}
+		return nil
+	})
+	for _, f := range files {
+		_ = f.Close()
+	}
+	checkFor(t, wait, 10*time.Millisecond, func() error { return tc.Ready(context.Background()) })
+	code, body := readyz(t, tc)
+	require.Equal(t, http.StatusOK, code, body)
+}
+
+// envFDChild runs TestReadyzReflectsMQTTListener's child.
+const envFDChild = "EDGESET_TEST_FD_CHILD"
+
+// TestBrokerMetricsServed: the embedded broker's connection metrics are on
+// the controller's /metrics, and a failed MQTT login is counted there.
+func TestBrokerMetricsServed(t *testing.T) {
+	tc := startController(t, Config{})
+	conn, err := net.Dial("tcp", tc.MQTTAddr().String())
+	require.NoError(t, err)
+	defer conn.Close()
+	// CONNECT, MQTT 3.1.1, clean session, username and password, keepalive
+	// 30s: client "node-a", user "node-a", password "wrong".
+	connect := []byte{0x10, 33, 0, 4, 'M', 'Q', 'T', 'T', 4, 0xC2, 0, 30,
+		0, 6, 'n', 'o', 'd', 'e', '-', 'a', 0, 6, 'n', 'o', 'd', 'e', '-', 'a', 0, 5, 'w', 'r', 'o', 'n', 'g'}
+	_, err = conn.Write(connect)
+	require.NoError(t, err)
+	checkFor(t, wait, 10*time.Millisecond, func() error {
+		body := mustMetricsText(t, tc.APIAddr().String())
+		for _, want := range []string{
+			`edgeset_broker_auth_failures_total{reason="bad_password"} 1`,
+			"edgeset_broker_pending_connections 0",
+		} {
+			if !strings.Contains(body, want) {
+				return fmt.Errorf("/metrics lacks %q", want)
+			}
+		}
+		return nil
+	})
+}
+
