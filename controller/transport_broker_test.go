@@ -95,4 +95,3 @@ func TestBrokerMetricsServed(t *testing.T) {
 		return nil
 	})
 }
-
