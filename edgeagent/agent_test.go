@@ -463,6 +463,9 @@ func TestObservedPublishedOnlyOnChange(t *testing.T) {
 	topic := schema.NodeTopic(testNode, schema.TopicObserved)
 	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
 		pubs := h.conn.published(topic)
+		if len(pubs) == 0 {
+			return errors.New("no observed state published yet")
+		}
 		var last schema.ObservedState
 		require.NoError(t, json.Unmarshal(pubs[len(pubs)-1].payload, &last))
 		if len(last.Instances) != 1 || !last.Instances[0].Ready {

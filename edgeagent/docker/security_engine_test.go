@@ -463,7 +463,17 @@ func TestOOMKilled(t *testing.T) {
 	e := setup(t)
 	spec := e.spec("oom", "oom")
 	spec.Memory = 32 << 20
-	st := e.waitExit(t, e.run(t, spec))
+	id := e.run(t, spec)
+	st := e.waitExit(t, id)
+	// The engine learns of the OOM kill from containerd's OOM event, which
+	// may arrive after the exit it caused: look again for a while.
+	for deadline := time.Now().Add(5 * time.Second); !st.OOMKilled && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		var err error
+		if st, err = e.rt.Inspect(t.Context(), id); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if !st.OOMKilled || st.ExitCode != 137 {
 		t.Errorf("state after exceeding the memory limit = %+v, want OOMKilled with exit code 137", st)
 	}
