@@ -467,14 +467,17 @@ func TestOOMKilled(t *testing.T) {
 	st := e.waitExit(t, id)
 	// The engine learns of the OOM kill from containerd's OOM event, which
 	// may arrive after the exit it caused: look again for a while.
-	for deadline := time.Now().Add(5 * time.Second); !st.OOMKilled && time.Now().Before(deadline); {
-		time.Sleep(50 * time.Millisecond)
+	checkFor(t, 5*time.Second, 50*time.Millisecond, func() error {
 		var err error
 		if st, err = e.rt.Inspect(t.Context(), id); err != nil {
-			t.Fatal(err)
+			return err
 		}
-	}
-	if !st.OOMKilled || st.ExitCode != 137 {
+		if !st.OOMKilled {
+			return fmt.Errorf("state after exceeding the memory limit = %+v, want OOMKilled", st)
+		}
+		return nil
+	})
+	if st.ExitCode != 137 {
 		t.Errorf("state after exceeding the memory limit = %+v, want OOMKilled with exit code 137", st)
 	}
 	ok := e.waitExit(t, e.run(t, e.spec("no-oom", "exit", "0")))
