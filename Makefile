@@ -63,7 +63,11 @@ bench-broker-memory: ## broker RSS per idle device: embedded broker and Mosquitt
 	EDGESET_BENCH_SCALE=1 $(GO) test -count=1 -run='^$$' -bench='^BenchmarkIdleClientsMosquitto$$' -benchtime=1x ./broker/
 
 run: build ## controller (store in DATA_DIR), simulated fleet (configs/sim/fleet.yaml), local Docker agent, example daemonsets; Ctrl-C stops all
-	BIN=$(BIN) DATA_DIR=$(DATA_DIR) configs/run-demo.sh
+	@# On a terminal the demo runs as a job of its own (bash -m), so Ctrl-C
+	@# reaches the demo's processes, which stop cleanly, and not make, which
+	@# would report the interrupt and exit 2 however cleanly they stopped.
+	@if [ -t 0 ]; then exec bash -m -c 'BIN=$(BIN) DATA_DIR=$(DATA_DIR) configs/run-demo.sh'; \
+	else BIN=$(BIN) DATA_DIR=$(DATA_DIR) exec configs/run-demo.sh; fi
 
 cross: ## static agents for linux/amd64, linux/arm64, linux/arm/v7
 	@mkdir -p $(BIN)
