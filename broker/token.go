@@ -169,6 +169,18 @@ func Revoke(dataDir, entry string) error {
 	return nil
 }
 
+// Revoked reports whether dataDir's revocation list names node or the
+// fingerprint of its token under secret: such a token is refused by the
+// broker, and since a node's token is derived from its name, minting it
+// again gives the same refused token.
+func Revoked(dataDir string, secret []byte, node string) (bool, error) {
+	r := newRevocations(filepath.Join(dataDir, RevokedFile))
+	if _, _, err := r.load(true); err != nil {
+		return false, err
+	}
+	return r.revoked(secret, node), nil
+}
+
 // validFingerprint reports whether s has the form TokenFingerprint returns.
 func validFingerprint(s string) bool {
 	digits, ok := strings.CutPrefix(s, fingerprintTag)

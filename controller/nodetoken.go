@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 
 	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller/api"
@@ -26,6 +27,14 @@ func (c *Controller) MintNodeToken(_ context.Context, node, requester string) (a
 	secret, err := broker.LoadOrCreateFleetSecret(c.cfg.DataDir)
 	if err != nil {
 		return api.NodeToken{}, fmt.Errorf("mint token of node %s: %w", node, err)
+	}
+	switch revoked, err := broker.Revoked(c.cfg.DataDir, secret, node); {
+	case err != nil:
+		return api.NodeToken{}, fmt.Errorf("mint token of node %s: %w", node, err)
+	case revoked:
+		return api.NodeToken{}, fmt.Errorf("%w: node %s is revoked (listed in %s): its token, derived from its name, "+
+			"would be refused by the broker; remove the entry to admit the node again",
+			api.ErrInvalid, node, filepath.Join(c.cfg.DataDir, broker.RevokedFile))
 	}
 	token := broker.NodeToken(secret, node)
 	fp := broker.TokenFingerprint(token)

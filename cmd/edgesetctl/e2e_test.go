@@ -488,6 +488,17 @@ func TestCLITokenCreate(t *testing.T) {
 		assert.Contains(t, errOut, "no fleet secret at "+filepath.Join(elsewhere, "fleet.secret"), args)
 		assert.NoDirExists(t, elsewhere, args)
 	}
+
+	// A revoked node's token is refused by the broker, and being derived
+	// from its name, minting it again gives the same token: refused, both
+	// ways, naming the list.
+	c.ok("token", "revoke", "gw-new", "--data-dir", c.dataDir)
+	for _, args := range [][]string{{"token", "create", "gw-new"}, {"token", "create", "gw-new", "--data-dir", c.dataDir}} {
+		code, out, errOut = c.run(args...)
+		assert.Equal(t, 1, code, args)
+		assert.Contains(t, errOut, "node gw-new is revoked (listed in "+filepath.Join(c.dataDir, "revoked-tokens")+")", args)
+		assert.NotContains(t, out, want, args)
+	}
 }
 
 // TestAgentAuthRefusedHint: an agent whose token the broker refuses says

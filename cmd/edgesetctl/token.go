@@ -99,6 +99,13 @@ func createTokenOffline(s *streams, dataDir, node string) error {
 	if err != nil {
 		return err
 	}
+	switch revoked, err := broker.Revoked(dataDir, secret, node); {
+	case err != nil:
+		return err
+	case revoked:
+		return fmt.Errorf("node %s is revoked (listed in %s): its token would be refused by the broker; remove the entry to admit the node again",
+			node, filepath.Join(dataDir, broker.RevokedFile))
+	}
 	token := broker.NodeToken(secret, node)
 	fmt.Fprintf(s.out, "MQTT credential of node %s (username %s), fingerprint %s, from %s:\n", node, node, broker.TokenFingerprint(token), filepath.Join(dataDir, broker.SecretFile))
 	fmt.Fprintln(s.out, token)
