@@ -112,8 +112,8 @@ func (c *conns) expire(conn net.Conn) {
 	}
 	t.expired = true
 	c.mu.Unlock()
+	c.expired() // counted before the close that others observe
 	_ = conn.Close()
-	c.expired()
 }
 
 // authenticated ends conn's pending state once the client has
