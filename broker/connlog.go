@@ -24,13 +24,13 @@ func (b *Broker) connEnded(conn net.Conn, end connEnd, err error) {
 	case errors.Is(err, packets.ErrBadUsernameOrPassword) || errors.Is(err, packets.ErrNotAuthorized):
 		// The hook has logged the refusal, with the client's identity.
 	case end.expired:
-		b.limited.Log("timeout/"+end.addr.String(), slog.LevelInfo, "client connection closed: no CONNECT within the connect timeout",
+		b.limited.Log("timeout/"+sourceKey(end.addr).String(), slog.LevelInfo, "client connection closed: no CONNECT within the connect timeout",
 			"remote", conn.RemoteAddr(), "connect_timeout", b.opts.Limits.ConnectTimeout)
 	case end.pending:
-		b.limited.Log("unauthenticated/"+end.addr.String(), slog.LevelInfo, "client connection ended before CONNECT completed",
+		b.limited.Log("unauthenticated/"+sourceKey(end.addr).String(), slog.LevelInfo, "client connection ended before CONNECT completed",
 			"remote", conn.RemoteAddr(), "err", err)
 	case errors.As(err, &code):
-		b.limited.Log("refused/"+end.addr.String(), slog.LevelWarn, "client connection refused", "remote", conn.RemoteAddr(), "reason", code.Reason)
+		b.limited.Log("refused/"+sourceKey(end.addr).String(), slog.LevelWarn, "client connection refused", "remote", conn.RemoteAddr(), "reason", code.Reason)
 	default:
 		b.log.Info("client connection ended", "remote", conn.RemoteAddr(), "err", err)
 	}
@@ -82,11 +82,11 @@ func (b *Broker) authFailed(conn net.Conn, pk packets.Packet, err error) {
 	b.authFailures.Add(1)
 	b.metrics.authFailures.WithLabelValues(authReason(err)).Inc()
 	addr := sourceAddr(conn)
-	b.limited.Log("auth/"+addr.String(), slog.LevelWarn, "connection refused", "client", pk.Connect.ClientIdentifier,
+	b.limited.Log("auth/"+sourceKey(addr).String(), slog.LevelWarn, "connection refused", "client", pk.Connect.ClientIdentifier,
 		"username", string(pk.Connect.Username), "remote", conn.RemoteAddr(), "reason", err)
 	if b.gate.failed(addr) {
 		l := b.opts.Limits
-		b.limited.Log("backoff/"+addr.String(), slog.LevelWarn, "source refused after repeated failed logins",
+		b.limited.Log("backoff/"+sourceKey(addr).String(), slog.LevelWarn, "source refused after repeated failed logins",
 			"source", addr, "failures", l.AuthFailureLimit, "window", l.AuthFailureWindow, "refused_for", l.AuthFailureBackoff)
 	}
 }

@@ -76,7 +76,7 @@ func addFlags(f *pflag.FlagSet) {
 	f.String("mqtt-ws-addr", "", "embedded broker WebSocket listener")
 	f.Duration("mqtt-connect-timeout", broker.DefaultConnectTimeout, "close an MQTT connection that has not completed CONNECT and authentication within this")
 	f.Int("mqtt-max-pending-connections", broker.DefaultMaxPendingConnections, "MQTT connections not yet authenticated; more are closed at accept")
-	f.Int("mqtt-max-connections-per-source", broker.DefaultMaxConnectionsPerSource, "open MQTT connections per IP address (loopback included); more are closed at accept")
+	f.Int("mqtt-max-connections-per-source", broker.DefaultMaxConnectionsPerSource, "open MQTT connections per IP address (IPv6: one /64; loopback included); more are closed at accept")
 	f.Int("mqtt-auth-failure-limit", broker.DefaultAuthFailureLimit, "failed MQTT logins from one IP address within --mqtt-auth-failure-window that refuse it for --mqtt-auth-failure-backoff")
 	f.Duration("mqtt-auth-failure-window", broker.DefaultAuthFailureWindow, "window counting failed MQTT logins per IP address")
 	f.Duration("mqtt-auth-failure-backoff", broker.DefaultAuthFailureBackoff, "how long an IP address that failed too many MQTT logins is refused")
