@@ -347,6 +347,7 @@ func (c *Controller) flushNodesLoop(ctx context.Context) error {
 			return nil
 		case <-tick.C:
 			c.flushNodes()
+			c.retryStoreFault()
 		}
 	}
 }
