@@ -144,8 +144,12 @@ func run(ctx context.Context, cfg controller.Config, source string, stderr io.Wr
 	if err != nil {
 		return err
 	}
+	scheme := "http://"
+	if cfg.APITLSCert != "" {
+		scheme = "https://"
+	}
 	log.Info("edgeset-controller starting", "version", schema.Version, "config", source,
-		"api", "http://"+c.APIAddr().String(), "token", cfg.TokenPath(), "data", cfg.DataDir)
+		"api", scheme+c.APIAddr().String(), "token", cfg.TokenPath(), "data", cfg.DataDir)
 	if addr := c.MQTTAddr(); addr != nil {
 		log.Info("embedded MQTT broker", "addr", addr.String())
 	}
