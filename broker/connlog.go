@@ -13,8 +13,10 @@ import (
 // connEnded logs how a client connection ended. Mochi would log every one
 // that ends in an error, which is every device dropping off its link and
 // every connection the broker closes on shutdown, as a warning without a
-// message. What a client that never authenticated causes is logged through
-// the limiter: anyone can open connections.
+// message. What a client causes (a connection that ends, authenticated or
+// not) is logged through the limiter, one record per source and
+// LogInterval: anyone can open connections, and a client can reconnect in
+// a loop.
 func (b *Broker) connEnded(conn net.Conn, end connEnd, err error) {
 	var code packets.Code
 	switch {
@@ -32,7 +34,9 @@ func (b *Broker) connEnded(conn net.Conn, end connEnd, err error) {
 	case errors.As(err, &code):
 		b.limited.Log("refused/"+sourceKey(end.addr).String(), slog.LevelWarn, "client connection refused", "remote", conn.RemoteAddr(), "reason", code.Reason)
 	default:
-		b.log.Info("client connection ended", "remote", conn.RemoteAddr(), "err", err)
+		// An authenticated client can end its connection, and open the
+		// next, at will: a reconnect loop would be a record a connection.
+		b.limited.Log("ended/"+sourceKey(end.addr).String(), slog.LevelInfo, "client connection ended", "remote", conn.RemoteAddr(), "err", err)
 	}
 }
 
