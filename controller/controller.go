@@ -41,7 +41,7 @@ type Controller struct {
 	logs     logHub // log streams waiting for chunks
 	health   health // faults that make /readyz fail (health.go)
 
-	rejectLog *rejectLimiter // limits the log lines about malformed messages
+	rejectLog rejectLimiter // limits the log lines about malformed messages
 
 	// kick wakes the reconcile loop; republish asks for a full republish.
 	kick      chan struct{}
@@ -88,7 +88,7 @@ func New(cfg Config, log *slog.Logger) (*Controller, error) {
 	c := &Controller{
 		cfg: cfg, log: log, registry: registry.New(), metrics: newMetrics(),
 		kick: make(chan struct{}, 1), republish: make(chan struct{}, 1), resync: make(chan struct{}, 1),
-		ready: make(chan struct{}), inlineReady: make(chan struct{}), rejectLog: newRejectLimiter(),
+		ready: make(chan struct{}), inlineReady: make(chan struct{}),
 	}
 	if err := c.open(); err != nil {
 		c.closeResources()

@@ -19,9 +19,10 @@ const rejectOverflow = "\x00other sources"
 
 // rejectLimiter decides which malformed messages are logged: a node may
 // publish them as fast as its link allows, and a line for each would let
-// it fill the controller's disk. It is safe for concurrent use.
+// it fill the controller's disk. The zero value is ready to use (now nil
+// is time.Now); it is safe for concurrent use.
 type rejectLimiter struct {
-	now func() time.Time
+	now func() time.Time // set before first use, or nil
 
 	mu   sync.Mutex
 	keys map[string]*rejectKey // guarded by mu
@@ -33,16 +34,18 @@ type rejectKey struct {
 	suppressed int       // lines not logged since
 }
 
-func newRejectLimiter() *rejectLimiter {
-	return &rejectLimiter{now: time.Now, keys: map[string]*rejectKey{}}
-}
-
 // allow reports whether a line about source may be logged now, and how
 // many were suppressed before it.
 func (l *rejectLimiter) allow(source string) (suppressed int, ok bool) {
-	now := l.now()
+	now := time.Now()
+	if l.now != nil {
+		now = l.now()
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.keys == nil {
+		l.keys = map[string]*rejectKey{}
+	}
 	k := l.keys[source]
 	if k == nil && len(l.keys) >= maxRejectLogKeys {
 		for s, q := range l.keys {
