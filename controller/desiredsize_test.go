@@ -53,4 +53,15 @@ func TestDesiredStateTooLargeIsReported(t *testing.T) {
 	// The node was never sent what it would refuse (fakeNode fails the
 	// test on a desired state it cannot decode) and keeps its last one.
 	n.expectDaemonSets("monitoring/exporter")
+
+	// A restarted controller, whose metrics start from zero, reports it
+	// again when it republishes.
+	tc.stop()
+	tc2 := startController(t, Config{DataDir: tc.cfg.DataDir})
+	checkFor(t, wait, 50*time.Millisecond, func() error {
+		if got := counterValue(tc2.metrics.desiredTooLarge); got < 1 {
+			return fmt.Errorf("after a restart: edgeset_desired_too_large_total = %v", got)
+		}
+		return nil
+	})
 }

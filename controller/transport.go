@@ -248,9 +248,14 @@ func (c *Controller) republishMessages() []mqttclient.Message {
 	}
 	msgs = append(msgs, c.publishedConfigMessagesLocked()...)
 	for _, node := range sortedKeys(c.state.current) {
-		if m := desiredMessage(node, c.state.current[node]); deliverable(m) {
-			msgs = append(msgs, m)
+		m := desiredMessage(node, c.state.current[node])
+		if !deliverable(m) {
+			// Reported again (the event folds into its series): the
+			// controller may have restarted since the first report.
+			c.desiredTooLarge(node, c.state.current[node], m)
+			continue
 		}
+		msgs = append(msgs, m)
 	}
 	return msgs
 }
