@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"reflect"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
@@ -126,10 +128,25 @@ func loadConfig(v *viper.Viper) (controller.Config, string, error) {
 		source = path
 	}
 	var fc fileConfig
-	if err := v.UnmarshalExact(&fc); err != nil {
+	if err := v.UnmarshalExact(&fc, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
+		durationWithUnit, mapstructure.StringToTimeDurationHookFunc(), mapstructure.StringToSliceHookFunc(",")))); err != nil {
 		return controller.Config{}, "", fmt.Errorf("config (%s): %w", source, err)
 	}
 	return fc.Config, source, nil
+}
+
+// durationWithUnit refuses a number where a duration is wanted: YAML's
+// "mqtt-connect-timeout: 10" would otherwise decode as 10 nanoseconds.
+func durationWithUnit(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeFor[time.Duration]() || from == to {
+		return data, nil
+	}
+	switch from.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return nil, fmt.Errorf("%v is a number, want a duration with its unit, such as \"10s\" or \"1m\"", data)
+	}
+	return data, nil
 }
 
 func run(ctx context.Context, cfg controller.Config, source string, stderr io.Writer) error {
