@@ -54,7 +54,7 @@ func (g *gate) admit(addr netip.Addr) (refused string) {
 	defer g.mu.Unlock()
 	now := g.now()
 	exempt := g.exempt(addr)
-	key := sourceKey(addr)
+	key := g.keyOf(addr, exempt)
 	s := g.sources[key]
 	switch {
 	case !exempt && s != nil && now.Before(s.blockedUntil):
@@ -87,7 +87,7 @@ func (g *gate) release(addr netip.Addr, pending bool) {
 	if pending {
 		g.pending--
 	}
-	key := sourceKey(addr)
+	key := g.keyOf(addr, g.exempt(addr))
 	if s := g.sources[key]; s != nil {
 		s.conns--
 		if g.idle(s, g.now()) {
@@ -142,6 +142,16 @@ func sourceKey(addr netip.Addr) netip.Addr {
 		return addr
 	}
 	return p.Addr()
+}
+
+// keyOf is the key addr is counted under: its sourceKey, or, when it is
+// exempt, the address itself, so that an exempt address (a NAT gateway)
+// does not use up the count of the rest of its /64.
+func (g *gate) keyOf(addr netip.Addr, exempt bool) netip.Addr {
+	if exempt {
+		return addr
+	}
+	return sourceKey(addr)
 }
 
 // sourceLocked adds the source key, first sweeping the idle ones when

@@ -98,7 +98,12 @@ func TestGateIPv6SourceIsSlash64(t *testing.T) {
 			t.Errorf("exempt address: refused %q", reason)
 		}
 	}
-	if pending, _ := g.counts(); pending != 4 {
-		t.Errorf("pending = %d, want 4", pending)
+	// The exempt address's connections are not counted against the rest
+	// of its /64.
+	if reason := g.admit(netip.MustParseAddr("2001:db8:0:9::8")); reason != "" {
+		t.Errorf("a neighbour of an exempt address with 3 connections: refused %q", reason)
+	}
+	if pending, _ := g.counts(); pending != 5 {
+		t.Errorf("pending = %d, want 5", pending)
 	}
 }
