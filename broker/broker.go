@@ -183,7 +183,8 @@ func (b *Broker) listenWebSocket(cfg *tls.Config) error {
 	if err != nil {
 		return err
 	}
-	ws := newWSListener(listenerWS, ln, cfg != nil, b.opts.Limits.ConnectTimeout, b.log)
+	ws := newWSListener(listenerWS, ln, cfg != nil, b.opts.Limits.ConnectTimeout, b.opts.Limits.MaxPendingConnections,
+		func(conn net.Conn) { b.connRefused(conn, refusedPending) }, b.log)
 	if err := b.server.AddListener(joined{ws, b}); err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("add listener %s on %s: %w", listenerWS, b.opts.WebSocketAddr, err)

@@ -13,8 +13,10 @@ import (
 // connEnded logs how a client connection ended. Mochi would log every one
 // that ends in an error, which is every device dropping off its link and
 // every connection the broker closes on shutdown, as a warning without a
-// message. What a client that never authenticated causes is logged through
-// the limiter: anyone can open connections.
+// message. What a client causes (a connection that ends, authenticated or
+// not) is logged through the limiter, one record per source and
+// LogInterval: anyone can open connections, and a client can reconnect in
+// a loop.
 func (b *Broker) connEnded(conn net.Conn, end connEnd, err error) {
 	var code packets.Code
 	switch {
@@ -24,15 +26,17 @@ func (b *Broker) connEnded(conn net.Conn, end connEnd, err error) {
 	case errors.Is(err, packets.ErrBadUsernameOrPassword) || errors.Is(err, packets.ErrNotAuthorized):
 		// The hook has logged the refusal, with the client's identity.
 	case end.expired:
-		b.limited.Log("timeout/"+end.addr.String(), slog.LevelInfo, "client connection closed: no CONNECT within the connect timeout",
+		b.limited.Log("timeout/"+sourceKey(end.addr).String(), slog.LevelInfo, "client connection closed: no CONNECT within the connect timeout",
 			"remote", conn.RemoteAddr(), "connect_timeout", b.opts.Limits.ConnectTimeout)
 	case end.pending:
-		b.limited.Log("unauthenticated/"+end.addr.String(), slog.LevelInfo, "client connection ended before CONNECT completed",
+		b.limited.Log("unauthenticated/"+sourceKey(end.addr).String(), slog.LevelInfo, "client connection ended before CONNECT completed",
 			"remote", conn.RemoteAddr(), "err", err)
 	case errors.As(err, &code):
-		b.limited.Log("refused/"+end.addr.String(), slog.LevelWarn, "client connection refused", "remote", conn.RemoteAddr(), "reason", code.Reason)
+		b.limited.Log("refused/"+sourceKey(end.addr).String(), slog.LevelWarn, "client connection refused", "remote", conn.RemoteAddr(), "reason", code.Reason)
 	default:
-		b.log.Info("client connection ended", "remote", conn.RemoteAddr(), "err", err)
+		// An authenticated client can end its connection, and open the
+		// next, at will: a reconnect loop would be a record a connection.
+		b.limited.Log("ended/"+sourceKey(end.addr).String(), slog.LevelInfo, "client connection ended", "remote", conn.RemoteAddr(), "err", err)
 	}
 }
 
@@ -82,11 +86,11 @@ func (b *Broker) authFailed(conn net.Conn, pk packets.Packet, err error) {
 	b.authFailures.Add(1)
 	b.metrics.authFailures.WithLabelValues(authReason(err)).Inc()
 	addr := sourceAddr(conn)
-	b.limited.Log("auth/"+addr.String(), slog.LevelWarn, "connection refused", "client", pk.Connect.ClientIdentifier,
+	b.limited.Log("auth/"+sourceKey(addr).String(), slog.LevelWarn, "connection refused", "client", pk.Connect.ClientIdentifier,
 		"username", string(pk.Connect.Username), "remote", conn.RemoteAddr(), "reason", err)
 	if b.gate.failed(addr) {
 		l := b.opts.Limits
-		b.limited.Log("backoff/"+addr.String(), slog.LevelWarn, "source refused after repeated failed logins",
+		b.limited.Log("backoff/"+sourceKey(addr).String(), slog.LevelWarn, "source refused after repeated failed logins",
 			"source", addr, "failures", l.AuthFailureLimit, "window", l.AuthFailureWindow, "refused_for", l.AuthFailureBackoff)
 	}
 }

@@ -134,3 +134,30 @@ func TestConnectionEndsAreLogged(t *testing.T) {
 		t.Errorf("want only node-a's ended connection, got %q", got)
 	}
 }
+
+// TestReconnectLoopLoggedWithALimiter: an authenticated client that drops
+// its connection and reconnects in a loop (a broken agent, a stolen token)
+// causes at will what is logged when a connection ends, so those records
+// go through the limiter too: one per source and LogInterval.
+func TestReconnectLoopLoggedWithALimiter(t *testing.T) {
+	logs := &logRecorder{}
+	tb := startBroker(t, Options{Logger: slog.New(logs)})
+	for range 20 {
+		var conn net.Conn
+		c := tb.node("node-a")
+		c.conn = &conn
+		if _, err := dial(t, tb.Addr(), c); err != nil {
+			t.Fatalf("connect: %v", err)
+		}
+		_ = conn.Close() // no DISCONNECT: the connection ends in an error
+	}
+	checkFor(t, wait, 10*time.Millisecond, func() error {
+		if n := tb.Stats().Connected; n != 0 {
+			return fmt.Errorf("%d clients still connected", n)
+		}
+		return nil
+	})
+	if got := logs.matching(`"client connection ended"`); len(got) != 1 {
+		t.Errorf("want one record for 20 ended connections of one source, got %d: %q", len(got), got)
+	}
+}

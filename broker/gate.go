@@ -27,7 +27,7 @@ type gate struct {
 
 	mu      sync.Mutex
 	pending int                    // guarded by mu: admitted, not yet authenticated
-	sources map[netip.Addr]*source // guarded by mu
+	sources map[netip.Addr]*source // guarded by mu, keyed by sourceKey
 	sweepAt int                    // guarded by mu: len(sources) that triggers a sweep
 }
 
@@ -54,7 +54,8 @@ func (g *gate) admit(addr netip.Addr) (refused string) {
 	defer g.mu.Unlock()
 	now := g.now()
 	exempt := g.exempt(addr)
-	s := g.sources[addr]
+	key := g.keyOf(addr, exempt)
+	s := g.sources[key]
 	switch {
 	case !exempt && s != nil && now.Before(s.blockedUntil):
 		return refusedBackoff
@@ -64,7 +65,7 @@ func (g *gate) admit(addr netip.Addr) (refused string) {
 		return refusedSource
 	}
 	if s == nil {
-		s = g.sourceLocked(addr, now)
+		s = g.sourceLocked(key, now)
 	}
 	s.conns++
 	g.pending++
@@ -86,10 +87,11 @@ func (g *gate) release(addr netip.Addr, pending bool) {
 	if pending {
 		g.pending--
 	}
-	if s := g.sources[addr]; s != nil {
+	key := g.keyOf(addr, g.exempt(addr))
+	if s := g.sources[key]; s != nil {
 		s.conns--
 		if g.idle(s, g.now()) {
-			delete(g.sources, addr)
+			delete(g.sources, key)
 		}
 	}
 }
@@ -103,9 +105,10 @@ func (g *gate) failed(addr netip.Addr) (blocked bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.now()
-	s := g.sources[addr]
+	key := sourceKey(addr)
+	s := g.sources[key]
 	if s == nil {
-		s = g.sourceLocked(addr, now)
+		s = g.sourceLocked(key, now)
 	}
 	if now.Sub(s.windowStart) >= g.limits.AuthFailureWindow {
 		s.windowStart, s.failures = now, 0
@@ -126,10 +129,35 @@ func (g *gate) counts() (pending, sources int) {
 	return g.pending, len(g.sources)
 }
 
-// sourceLocked adds a source for addr, first sweeping the idle ones when
+// sourceKey is the source addr is limited as: the address itself for IPv4,
+// its /64 network for IPv6, as the API limits it (one host commonly holds a
+// whole /64, so counting single addresses would let it open a connection,
+// or fail a login, from each of 2^64 addresses). The zone is dropped.
+func sourceKey(addr netip.Addr) netip.Addr {
+	if !addr.Is6() {
+		return addr
+	}
+	p, err := addr.Prefix(64)
+	if err != nil {
+		return addr
+	}
+	return p.Addr()
+}
+
+// keyOf is the key addr is counted under: its sourceKey, or, when it is
+// exempt, the address itself, so that an exempt address (a NAT gateway)
+// does not use up the count of the rest of its /64.
+func (g *gate) keyOf(addr netip.Addr, exempt bool) netip.Addr {
+	if exempt {
+		return addr
+	}
+	return sourceKey(addr)
+}
+
+// sourceLocked adds the source key, first sweeping the idle ones when
 // the map has grown past sweepAt, so failed logins from ever new addresses
 // cannot grow it without bound.
-func (g *gate) sourceLocked(addr netip.Addr, now time.Time) *source {
+func (g *gate) sourceLocked(key netip.Addr, now time.Time) *source {
 	if len(g.sources) >= g.sweepAt {
 		for a, s := range g.sources {
 			if g.idle(s, now) {
@@ -139,7 +167,7 @@ func (g *gate) sourceLocked(addr netip.Addr, now time.Time) *source {
 		g.sweepAt = max(minSweep, 2*len(g.sources))
 	}
 	s := &source{}
-	g.sources[addr] = s
+	g.sources[key] = s
 	return s
 }
 

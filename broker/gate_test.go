@@ -56,3 +56,54 @@ func TestLogLimiterKeysBounded(t *testing.T) {
 		t.Errorf("keys = %d, want at most %d", got, maxLogKeys+1)
 	}
 }
+
+// TestGateIPv6SourceIsSlash64: an IPv6 host commonly holds a whole /64, so
+// the gate counts connections and failed logins per /64 (as the API does):
+// a client cannot escape the per-source cap or the back-off by using
+// another address of its network. Another /64 is another source, and an
+// exempt address stays exempt.
+func TestGateIPv6SourceIsSlash64(t *testing.T) {
+	clock := newFakeClock()
+	l := Limits{MaxConnectionsPerSource: 2, AuthFailureLimit: 3,
+		ExemptSources: []netip.Prefix{netip.MustParsePrefix("2001:db8:0:9::7/128")}}.withDefaults()
+	g := newGate(l, clock.Now)
+	a1 := netip.MustParseAddr("2001:db8:0:1::1")
+	a2 := netip.MustParseAddr("2001:db8:0:1:ffff::2")
+	a3 := netip.MustParseAddr("fe80::1%eth0")
+	for _, a := range []netip.Addr{a1, a2} {
+		if reason := g.admit(a); reason != "" {
+			t.Fatalf("admit %s: %s", a, reason)
+		}
+	}
+	if reason := g.admit(netip.MustParseAddr("2001:db8:0:1::3")); reason != refusedSource {
+		t.Errorf("third connection of 2001:db8:0:1::/64: refused %q, want %q", reason, refusedSource)
+	}
+	if reason := g.admit(netip.MustParseAddr("2001:db8:0:2::1")); reason != "" {
+		t.Errorf("another /64: refused %q, want admitted", reason)
+	}
+	g.release(a1, true)
+	g.release(a2, true)
+	for i := range 3 {
+		g.failed(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, byte(i + 1)}))
+	}
+	if reason := g.admit(netip.MustParseAddr("2001:db8:0:5::99")); reason != refusedBackoff {
+		t.Errorf("after 3 failed logins from 2001:db8:0:5::/64: refused %q, want %q", reason, refusedBackoff)
+	}
+	if reason := g.admit(a3); reason != "" {
+		t.Fatalf("admit %s: %s", a3, reason)
+	}
+	g.release(a3, true)
+	for range 3 {
+		if reason := g.admit(netip.MustParseAddr("2001:db8:0:9::7")); reason != "" {
+			t.Errorf("exempt address: refused %q", reason)
+		}
+	}
+	// The exempt address's connections are not counted against the rest
+	// of its /64.
+	if reason := g.admit(netip.MustParseAddr("2001:db8:0:9::8")); reason != "" {
+		t.Errorf("a neighbour of an exempt address with 3 connections: refused %q", reason)
+	}
+	if pending, _ := g.counts(); pending != 5 {
+		t.Errorf("pending = %d, want 5", pending)
+	}
+}

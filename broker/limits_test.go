@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -541,4 +542,55 @@ func TestWebSocketServesMQTT(t *testing.T) {
 	checkFor(t, wait, 10*time.Millisecond, desired.has("edgeset/v1/nodes/node-ws/desired", "spec"))
 	publish(t, node, "edgeset/v1/nodes/node-ws/status", 1, true, strings.Repeat("s", 100_000))
 	checkFor(t, wait, 10*time.Millisecond, status.has("edgeset/v1/nodes/node-ws/status", strings.Repeat("s", 100_000)))
+}
+
+// TestWebSocketBeforeUpgradeBounded: the WebSocket listener's HTTP server
+// answers anything but an upgrade and closes the connection (it kept it
+// alive with no idle timeout: a GET without upgrade headers held a file
+// descriptor for good, outside every cap), and the connections that have
+// not completed their upgrade are bounded by MaxPendingConnections, the
+// next one closed at accept and counted, as on the TCP listener.
+func TestWebSocketBeforeUpgradeBounded(t *testing.T) {
+	tb := startBroker(t, Options{Addr: "127.0.0.1:0", WebSocketAddr: "127.0.0.1:0",
+		Limits: Limits{ConnectTimeout: 3 * wait, MaxPendingConnections: 2}})
+	<-tb.Ready()
+
+	plain := idleConn(t, tb.WebSocketAddr())
+	if _, err := plain.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	_ = plain.SetReadDeadline(time.Now().Add(wait))
+	if _, err := io.ReadAll(plain); err != nil {
+		t.Fatalf("a request that is not an upgrade: connection not closed after its answer: %v", err)
+	}
+
+	held := []net.Conn{idleConn(t, tb.WebSocketAddr()), idleConn(t, tb.WebSocketAddr())}
+	checkFor(t, wait, 5*time.Millisecond, func() error {
+		third := idleConn(t, tb.WebSocketAddr())
+		defer third.Close()
+		_ = third.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		if _, err := third.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+			return fmt.Errorf("a third connection before its upgrade is served (err %v)", err)
+		}
+		return nil
+	})
+	if got := counter(t, tb.metrics.refused.WithLabelValues(refusedPending)); got < 1 {
+		t.Errorf("connections_refused_total{reason=pending_limit} = %v, want at least 1", got)
+	}
+	for _, c := range held {
+		_ = c.Close()
+	}
+	d := websocket.Dialer{Subprotocols: []string{"mqtt"}, HandshakeTimeout: wait}
+	checkFor(t, wait, 10*time.Millisecond, func() error {
+		ws, _, err := d.Dial("ws://"+tb.WebSocketAddr().String()+"/", nil)
+		if err != nil {
+			return err
+		}
+		return ws.Close()
+	})
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

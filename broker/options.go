@@ -106,12 +106,12 @@ type Limits struct {
 	// completed CONNECT and authentication; past it new connections are
 	// closed at accept (default 1,000).
 	MaxPendingConnections int
-	// MaxConnectionsPerSource is the number of open connections from one IP
-	// address, loopback included; past it new ones are closed at accept
+	// MaxConnectionsPerSource is the number of open connections from one
+	// source (an IPv4 address, an IPv6 /64), loopback included; past it new ones are closed at accept
 	// (default 100). A gateway NATing many devices, or edgeset-sim, needs
 	// more, or an entry in ExemptSources.
 	MaxConnectionsPerSource int
-	// AuthFailureLimit failed logins from one IP address within
+	// AuthFailureLimit failed logins from one source (as above) within
 	// AuthFailureWindow refuse further connections from it, at accept, for
 	// AuthFailureBackoff (defaults 10, 1m, 1m).
 	AuthFailureLimit   int

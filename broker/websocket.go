@@ -32,8 +32,12 @@ type wsListener struct {
 
 var _ listeners.Listener = (*wsListener)(nil)
 
-// newWSListener serves on ln; connectTimeout bounds the upgrade.
-func newWSListener(id string, ln net.Listener, tls bool, connectTimeout time.Duration, errorLog *slog.Logger) *wsListener {
+// newWSListener serves on ln; connectTimeout bounds the upgrade, and at
+// most maxUpgrading connections may be waiting for theirs: past it a new
+// one is closed at accept and passed to refused.
+func newWSListener(id string, ln net.Listener, tls bool, connectTimeout time.Duration, maxUpgrading int,
+	refused func(net.Conn), errorLog *slog.Logger) *wsListener {
+	ln = &upgradingListener{Listener: ln, max: maxUpgrading, refused: refused}
 	l := &wsListener{id: id, ln: ln, tls: tls, upgrader: websocket.Upgrader{
 		Subprotocols:     []string{"mqtt"},
 		CheckOrigin:      func(*http.Request) bool { return true }, // devices send no Origin; tokens authenticate
@@ -44,7 +48,65 @@ func newWSListener(id string, ln net.Listener, tls bool, connectTimeout time.Dur
 		ReadHeaderTimeout: connectTimeout,
 		ErrorLog:          slog.NewLogLogger(errorLog.Handler(), slog.LevelDebug),
 	}
+	// Only upgrades are served: a connection whose request is anything
+	// else is answered and closed, not kept alive (with no idle timeout)
+	// outside every cap.
+	l.srv.SetKeepAlivesEnabled(false)
 	return l
+}
+
+// upgradingListener bounds the connections accepted that have not
+// completed their WebSocket upgrade, which the broker's caps on pending
+// and per-source connections do not see yet.
+type upgradingListener struct {
+	net.Listener
+	max     int
+	refused func(net.Conn)
+
+	mu sync.Mutex
+	n  int // guarded by mu: accepted, not upgraded, not closed
+}
+
+func (l *upgradingListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		l.mu.Lock()
+		full := l.n >= l.max
+		if !full {
+			l.n++
+		}
+		l.mu.Unlock()
+		if !full {
+			return &upgradingConn{Conn: c, l: l}, nil
+		}
+		_ = c.Close()
+		l.refused(c)
+	}
+}
+
+// upgradingConn holds its place in an upgradingListener until it is
+// upgraded or closed.
+type upgradingConn struct {
+	net.Conn
+	l    *upgradingListener
+	once sync.Once
+}
+
+// upgraded frees the connection's place; safe to call twice.
+func (c *upgradingConn) upgraded() {
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		c.l.n--
+		c.l.mu.Unlock()
+	})
+}
+
+func (c *upgradingConn) Close() error {
+	c.upgraded()
+	return c.Conn.Close()
 }
 
 func (l *wsListener) ID() string      { return l.id }
@@ -79,6 +141,9 @@ func (l *wsListener) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // the upgrader has answered the client
 	}
 	defer c.Close()
+	if uc, ok := c.UnderlyingConn().(*upgradingConn); ok {
+		uc.upgraded() // the broker's own caps apply from here on
+	}
 	_ = l.establish(l.id, &wsConn{Conn: c.UnderlyingConn(), c: c})
 }
 

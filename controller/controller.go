@@ -41,6 +41,8 @@ type Controller struct {
 	logs     logHub // log streams waiting for chunks
 	health   health // faults that make /readyz fail (health.go)
 
+	rejectLog rejectLimiter // limits the log lines about malformed messages
+
 	// kick wakes the reconcile loop; republish asks for a full republish.
 	kick      chan struct{}
 	republish chan struct{}

@@ -33,6 +33,14 @@ func (h *health) set(condition string, err error) {
 	h.faults[condition] = err
 }
 
+// has reports whether the fault named condition is set.
+func (h *health) has(condition string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.faults[condition]
+	return ok
+}
+
 // probe registers fn, asked on every readiness check, under condition.
 // Register probes before Run.
 func (h *health) probe(condition string, fn func() error) {

@@ -22,7 +22,7 @@ func (c *Controller) handleMessage(topic string, payload []byte) {
 	}
 	node, kind, ok := schema.ParseNodeTopic(topic)
 	if !ok {
-		c.reject(topic, fmt.Errorf("not an edgeset node topic"))
+		c.reject("", topic, fmt.Errorf("not an edgeset node topic"))
 		return
 	}
 	if len(payload) == 0 {
@@ -44,13 +44,23 @@ func (c *Controller) handleMessage(topic string, payload []byte) {
 		return // topics of later features, not the controller's
 	}
 	if err != nil {
-		c.reject(topic, err)
+		c.reject(node, topic, err)
 	}
 }
 
-func (c *Controller) reject(topic string, err error) {
+// reject counts a malformed message from node and logs it, at most once
+// per node and rejectLogInterval (see rejectLimiter).
+func (c *Controller) reject(node, topic string, err error) {
 	c.metrics.messagesRejected.Inc()
-	c.log.Warn("dropping malformed message", "topic", topic, "err", err)
+	suppressed, ok := c.rejectLog.allow(node)
+	if !ok {
+		return
+	}
+	args := []any{"topic", topic, "err", err}
+	if suppressed > 0 {
+		args = append(args, "suppressed", suppressed)
+	}
+	c.log.Warn("dropping malformed message", args...)
 }
 
 // checkNode verifies that a message names the node of its topic: the ACL

@@ -210,7 +210,12 @@ func (c *Controller) applyDesired(now time.Time, plan reconcile.Output) ([]mqttc
 	for node, nd := range plan.Desired {
 		nd.Generation = gens[node]
 		c.state.current[node] = nd
-		desired = append(desired, desiredMessage(node, nd))
+		m := desiredMessage(node, nd)
+		if !deliverable(m) {
+			c.desiredTooLarge(node, nd, m)
+			continue
+		}
+		desired = append(desired, m)
 	}
 	// Config objects go before the desired states that reference them;
 	// the topics nobody references any more are cleared after them.
@@ -342,6 +347,7 @@ func (c *Controller) flushNodesLoop(ctx context.Context) error {
 			return nil
 		case <-tick.C:
 			c.flushNodes()
+			c.retryStoreFault()
 		}
 	}
 }

@@ -30,6 +30,7 @@ type metrics struct {
 	republishes      prometheus.Counter
 	brokerDrops      prometheus.Counter
 	resyncs          prometheus.Counter
+	desiredTooLarge  prometheus.Counter
 
 	// Store writability (storeWritten).
 	storeWriteErrors prometheus.Counter
@@ -65,6 +66,8 @@ func newMetrics() *metrics {
 	m.republishes = f.counter("edgeset_republish_total", "Full republishes of the fleet's desired state.")
 	m.brokerDrops = f.counter("edgeset_broker_dropped_total",
 		"Messages the broker could not deliver: the embedded broker's own count, or the rise of an external broker's drop counter (broker-drop-topic).")
+	m.desiredTooLarge = f.counter("edgeset_desired_too_large_total",
+		"Desired states not published because they do not fit in one message (event DesiredStateTooLarge on the node).")
 	m.resyncs = f.counter("edgeset_broker_resyncs_total", "Re-reads of every known node's retained state from an external broker.")
 	m.storeWriteErrors = f.counter("edgeset_store_write_errors_total",
 		"Store transactions the disk refused (full, I/O error): nothing of them was kept.")

@@ -106,7 +106,7 @@ func (c *Controller) refreshNodes(ctx context.Context) error {
 func (c *Controller) onBrokerDropCount(payload []byte) {
 	n, err := strconv.ParseUint(strings.TrimSpace(string(payload)), 10, 64)
 	if err != nil {
-		c.reject(c.cfg.dropTopic(), fmt.Errorf("drop counter: %w", err))
+		c.reject("", c.cfg.dropTopic(), fmt.Errorf("drop counter: %w", err))
 		return
 	}
 	prev, seen := c.drops.count, c.drops.seen

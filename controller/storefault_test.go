@@ -51,6 +51,28 @@ func TestStoreWriteFailureMakesUnready(t *testing.T) {
 	assert.Equal(t, 1.0, gaugeValue(tc.metrics.storeWritable))
 }
 
+// TestStoreFaultClearsWithoutAnotherRequest: once the disk takes writes
+// again, readiness comes back by itself, without waiting for some other
+// write: a controller whose failed write was an API request (nothing
+// retries it) and whose fleet is quiet would otherwise stay unready for
+// good, and behind a load balancer that honours /readyz no operator
+// request could reach it to make that write.
+func TestStoreFaultClearsWithoutAnotherRequest(t *testing.T) {
+	tc := startController(t, Config{})
+	<-tc.Synced()
+	ctx := context.Background()
+	tc.store.FailWrites(func() error { return errDiskFull })
+	_, err := tc.api.Apply(ctx, "ds.yaml", []byte(exporterYAML), false)
+	require.Error(t, err)
+	require.ErrorIs(t, tc.Ready(ctx), api.ErrUnavailable)
+
+	tc.store.FailWrites(nil)
+	checkFor(t, wait, 50*time.Millisecond, func() error { return tc.Ready(ctx) })
+	assert.Equal(t, 1.0, gaugeValue(tc.metrics.storeWritable))
+	_, err = tc.api.GetDaemonSet(ctx, "monitoring/exporter")
+	assert.ErrorIs(t, err, api.ErrNotFound, "the probe write stores nothing")
+}
+
 // TestFlushNodesKeepsDirtyOnFailure: node records whose write failed stay
 // dirty and are stored by the next flush that succeeds.
 func TestFlushNodesKeepsDirtyOnFailure(t *testing.T) {

@@ -27,6 +27,28 @@ func (c *Controller) storeWritten(err error) {
 	c.health.set(storeCondition, nil)
 }
 
+// storeProbeFree is the free space the store's file system must have
+// before retryStoreFault tries its write: the file's own free pages take a
+// small write even on a full disk, which would report a disk that refused
+// the last real write as writable again.
+const storeProbeFree = 4 << 20
+
+// retryStoreFault, while the store fault is set and the file system has
+// storeProbeFree bytes free (or cannot tell), tries a write that leaves
+// nothing behind (store.Probe), so that readiness comes back once the disk
+// has room again even if nothing else writes: the failed write may have
+// been an API request, which nothing retries, and a quiet fleet writes
+// nothing. Run once a second by flushNodesLoop.
+func (c *Controller) retryStoreFault() {
+	if !c.health.has(storeCondition) {
+		return
+	}
+	if free, ok := c.store.Available(); ok && free < storeProbeFree {
+		return
+	}
+	_ = c.store.Probe() // the outcome reaches storeWritten
+}
+
 // Backup writes a consistent copy of the store to w while the controller
 // serves (api.Backuper).
 func (c *Controller) Backup(ctx context.Context, w io.Writer, started func(size int64)) error {

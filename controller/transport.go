@@ -248,9 +248,41 @@ func (c *Controller) republishMessages() []mqttclient.Message {
 	}
 	msgs = append(msgs, c.publishedConfigMessagesLocked()...)
 	for _, node := range sortedKeys(c.state.current) {
-		msgs = append(msgs, desiredMessage(node, c.state.current[node]))
+		m := desiredMessage(node, c.state.current[node])
+		if !deliverable(m) {
+			// Reported again (the event folds into its series): the
+			// controller may have restarted since the first report.
+			c.desiredTooLarge(node, c.state.current[node], m)
+			continue
+		}
+		msgs = append(msgs, m)
 	}
 	return msgs
+}
+
+// reasonDesiredTooLarge is the reason of the Warning event on a node whose
+// desired state does not fit in one message.
+const reasonDesiredTooLarge = "DesiredStateTooLarge"
+
+// deliverable reports whether m, a node's desired state, fits in a message
+// the broker delivers and every agent accepts (deliveryLimit, within
+// schema.MaxMessageSize). One that does not is never published: its node
+// could only refuse it, and keeps the last desired state it could take.
+func deliverable(m mqttclient.Message) bool {
+	return len(m.Payload) <= min(deliveryLimit, schema.MaxMessageSize)
+}
+
+// desiredTooLarge reports that node's new desired state nd, encoded as m,
+// is not published because it does not fit: a Warning event on the node
+// naming the size, the limit and what makes it up, and a metric.
+func (c *Controller) desiredTooLarge(node string, nd reconcile.NodeDesired, m mqttclient.Message) {
+	c.metrics.desiredTooLarge.Inc()
+	c.events.add(nodeObject(node), schema.EventWarning, reasonDesiredTooLarge,
+		fmt.Sprintf("desired state generation %d (%d instances, %d ConfigMaps, %d Secrets) is %d bytes, over the limit of %d bytes "+
+			"one message may have (max packet size %d); not sent: the node keeps its previous desired state. "+
+			"Make fewer daemonsets match the node, or shorten their names",
+			nd.Generation, len(nd.Instances), len(nd.ConfigMaps), len(nd.Secrets), len(m.Payload),
+			min(deliveryLimit, schema.MaxMessageSize), maxPacketSize))
 }
 
 func sortedKeys[V any](m map[string]V) []string {

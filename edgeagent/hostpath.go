@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/edgeset/edgeset/schema"
 )
@@ -149,6 +151,12 @@ func (p LocalPolicy) checkResolvedHostPath(hostPath string) error {
 	if !p.RestrictHostPaths {
 		return nil
 	}
+	if hasDotDot(hostPath) {
+		// resolveExisting cleans lexically first, but the kernel (and so
+		// the DirectoryOrCreate or FileOrCreate that follows) resolves
+		// "link/.." to the parent of link's target.
+		return fmt.Errorf("hostPath %s: must not contain '..'", hostPath)
+	}
 	resolved, err := resolveExisting(hostPath)
 	if err != nil {
 		return fmt.Errorf("hostPath %s: %w", hostPath, err)
@@ -164,6 +172,9 @@ func (p LocalPolicy) checkResolvedHostPath(hostPath string) error {
 	}
 	return nil
 }
+
+// hasDotDot reports whether p has a ".." component.
+func hasDotDot(p string) bool { return slices.Contains(strings.Split(p, "/"), "..") }
 
 // resolveExisting returns the absolute path p names once the symlinks of
 // its longest existing prefix are resolved, a dangling symlink to where

@@ -1,6 +1,7 @@
 package edgeagent
 
 import (
+	"cmp"
 	"os"
 	"path/filepath"
 	"testing"
@@ -105,4 +106,37 @@ func TestRestrictedHostPathsWithoutDataDir(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, spec.Containers[0].Mounts, 1)
 	assert.Equal(t, filepath.Join(allowed, "real"), spec.Containers[0].Mounts[0].Source)
+}
+
+// TestRestrictedHostPathDotDotAfterASymlink: "link/.." is where the
+// kernel resolves it (the parent of link's target), not where a lexical
+// clean puts it (the directory holding link). A path such as
+// allowed/link/../new, with link planted to outside/sub, must be held
+// before anything is created: DirectoryOrCreate or FileOrCreate would
+// otherwise make outside/new on the device. As in Kubernetes, a hostPath
+// with a ".." component is refused, by the agent as by validation.
+func TestRestrictedHostPathDotDotAfterASymlink(t *testing.T) {
+	root := t.TempDir()
+	allowed, outside := filepath.Join(root, "allowed"), filepath.Join(root, "etc")
+	require.NoError(t, os.MkdirAll(allowed, 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(outside, "sub"), 0o755))
+	require.NoError(t, os.Symlink(filepath.Join(outside, "sub"), filepath.Join(allowed, "link")))
+	policy := LocalPolicy{RestrictHostPaths: true, AllowedHostPaths: []string{allowed}}
+	for _, typ := range []string{schema.HostPathDirectoryOrCreate, schema.HostPathFileOrCreate, schema.HostPathUnset} {
+		t.Run(cmp.Or(typ, "unset"), func(t *testing.T) {
+			path := allowed + "/link/../new"
+			tmpl := schema.PodTemplateSpec{Spec: schema.PodSpec{
+				Volumes:    []schema.Volume{{Name: "h", HostPath: &schema.HostPathVolumeSource{Path: path, Type: typ}}},
+				Containers: []schema.Container{{Name: "c", Image: "x:1", VolumeMounts: []schema.VolumeMount{{Name: "h", MountPath: "/h"}}}},
+			}}
+			ic := testContext()
+			ic.DataDir = t.TempDir()
+			ic.Policy = policy
+			_, err := BuildInstance(ic, tmpl)
+			require.Error(t, err)
+			assert.ErrorContains(t, err, "..")
+			assert.NoFileExists(t, filepath.Join(outside, "new"), "nothing created outside the allowed paths")
+			assert.NoDirExists(t, filepath.Join(outside, "new"), "nothing created outside the allowed paths")
+		})
+	}
 }

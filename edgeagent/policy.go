@@ -223,7 +223,7 @@ func (p LocalPolicy) hostPathReasons(vols []schema.Volume) []string {
 // hostPathAllowed compares whole path components, so "/data" allows
 // "/data/x" but not "/database" or "/data/../etc".
 func (p LocalPolicy) hostPathAllowed(hostPath string) bool {
-	if !path.IsAbs(hostPath) {
+	if !path.IsAbs(hostPath) || hasDotDot(hostPath) {
 		return false
 	}
 	clean := path.Clean(hostPath)

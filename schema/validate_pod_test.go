@@ -239,6 +239,12 @@ func TestValidatePodFields(t *testing.T) {
 			pod + `.volumes[2].emptyDir.sizeLimit: must be greater than 0, not "0"`,
 			pod + `.volumes[3].hostPath.type: unsupported type "Pipe": want one of DirectoryOrCreate, Directory, FileOrCreate, File, Socket, CharDevice, BlockDevice`,
 		}},
+		{"hostPath with '..'", func(ds *DaemonSet) {
+			vol(Volume{Name: "h", HostPath: &HostPathVolumeSource{Path: "/srv/allowed/link/../new"}})(ds)
+			vol(Volume{Name: "h2", HostPath: &HostPathVolumeSource{Path: "/srv/..data/x"}})(ds)
+		}, []string{
+			pod + `.volumes[1].hostPath.path: must not contain '..', not "/srv/allowed/link/../new"`,
+		}},
 		{"downwardAPI volume", vol(Volume{Name: "info", DownwardAPI: &DownwardAPIVolumeSource{Items: []DownwardAPIVolumeFile{
 			{Path: "labels", FieldRef: &ObjectFieldSelector{FieldPath: "metadata.labels"}},
 			{Path: "node", FieldRef: &ObjectFieldSelector{FieldPath: "spec.nodeName"}},

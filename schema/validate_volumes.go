@@ -200,6 +200,10 @@ func (pc *podCheck) validateVolume(vf string, v *Volume) {
 			pc.add(vf+".hostPath.path", "required")
 		case !path.IsAbs(h.Path):
 			pc.add(vf+".hostPath.path", "must be an absolute path, not %q", h.Path)
+		case slices.Contains(strings.Split(h.Path, "/"), ".."):
+			// As Kubernetes: the kernel resolves "link/.." to the parent
+			// of link's target, not where a lexical clean puts it.
+			pc.add(vf+".hostPath.path", "must not contain '..', not %q", h.Path)
 		}
 		validateHostPathType(pc.errs, vf+".hostPath.type", h.Type)
 	}

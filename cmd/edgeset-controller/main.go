@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"reflect"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
@@ -76,7 +78,7 @@ func addFlags(f *pflag.FlagSet) {
 	f.String("mqtt-ws-addr", "", "embedded broker WebSocket listener")
 	f.Duration("mqtt-connect-timeout", broker.DefaultConnectTimeout, "close an MQTT connection that has not completed CONNECT and authentication within this")
 	f.Int("mqtt-max-pending-connections", broker.DefaultMaxPendingConnections, "MQTT connections not yet authenticated; more are closed at accept")
-	f.Int("mqtt-max-connections-per-source", broker.DefaultMaxConnectionsPerSource, "open MQTT connections per IP address (loopback included); more are closed at accept")
+	f.Int("mqtt-max-connections-per-source", broker.DefaultMaxConnectionsPerSource, "open MQTT connections per IP address (IPv6: one /64; loopback included); more are closed at accept")
 	f.Int("mqtt-auth-failure-limit", broker.DefaultAuthFailureLimit, "failed MQTT logins from one IP address within --mqtt-auth-failure-window that refuse it for --mqtt-auth-failure-backoff")
 	f.Duration("mqtt-auth-failure-window", broker.DefaultAuthFailureWindow, "window counting failed MQTT logins per IP address")
 	f.Duration("mqtt-auth-failure-backoff", broker.DefaultAuthFailureBackoff, "how long an IP address that failed too many MQTT logins is refused")
@@ -126,10 +128,25 @@ func loadConfig(v *viper.Viper) (controller.Config, string, error) {
 		source = path
 	}
 	var fc fileConfig
-	if err := v.UnmarshalExact(&fc); err != nil {
+	if err := v.UnmarshalExact(&fc, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
+		durationWithUnit, mapstructure.StringToTimeDurationHookFunc(), mapstructure.StringToSliceHookFunc(",")))); err != nil {
 		return controller.Config{}, "", fmt.Errorf("config (%s): %w", source, err)
 	}
 	return fc.Config, source, nil
+}
+
+// durationWithUnit refuses a number where a duration is wanted: YAML's
+// "mqtt-connect-timeout: 10" would otherwise decode as 10 nanoseconds.
+func durationWithUnit(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeFor[time.Duration]() || from == to {
+		return data, nil
+	}
+	switch from.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return nil, fmt.Errorf("%v is a number, want a duration with its unit, such as \"10s\" or \"1m\"", data)
+	}
+	return data, nil
 }
 
 func run(ctx context.Context, cfg controller.Config, source string, stderr io.Writer) error {
@@ -144,8 +161,12 @@ func run(ctx context.Context, cfg controller.Config, source string, stderr io.Wr
 	if err != nil {
 		return err
 	}
+	scheme := "http://"
+	if cfg.APITLSCert != "" {
+		scheme = "https://"
+	}
 	log.Info("edgeset-controller starting", "version", schema.Version, "config", source,
-		"api", "http://"+c.APIAddr().String(), "token", cfg.TokenPath(), "data", cfg.DataDir)
+		"api", scheme+c.APIAddr().String(), "token", cfg.TokenPath(), "data", cfg.DataDir)
 	if addr := c.MQTTAddr(); addr != nil {
 		log.Info("embedded MQTT broker", "addr", addr.String())
 	}

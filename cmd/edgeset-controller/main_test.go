@@ -57,3 +57,33 @@ func TestUnknownConfigKeyIsNamed(t *testing.T) {
 	assert.Contains(t, err.Error(), "mqtt-adress")
 	assert.Contains(t, err.Error(), path)
 }
+
+// TestBareNumberDurationIsRefused: a duration written without its unit
+// ("mqtt-connect-timeout: 10", meaning seconds) decoded as nanoseconds, a
+// connect timeout that refused every device, with no error; it is refused
+// naming the key and the form wanted. Durations with a unit, and the
+// flags' own, still load.
+func TestBareNumberDurationIsRefused(t *testing.T) {
+	for _, tc := range []struct{ file, want string }{
+		{"data-dir: x\nmqtt-connect-timeout: 10\n", "mqtt-connect-timeout"},
+		{"data-dir: x\napi-read-timeout: 2.5\n", "api-read-timeout"},
+	} {
+		path := t.TempDir() + "/bad.yaml"
+		require.NoError(t, os.WriteFile(path, []byte(tc.file), 0o600))
+		v := viper.New()
+		require.NoError(t, v.BindPFlags(newRootCmd(io.Discard).Flags()))
+		v.Set("config", path)
+		_, _, err := loadConfig(v)
+		require.Error(t, err, tc.file)
+		assert.Contains(t, err.Error(), tc.want)
+		assert.Contains(t, err.Error(), `such as "10s"`)
+	}
+	path := t.TempDir() + "/good.yaml"
+	require.NoError(t, os.WriteFile(path, []byte("data-dir: x\nmqtt-connect-timeout: 10s\n"), 0o600))
+	v := viper.New()
+	require.NoError(t, v.BindPFlags(newRootCmd(io.Discard).Flags()))
+	v.Set("config", path)
+	cfg, _, err := loadConfig(v)
+	require.NoError(t, err)
+	assert.Equal(t, "10s", cfg.MQTTConnectTimeout.String())
+}

@@ -92,9 +92,15 @@ func cliOwner(path string) (string, error) {
 // readManifests expands paths (files, directories, -) into file contents,
 // validating each locally so problems are reported with file and line
 // before anything is sent.
-func readManifests(s *streams, paths []string) ([]manifestSource, error) {
+//
+// With unique (apply, diff), an object declared in two of the files is
+// refused, naming both places: each file is its own request, so the
+// controller, which refuses an object declared twice in one request, would
+// apply both, one after the other, on every apply.
+func readManifests(s *streams, paths []string, unique bool) ([]manifestSource, error) {
 	var out []manifestSource
 	var problems int
+	seen := map[string]schema.Source{}
 	for _, p := range paths {
 		files, err := manifestFiles(p)
 		if err != nil {
@@ -110,13 +116,16 @@ func readManifests(s *streams, paths []string) ([]manifestSource, error) {
 				return nil, err
 			}
 			src.owner = owner
-			if _, warnings, err := schema.Decode(src.name, src.data); err != nil {
+			objs, warnings, err := schema.Decode(src.name, src.data)
+			if err != nil {
 				problems += printProblems(s.err, err)
 				continue
-			} else {
-				for _, w := range warnings {
-					fmt.Fprintf(s.err, "warning: %s\n", w.String())
-				}
+			}
+			for _, w := range warnings {
+				fmt.Fprintf(s.err, "warning: %s\n", w.String())
+			}
+			if unique {
+				problems += declaredTwice(s.err, seen, objs)
 			}
 			out = append(out, src)
 		}
@@ -125,6 +134,27 @@ func readManifests(s *streams, paths []string) ([]manifestSource, error) {
 		return nil, errReported
 	}
 	return out, nil
+}
+
+// declaredTwice prints, for each of objs that an earlier file declared
+// (seen, by kind and key, which it extends), where both are, and returns
+// how many there were. Duplicates within one file are the controller's to
+// refuse, with the same message.
+func declaredTwice(w io.Writer, seen map[string]schema.Source, objs []schema.Object) int {
+	n := 0
+	local := map[string]bool{}
+	for _, o := range objs {
+		key := refOf(o).String()
+		if first, dup := seen[key]; dup && !local[key] {
+			fmt.Fprintf(w, "%s: metadata.name: %s is declared twice, here and at %s; declare each object once\n", o.Source, key, first)
+			n++
+			continue
+		}
+		if !local[key] {
+			seen[key], local[key] = o.Source, true
+		}
+	}
+	return n
 }
 
 func manifestFiles(path string) ([]string, error) {
@@ -167,7 +197,7 @@ type applyFlags struct {
 }
 
 func apply(cmd *cobra.Command, s *streams, c *api.Client, paths []string, f applyFlags) error {
-	srcs, err := readManifests(s, paths)
+	srcs, err := readManifests(s, paths, true)
 	if err != nil {
 		return err
 	}

@@ -146,7 +146,7 @@ func deleteTargets(s *streams, o deleteOptions, args []string) ([]objectRef, err
 		if len(args) > 0 {
 			return nil, usageError{errors.New("delete: give -f FILE or KIND NAME, not both")}
 		}
-		srcs, err := readManifests(s, o.paths)
+		srcs, err := readManifests(s, o.paths, false)
 		if err != nil {
 			return nil, err
 		}

@@ -52,7 +52,7 @@ would (or on an error, printed on stderr), 2 on a usage error.`,
 }
 
 func diff(ctx context.Context, s *streams, c *api.Client, paths []string) error {
-	srcs, err := readManifests(s, paths)
+	srcs, err := readManifests(s, paths, true)
 	if err != nil {
 		return err
 	}

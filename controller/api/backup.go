@@ -26,10 +26,13 @@ func (s *Server) backup(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("%w: this controller cannot back up its store", ErrNotFound))
 		return
 	}
-	// A large store takes longer to copy than the server's write timeout.
+	// A large store takes longer to copy than the server's write timeout,
+	// so each write gets it afresh: only a client that stops reading is
+	// cut. The copy holds a read transaction, which holds up every write
+	// that must grow the store's file: it must never be held for good.
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	began := false
-	err := b.Backup(r.Context(), w, func(size int64) {
+	err := b.Backup(r.Context(), freshDeadline{w, func() { s.startWriteTimeout(w) }}, func(size int64) {
 		began = true
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.Header().Set("Content-Disposition", `attachment; filename="edgeset.db"`)
@@ -45,6 +48,18 @@ func (s *Server) backup(w http.ResponseWriter, r *http.Request) {
 		s.log.Warn("store backup cut short", "remote", r.RemoteAddr, "err", err)
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// freshDeadline is a response writer whose every Write gets the server's
+// write timeout afresh (fresh).
+type freshDeadline struct {
+	w     http.ResponseWriter
+	fresh func()
+}
+
+func (f freshDeadline) Write(p []byte) (int, error) {
+	f.fresh()
+	return f.w.Write(p)
 }
 
 // Backup copies the controller's store to w and returns the bytes

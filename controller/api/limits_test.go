@@ -377,6 +377,13 @@ func TestRequestBodyStrictJSON(t *testing.T) {
 		{"patch null", http.MethodPatch, patch, `null`, http.StatusBadRequest, "JSON object"},
 		{"rollout trailing object", http.MethodPost, rollout, `{"action":"restart"}{"action":"undo"}`, http.StatusBadRequest, "after the JSON object"},
 		{"rollout", http.MethodPost, rollout, `{"action":"restart"}`, http.StatusOK, ""},
+		// A field given twice is refused, as Kubernetes' strict decoding
+		// does: encoding/json would merge or overwrite it silently.
+		{"patch duplicate field", http.MethodPatch, patch, `{"labels":{"a":"b"},"labels":{"c":"d"}}`, http.StatusBadRequest, `duplicate field "labels"`},
+		{"patch duplicate label", http.MethodPatch, patch, `{"labels":{"a":"b","a":null}}`, http.StatusBadRequest, `duplicate field "labels.a"`},
+		{"patch duplicate in a list", http.MethodPatch, patch, `{"addTaints":[{"key":"k","effect":"NoSchedule","key":"j"}]}`, http.StatusBadRequest, `duplicate field "addTaints[0].key"`},
+		{"rollout duplicate action", http.MethodPost, rollout, `{"action":"restart","action":"undo"}`, http.StatusBadRequest, `duplicate field "action"`},
+		{"patch same key in two objects", http.MethodPatch, patch, `{"labels":{"a":"b"},"addTaints":[{"key":"a","effect":"NoSchedule"},{"key":"a","effect":"NoExecute"}]}`, http.StatusOK, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

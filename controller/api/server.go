@@ -350,7 +350,63 @@ func decodeBody(r *http.Request, v any) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return fmt.Errorf("%w: request body: unexpected data after the JSON object at byte %d", ErrInvalid, dec.InputOffset())
 	}
+	if field := duplicateField(data); field != "" {
+		return fmt.Errorf("%w: request body: duplicate field %q", ErrInvalid, field)
+	}
 	return nil
+}
+
+// duplicateField returns the path ("labels.a", "addTaints[0].key") of the
+// first object member data, one valid JSON value, gives twice, "" if none
+// is. encoding/json keeps the last of them (merging objects), so a body
+// such as {"labels":{"a":"b"},"labels":{"c":"d"}} would apply both;
+// Kubernetes' strict decoding refuses it, and so does the API.
+func duplicateField(data []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dup, _ := walkDuplicates(dec, "")
+	return dup
+}
+
+// walkDuplicates reads one JSON value from dec, whose path is path, and
+// returns the path of the first duplicate member in it.
+func walkDuplicates(dec *json.Decoder, path string) (string, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return "", err
+	}
+	switch tok {
+	case json.Delim('{'):
+		seen := map[string]bool{}
+		for dec.More() {
+			key, err := dec.Token()
+			if err != nil {
+				return "", err
+			}
+			name, _ := key.(string)
+			member := name
+			if path != "" {
+				member = path + "." + name
+			}
+			if seen[name] {
+				return member, nil
+			}
+			seen[name] = true
+			if dup, err := walkDuplicates(dec, member); dup != "" || err != nil {
+				return dup, err
+			}
+		}
+		_, err = dec.Token() // '}'
+		return "", err
+	case json.Delim('['):
+		for i := 0; dec.More(); i++ {
+			if dup, err := walkDuplicates(dec, fmt.Sprintf("%s[%d]", path, i)); dup != "" || err != nil {
+				return dup, err
+			}
+		}
+		_, err = dec.Token() // ']'
+		return "", err
+	}
+	return "", nil
 }
 
 // readBody reads a request body of at most MaxRequestBytes. A body not

@@ -252,6 +252,20 @@ func (s *Store) batch(fn func(tx *bbolt.Tx) error) error {
 	return closedError(err)
 }
 
+// Probe commits a write that leaves nothing behind (a key put and removed
+// in the meta bucket), so that a caller learns through Options.OnWrite,
+// and its error, whether the file takes writes again.
+func (s *Store) Probe() error {
+	return s.update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket(bucketMeta)
+		key := []byte("probe")
+		if err := b.Put(key, make([]byte, 4096)); err != nil {
+			return err
+		}
+		return b.Delete(key)
+	})
+}
+
 // FailWrites makes every later read-write transaction call fault once its
 // writes are made and, when fault returns an error, roll back and fail
 // with it as a commit that the disk refused would: the seam tests use to
