@@ -21,8 +21,8 @@ var _ api.NodeTokenMinter = (*Controller)(nil)
 // need not have connected yet. The mint is recorded as an event on the
 // node naming the requester and the token's fingerprint, never the token.
 func (c *Controller) MintNodeToken(_ context.Context, node, requester string) (api.NodeToken, error) {
-	if !schema.ValidNodeName(node) {
-		return api.NodeToken{}, fmt.Errorf("%w: %q is not a valid node name (lowercase letters, digits, '-' and '.', at most 253 characters)", api.ErrInvalid, node)
+	if msg := schema.NodeNameProblem(node); msg != "" {
+		return api.NodeToken{}, fmt.Errorf("%w: %s (lowercase letters, digits, '-' and '.', at most 253 characters)", api.ErrInvalid, msg)
 	}
 	secret, err := broker.LoadOrCreateFleetSecret(c.cfg.DataDir)
 	if err != nil {
