@@ -104,5 +104,5 @@ bench-scale-mosquitto: ## fleet scale benchmark with Mosquitto as the broker (ED
 	EDGESET_SCALE_MOSQUITTO=1 $(GO) test -count=1 -timeout 30m -run '^TestScaleMosquitto$$' -v ./sim/scale/
 
 .PHONY: fault-fds
-fault-fds: ## 20,000 idle MQTT connections against a controller limited to 20,000 files: a genuine node still connects, /readyz follows (EDGESET_FAULT_FDS_CONNS)
+fault-fds: ## 20,000 idle MQTT connections, then 20,000 slow API bodies, against a controller limited to 20,000 files: genuine clients still served, /readyz follows (EDGESET_FAULT_FDS_CONNS)
 	EDGESET_FAULT_FDS=1 $(GO) test -count=1 -timeout 30m -run '^TestFaultFDs$$' -v ./test/fds/

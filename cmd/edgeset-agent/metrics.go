@@ -17,6 +17,28 @@ import (
 	"github.com/edgeset/edgeset/schema"
 )
 
+// Limits of the metrics server: what one client (a scraper, or anything
+// that can reach metrics-addr) can hold of it. A scrape is a GET with no
+// body and a small answer; collecting takes at most the runtime's 3 s
+// Info timeout.
+const (
+	// metricsReadHeaderTimeout closes a connection that has not sent its
+	// request headers by then.
+	metricsReadHeaderTimeout = 5 * time.Second
+	// metricsReadTimeout bounds reading a whole request, body included: a
+	// body sent a byte at a time would otherwise hold the connection for
+	// ever (net/http reads what a handler left of it before reusing the
+	// connection).
+	metricsReadTimeout = 10 * time.Second
+	// metricsWriteTimeout bounds serving a request from the end of its
+	// headers, collecting and writing the answer.
+	metricsWriteTimeout = 30 * time.Second
+	// metricsIdleTimeout closes an idle keep-alive connection.
+	metricsIdleTimeout = 60 * time.Second
+	// metricsMaxHeaderBytes bounds a request's header block (431 past it).
+	metricsMaxHeaderBytes = 64 << 10
+)
+
 // metricsServer serves /healthz and /metrics.
 type metricsServer struct {
 	srv  *http.Server
@@ -36,7 +58,7 @@ func startMetrics(addr string, node *edgeagent.Node, rt edgeagent.Runtime, log *
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", healthz(node))
-	m := &metricsServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, done: make(chan struct{})}
+	m := &metricsServer{srv: newMetricsHTTPServer(mux), done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
 		if err := m.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -45,6 +67,19 @@ func startMetrics(addr string, node *edgeagent.Node, rt edgeagent.Runtime, log *
 	}()
 	log.Info("metrics", "addr", ln.Addr().String())
 	return m, nil
+}
+
+// newMetricsHTTPServer returns the http.Server of the metrics server, within
+// its limits.
+func newMetricsHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: metricsReadHeaderTimeout,
+		ReadTimeout:       metricsReadTimeout,
+		WriteTimeout:      metricsWriteTimeout,
+		IdleTimeout:       metricsIdleTimeout,
+		MaxHeaderBytes:    metricsMaxHeaderBytes,
+	}
 }
 
 // healthz answers 200 while the process runs: a device without its broker

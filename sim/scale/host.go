@@ -74,7 +74,7 @@ func Host(ctx context.Context, dataDir string, opts HostOptions, out io.Writer) 
 	if err != nil {
 		return fmt.Errorf("debug listener: %w", err)
 	}
-	srv := &http.Server{Handler: debugMux(), ReadHeaderTimeout: 10 * time.Second}
+	srv := newDebugServer()
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return c.Run(ctx) })
 	g.Go(func() error {
@@ -102,6 +102,24 @@ func Host(ctx context.Context, dataDir string, opts HostOptions, out io.Writer) 
 }
 
 // debugMux serves the heap figure, a start/stop CPU profile and pprof.
+// newDebugServer returns the debug listener's http.Server. Its requests
+// are the benchmark's own GETs and POSTs without a body, but it listens
+// on loopback where anything can reach it, so no client can hold it: a
+// request must arrive within the read timeouts, an idle connection is
+// closed. The write timeout leaves room for a CPU profile of a few
+// minutes (/debug/pprof/profile refuses a duration past it) and the forced
+// collection of /heap.
+func newDebugServer() *http.Server {
+	return &http.Server{
+		Handler:           debugMux(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      5 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
 func debugMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /heap", func(w http.ResponseWriter, _ *http.Request) {

@@ -1,18 +1,29 @@
 // Package fds is the full file-descriptor exhaustion case of issue 13
-// (make fault-fds): 20,000 idle TCP connections to the MQTT port of a
-// controller limited to 20,000 files, opened from separate processes. It
-// shows that a genuine node still connects and that /readyz reflects the
-// listener's state. It runs only with EDGESET_FAULT_FDS=1.
+// (make fault-fds), against a controller limited to 20,000 files, from
+// separate attacker processes on loopback:
+//
+//   - 20,000 idle TCP connections to the MQTT port: a genuine node still
+//     connects and /readyz reflects the listener's state;
+//   - 20,000 connections to the API port, each sending a request's headers
+//     and then one body byte every 3 s, half with the admin token and half
+//     without: a genuine client still gets answers, the unauthenticated
+//     requests get their 401 at once, the slow bodies are cut after
+//     api-read-timeout, and the controller's descriptors return to what
+//     they were.
+//
+// It runs only with EDGESET_FAULT_FDS=1.
 package fds
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -41,7 +52,8 @@ const (
 	envConfig = "EDGESET_FDS_CONFIG"      // controller: JSON of controller.Config
 	envTarget = "EDGESET_FDS_TARGET"      // attacker: MQTT address
 	envCount  = "EDGESET_FDS_COUNT"       // attacker: connections to open
-	envSource = "EDGESET_FDS_SOURCE"      // attacker: local IP address
+	envSource = "EDGESET_FDS_SOURCE"      // attackers: local IP addresses, separated by commas
+	envToken  = "EDGESET_FDS_TOKEN"       // api-attacker: bearer token to send; empty: none
 )
 
 // controllerFiles is the controller's RLIMIT_NOFILE, as in the report.
@@ -59,15 +71,24 @@ func TestMain(m *testing.M) {
 		os.Exit(runController())
 	case "attacker":
 		os.Exit(runAttacker())
+	case "api-attacker":
+		os.Exit(runAPIAttacker())
 	}
 	os.Exit(m.Run())
 }
 
-// TestFaultFDs runs the attack twice: with the default limits (the caps
-// refuse most connections at accept; descriptors never run out) and with
-// the caps raised so the descriptors do run out (accept fails with EMFILE,
-// /readyz turns 503, the connect timeout frees them, the listener accepts
-// again).
+// TestFaultFDs runs the MQTT attack twice: with the default limits (the
+// caps refuse most connections at accept; descriptors never run out) and
+// with the caps raised so the descriptors do run out (accept fails with
+// EMFILE, /readyz turns 503, the connect timeout frees them, the listener
+// accepts again). Then the API attack (attackAPI), with the default limits
+// and with the connection caps raised, and slow bodies with the token from
+// many sources, which exhaust the descriptors once the cap on
+// unauthenticated connections is raised (attackAPIExhausted).
+//
+// Each case uses source addresses of its own: a connection the server
+// closed first leaves its port pair in TIME_WAIT for a minute, and 20,000
+// of them would leave the next case no ports on the same address.
 func TestFaultFDs(t *testing.T) {
 	if os.Getenv(envRun) == "" {
 		t.Skip("the 20,000-connection case; run with make fault-fds")
@@ -79,12 +100,24 @@ func TestFaultFDs(t *testing.T) {
 			t.Fatalf("%s: %v", envConns, err)
 		}
 	}
-	t.Run("default limits", func(t *testing.T) {
+	t.Run("mqtt default limits", func(t *testing.T) {
 		attack(t, total, "127.0.0.1", controller.Config{})
 	})
-	t.Run("caps raised, descriptors exhausted", func(t *testing.T) {
+	t.Run("mqtt caps raised, descriptors exhausted", func(t *testing.T) {
+		// The long API idle timeout keeps the test's /readyz connection
+		// alive while no new one can be accepted.
 		attack(t, total, "127.0.0.3", controller.Config{MQTTConnectTimeout: time.Minute,
-			MQTTMaxPendingConnections: 1 << 20, MQTTMaxConnectionsPerSource: 1 << 20})
+			MQTTMaxPendingConnections: 1 << 20, MQTTMaxConnectionsPerSource: 1 << 20, APIIdleTimeout: time.Hour})
+	})
+	t.Run("api default limits", func(t *testing.T) {
+		attackAPI(t, total, [2]string{"127.0.0.4", "127.0.0.5"}, controller.Config{})
+	})
+	t.Run("api caps raised", func(t *testing.T) {
+		attackAPI(t, total, [2]string{"127.0.0.6", "127.0.0.7"}, controller.Config{
+			APIMaxUnauthenticatedConns: 1 << 20, APIMaxConnsPerSource: 1 << 20})
+	})
+	t.Run("api token from many sources, unauthenticated cap raised, descriptors exhausted", func(t *testing.T) {
+		attackAPIExhausted(t, total, [2]string{"127.1", "127.2"})
 	})
 }
 
@@ -97,8 +130,7 @@ func attack(t *testing.T, total int, source string, cfg controller.Config) {
 	ready := ctl.line(t, "ready ", time.Minute)
 	fields := parseFields(ready)
 	mqttAddr, apiAddr := fields["mqtt"], fields["api"]
-	api := &apiClient{base: "http://" + apiAddr,
-		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}, Timeout: 10 * time.Second}}
+	api := newAPIClient(apiAddr, fields["token"])
 	if code, body := api.readyz(); code != http.StatusOK {
 		t.Fatalf("/readyz before the attack = %d %s", code, body)
 	}
@@ -126,10 +158,11 @@ func attack(t *testing.T, total int, source string, cfg controller.Config) {
 	}
 	t.Logf("attack: %d connections opened, %d failed, in %v", opened, failed, time.Since(start).Round(time.Millisecond))
 
+	// Only a 503 is the controller reporting; 0 is a request that failed.
 	sawUnready := false
 	code, body := api.readyz()
 	t.Logf("/readyz during the attack: %d %s", code, strings.TrimSpace(body))
-	if code != http.StatusOK {
+	if code == http.StatusServiceUnavailable {
 		sawUnready = true
 	}
 	t.Logf("metrics during the attack: %s", api.brokerMetrics())
@@ -148,13 +181,14 @@ func attack(t *testing.T, total int, source string, cfg controller.Config) {
 			t.Fatalf("a genuine node never connected in %v (%d attempts): %v", recoverWait, attempts, err)
 		}
 		if code, body := api.readyz(); code != http.StatusOK {
-			sawUnready = true
+			sawUnready = sawUnready || code == http.StatusServiceUnavailable
 			t.Logf("/readyz while the node cannot connect: %d %s", code, strings.TrimSpace(body))
 		}
 	}
 	t.Logf("genuine node connected after %v, %d attempt(s)", time.Since(connectStart).Round(time.Millisecond), attempts)
 	checkReady(t, api)
 	t.Logf("metrics after: %s", api.brokerMetrics())
+	t.Logf("controller log lines: %s", ctl.logs.summary())
 	if exhausts := cfg.MQTTMaxConnectionsPerSource > 0 && total >= controllerFiles; exhausts && !sawUnready {
 		t.Errorf("descriptors were exhausted but /readyz never reported it")
 	}
@@ -203,13 +237,32 @@ func connectNode(addr, node, token string) error {
 
 // apiClient reads the controller's /readyz and /metrics over kept-alive
 // connections, which need no new descriptor while the controller has none.
+// The API keeps a connection alive only once it has carried a request with
+// the token, so each read is preceded by one.
 type apiClient struct {
-	base string
-	http *http.Client
+	base, token string
+	http        *http.Client
+}
+
+func newAPIClient(addr, token string) *apiClient {
+	return &apiClient{base: "http://" + addr, token: token,
+		http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}, Timeout: 10 * time.Second}}
 }
 
 func (a *apiClient) get(path string) (int, string) {
-	resp, err := a.http.Get(a.base + path)
+	if code, body := a.getAuthenticated("/api/v1/version"); code != http.StatusOK {
+		return code, body
+	}
+	return a.getAuthenticated(path)
+}
+
+func (a *apiClient) getAuthenticated(path string) (int, string) {
+	req, err := http.NewRequest(http.MethodGet, a.base+path, nil)
+	if err != nil {
+		return 0, err.Error()
+	}
+	req.Header.Set("Authorization", "Bearer "+a.token)
+	resp, err := a.http.Do(req)
 	if err != nil {
 		return 0, err.Error()
 	}
@@ -253,7 +306,7 @@ func runController() int {
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	<-c.Synced()
-	fmt.Printf("ready mqtt=%s api=%s\n", c.MQTTAddr(), c.APIAddr())
+	fmt.Printf("ready mqtt=%s api=%s token=%s\n", c.MQTTAddr(), c.APIAddr(), c.Token())
 	go func() { _, _ = io.Copy(io.Discard, os.Stdin); cancel() }()
 	if err := <-done; err != nil {
 		fmt.Println("error", err)
@@ -271,26 +324,44 @@ func runAttacker() int {
 		return 1
 	}
 	count, _ := strconv.Atoi(os.Getenv(envCount))
-	target, source := os.Getenv(envTarget), os.Getenv(envSource)
 	var mu sync.Mutex
 	var conns []net.Conn
-	var failed atomic.Int64
+	failed := dialAll(os.Getenv(envTarget), os.Getenv(envSource), count, func(conn net.Conn) {
+		mu.Lock()
+		conns = append(conns, conn)
+		mu.Unlock()
+	})
+	fmt.Printf("opened opened=%d failed=%d\n", len(conns), failed)
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	return 0
+}
+
+// dialAll opens count TCP connections to target, 64 at a time, from the
+// addresses of sources (separated by commas) in turn, and hands each to
+// opened. It returns how many failed to connect.
+func dialAll(target, sources string, count int, opened func(net.Conn)) int {
+	var locals []*net.TCPAddr
+	for _, ip := range strings.Split(sources, ",") {
+		locals = append(locals, &net.TCPAddr{IP: net.ParseIP(ip)})
+	}
+	var dials, failed atomic.Int64
 	next := make(chan struct{})
 	var wg sync.WaitGroup
 	for range 64 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d := net.Dialer{Timeout: 3 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(source)}}
 			for range next {
+				d := net.Dialer{Timeout: 3 * time.Second, LocalAddr: locals[int(dials.Add(1))%len(locals)]}
 				conn, err := d.Dial("tcp", target)
 				if err != nil {
 					failed.Add(1)
 					continue
 				}
-				mu.Lock()
-				conns = append(conns, conn)
-				mu.Unlock()
+				opened(conn)
 			}
 		}()
 	}
@@ -299,12 +370,7 @@ func runAttacker() int {
 	}
 	close(next)
 	wg.Wait()
-	fmt.Printf("opened opened=%d failed=%d\n", len(conns), failed.Load())
-	_, _ = io.Copy(io.Discard, os.Stdin)
-	for _, c := range conns {
-		_ = c.Close()
-	}
-	return 0
+	return int(failed.Load())
 }
 
 // setFileLimit sets RLIMIT_NOFILE's soft limit to n (0: the hard limit).
@@ -325,6 +391,7 @@ type child struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	lines chan string
+	logs  *logCounter // its stderr
 }
 
 // startChild runs this test binary as role with env; it is killed when the
@@ -333,7 +400,8 @@ func startChild(t *testing.T, role string, env ...string) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(append(os.Environ(), envRole+"="+role), env...)
-	cmd.Stderr = os.Stderr
+	logs := &logCounter{out: os.Stderr, byMsg: map[string]int{}}
+	cmd.Stderr = logs
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -345,7 +413,7 @@ func startChild(t *testing.T, role string, env ...string) *child {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	c := &child{cmd: cmd, stdin: stdin, lines: make(chan string, 16)}
+	c := &child{cmd: cmd, stdin: stdin, lines: make(chan string, 16), logs: logs}
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
@@ -419,4 +487,52 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// logCounter passes a child's stderr on to out and counts its slog lines
+// by message.
+type logCounter struct {
+	out io.Writer
+
+	mu      sync.Mutex // guards the fields below
+	partial []byte     // an unfinished line
+	total   int
+	byMsg   map[string]int
+}
+
+var logMsg = regexp.MustCompile(`msg=("(?:[^"\\]|\\.)*"|\S+)`)
+
+func (l *logCounter) Write(p []byte) (int, error) {
+	_, _ = l.out.Write(p)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.partial = append(l.partial, p...)
+	for {
+		i := bytes.IndexByte(l.partial, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := l.partial[:i]
+		l.partial = l.partial[i+1:]
+		l.total++
+		msg := "(not slog)"
+		if m := logMsg.FindSubmatch(line); m != nil {
+			msg = strings.Trim(string(m[1]), `"`)
+		}
+		l.byMsg[msg]++
+	}
+}
+
+// snapshot returns the lines counted so far, in total and by message.
+func (l *logCounter) snapshot() (int, map[string]int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.total, maps.Clone(l.byMsg)
+}
+
+// summary is "N map[msg:n ...]": the lines counted so far, in total and by
+// message.
+func (l *logCounter) summary() string {
+	total, byMsg := l.snapshot()
+	return fmt.Sprintf("%d %v", total, byMsg)
 }
