@@ -44,6 +44,7 @@ type metrics struct {
 	apiAuthFailures  prometheus.Counter
 	apiAuthThrottled prometheus.Counter
 	apiConnsRefused  *prometheus.CounterVec
+	apiAcceptErrors  prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -100,6 +101,8 @@ func (m *metrics) addAPIMetrics(f factory) {
 	for _, reason := range []string{api.ConnRefusedUnauthenticated, api.ConnRefusedPerSource} {
 		m.apiConnsRefused.WithLabelValues(reason)
 	}
+	m.apiAcceptErrors = f.counter("edgeset_api_accept_errors_total",
+		"Failed accepts of the API listener (out of file descriptors); the server retries with a back-off.")
 }
 
 // apiObserver counts the API's refusals in the controller's metrics.
@@ -110,6 +113,7 @@ var _ api.Observer = apiObserver{}
 func (o apiObserver) AuthFailed()               { o.m.apiAuthFailures.Inc() }
 func (o apiObserver) AuthThrottled()            { o.m.apiAuthThrottled.Inc() }
 func (o apiObserver) ConnRefused(reason string) { o.m.apiConnsRefused.WithLabelValues(reason).Inc() }
+func (o apiObserver) AcceptFailed()             { o.m.apiAcceptErrors.Inc() }
 
 // addQueueGauges exposes the controller's queues: a pending reconcile pass
 // (wake-ups coalesce into at most one) and, with an external broker, the

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -25,6 +26,9 @@ type connLimiter struct {
 	perSource  map[string]int // open connections by source; no zero entries
 	lastLog    time.Time      // of the last refusal logged
 	suppressed int            // refusals not logged since lastLog
+
+	lastAcceptLog    time.Time // of the last accept error logged
+	acceptSuppressed int       // accept errors not logged since lastAcceptLog
 }
 
 // trackedConn is an admitted connection; closing it frees its place.
@@ -74,6 +78,23 @@ func (l *connLimiter) refusedLocked(source, reason string) {
 	l.lastLog, l.suppressed = now, 0
 }
 
+// acceptFailed reports an error of the listener's Accept (EMFILE when the
+// process is out of descriptors) and logs it at most once per logEvery,
+// the line counting those not logged. net/http retries such errors and
+// logs them only to its error log, which goes to the debug level.
+func (l *connLimiter) acceptFailed(err error) {
+	l.obs.AcceptFailed()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	if !l.lastAcceptLog.IsZero() && now.Sub(l.lastAcceptLog) < l.logEvery {
+		l.acceptSuppressed++
+		return
+	}
+	l.log.Error("api cannot accept connections (retrying)", "err", err, "suppressed", l.acceptSuppressed)
+	l.lastAcceptLog, l.acceptSuppressed = now, 0
+}
+
 // authenticated marks c as having carried an authorised request.
 func (c *trackedConn) authenticated() {
 	c.l.mu.Lock()
@@ -112,7 +133,10 @@ func (ll *limitedListener) Accept() (net.Conn, error) {
 	for {
 		c, err := ll.Listener.Accept()
 		if err != nil {
-			return nil, err
+			if !errors.Is(err, net.ErrClosed) {
+				ll.l.acceptFailed(err)
+			}
+			return nil, err // net/http retries temporary errors with a back-off
 		}
 		if tc := ll.l.admit(c); tc != nil {
 			return tc, nil

@@ -45,10 +45,12 @@ func checkFor(t testing.TB, timeout, interval time.Duration, fn func() error) {
 // countingObserver counts what the server refuses.
 type countingObserver struct {
 	authFailed, authThrottled atomic.Int64
+	acceptFailed              atomic.Int64
 	mu                        sync.Mutex
 	refused                   map[string]int
 }
 
+func (o *countingObserver) AcceptFailed()  { o.acceptFailed.Add(1) }
 func (o *countingObserver) AuthFailed()    { o.authFailed.Add(1) }
 func (o *countingObserver) AuthThrottled() { o.authThrottled.Add(1) }
 func (o *countingObserver) ConnRefused(reason string) {
@@ -599,4 +601,60 @@ func TestFloodOfIdleConnections(t *testing.T) {
 		_, err := c.GetNode(context.Background(), "gw-1")
 		require.NoError(t, err, "the authenticated client is served during the flood")
 	}
+}
+
+// emfileListener fails its first n Accepts with EMFILE, as a process out
+// of file descriptors does.
+type emfileListener struct {
+	net.Listener
+	left atomic.Int64
+}
+
+func (l *emfileListener) Accept() (net.Conn, error) {
+	if l.left.Add(-1) >= 0 {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// TestAcceptErrorsCountedLoggedAndSurvived: failed accepts (EMFILE) are
+// counted and logged through the limiter, and the server keeps serving.
+func TestAcceptErrorsCountedLoggedAndSurvived(t *testing.T) {
+	obs := &countingObserver{}
+	var logs bytes.Buffer
+	var logMu sync.Mutex
+	log := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logMu}, nil))
+	b := &fakeBackend{getNode: func(name string) (Node, error) { return Node{}, nil }}
+	s := New(b, Options{Token: testToken, Observer: obs, Log: log, Limits: Limits{AuthLogInterval: time.Hour}})
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ln := &emfileListener{Listener: inner}
+	ln.left.Store(5)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		assert.NoError(t, <-done)
+	})
+
+	c := NewClient("http://"+inner.Addr().String(), testToken, nil)
+	_, err = c.GetNode(context.Background(), "gw-1")
+	require.NoError(t, err, "served after the failed accepts")
+	assert.Equal(t, int64(5), obs.acceptFailed.Load())
+	logMu.Lock()
+	defer logMu.Unlock()
+	assert.Equal(t, 1, strings.Count(logs.String(), "api cannot accept connections"), "one line for 5 errors:\n%s", logs.String())
+	assert.Contains(t, logs.String(), "too many open files")
+}
+
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

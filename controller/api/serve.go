@@ -36,6 +36,9 @@ type Observer interface {
 	// ConnRefused: a connection was closed as soon as it was accepted;
 	// reason is ConnRefusedUnauthenticated or ConnRefusedPerSource.
 	ConnRefused(reason string)
+	// AcceptFailed: the listener's Accept failed (out of descriptors);
+	// the server retries.
+	AcceptFailed()
 }
 
 // Reasons given to Observer.ConnRefused.
@@ -52,6 +55,7 @@ type nopObserver struct{}
 func (nopObserver) AuthFailed()        {}
 func (nopObserver) AuthThrottled()     {}
 func (nopObserver) ConnRefused(string) {}
+func (nopObserver) AcceptFailed()      {}
 
 // shutdownGrace is how long Serve waits for requests in flight when its
 // context ends before it closes their connections.
