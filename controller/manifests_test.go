@@ -422,3 +422,30 @@ func TestManifestsDuplicatesSync(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, c.sources.readyNotes())
 }
+
+// TestManifestsObjectMovesBetweenFiles: with prune, moving a daemonset
+// from one file to another in one change used to prune it with the file
+// it left (read first) and create it anew from the other, restarting it
+// on every device. It is handed over instead.
+func TestManifestsObjectMovesBetweenFiles(t *testing.T) {
+	dir := t.TempDir()
+	c := newIdleController(t, Config{ManifestsDir: dir, Prune: true})
+	ctx := context.Background()
+	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
+	writeFile(t, a, dsYAML("moving", "moving:1")+"---\n"+dsYAML("stays", "stays:1"))
+	c.syncManifests(ctx)
+	before, err := c.store.GetDaemonSet("files/moving")
+	require.NoError(t, err)
+
+	writeFile(t, a, dsYAML("stays", "stays:1"))
+	writeFile(t, b, dsYAML("moving", "moving:1"))
+	c.events.drain(nil)
+	c.syncManifests(ctx)
+	after, err := c.store.GetDaemonSet("files/moving")
+	require.NoError(t, err)
+	assert.Equal(t, "file:"+b, after.Source)
+	assert.True(t, after.CreatedAt.Equal(before.CreatedAt), "the daemonset is the same, not created anew")
+	for _, e := range c.events.drain(nil) {
+		assert.NotEqual(t, "Pruned", e.Reason, "%s: %s", e.Object, e.Message)
+	}
+}
