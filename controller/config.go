@@ -110,8 +110,14 @@ type Config struct {
 	MaxEvents int `mapstructure:"max-events"`
 	// MaxEventsPerNode bounds the stored events one node's reports
 	// caused: past it, the node's newest event evicts its oldest. Default
-	// a tenth of MaxEvents.
+	// a tenth of MaxEvents (at most MaxNodeEvents); at most MaxNodeEvents.
 	MaxEventsPerNode int `mapstructure:"max-events-per-node"`
+	// MaxNodeEvents bounds the stored events caused by nodes, all nodes
+	// together: past it the oldest node-caused event is trimmed, never the
+	// controller's own (Applied, rollout), which keep at least
+	// MaxEvents-MaxNodeEvents places. Default half of MaxEvents; at most
+	// MaxEvents.
+	MaxNodeEvents int `mapstructure:"max-node-events"`
 	// NodeEventRate and NodeEventBurst are the token bucket of events per
 	// node: NodeEventRate a second, bursts of NodeEventBurst. Events over
 	// it are dropped and counted.
@@ -186,8 +192,11 @@ func (c *Config) ApplyDefaults() {
 	if c.MaxEvents == 0 {
 		c.MaxEvents = DefaultMaxEvents
 	}
+	if c.MaxNodeEvents == 0 {
+		c.MaxNodeEvents = max(1, c.MaxEvents/2)
+	}
 	if c.MaxEventsPerNode == 0 {
-		c.MaxEventsPerNode = max(1, c.MaxEvents/10)
+		c.MaxEventsPerNode = min(max(1, c.MaxEvents/10), max(1, c.MaxNodeEvents))
 	}
 	if c.NodeEventRate == 0 {
 		c.NodeEventRate = DefaultNodeEventRate
@@ -288,10 +297,16 @@ func (c *Config) Validate() error {
 	for _, k := range []struct {
 		key string
 		v   int
-	}{{"max-events-per-node", c.MaxEventsPerNode}, {"node-event-rate", c.NodeEventRate}, {"node-event-burst", c.NodeEventBurst}} {
+	}{{"max-events", c.MaxEvents}, {"max-node-events", c.MaxNodeEvents}, {"max-events-per-node", c.MaxEventsPerNode}, {"node-event-rate", c.NodeEventRate}, {"node-event-burst", c.NodeEventBurst}} {
 		if k.v < 0 {
 			bad(k.key, "must not be negative, got %d", k.v)
 		}
+	}
+	if c.MaxNodeEvents > c.MaxEvents {
+		bad("max-node-events", "must not exceed max-events (%d), got %d", c.MaxEvents, c.MaxNodeEvents)
+	}
+	if c.MaxEventsPerNode > c.MaxNodeEvents {
+		bad("max-events-per-node", "must not exceed max-node-events (%d), got %d", c.MaxNodeEvents, c.MaxEventsPerNode)
 	}
 	if c.EventSeriesWindow < 0 {
 		bad("event-series-window", "must not be negative, got %s", c.EventSeriesWindow)

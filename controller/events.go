@@ -313,14 +313,15 @@ func fold(into *store.Event, e store.Event) {
 	into.LastTime = e.Time
 }
 
-// trimmed forgets the events the store trimmed: every one up to seq.
-func (s *eventSink) trimmed(seq uint64) {
-	if seq == 0 {
+// trimmed forgets the events the store trimmed: in each pool, every one
+// up to its sequence number.
+func (s *eventSink) trimmed(t store.Trimmed) {
+	if t == (store.Trimmed{}) {
 		return
 	}
 	for node, seqs := range s.perNode {
 		i := 0
-		for i < len(seqs) && seqs[i] <= seq {
+		for i < len(seqs) && seqs[i] <= t.Node {
 			i++
 		}
 		if i == len(seqs) {
@@ -329,8 +330,12 @@ func (s *eventSink) trimmed(seq uint64) {
 			s.perNode[node] = slices.Delete(seqs, 0, i)
 		}
 	}
-	for stored := range s.seriesKeys {
-		if stored <= seq {
+	for stored, k := range s.seriesKeys {
+		upTo := t.Own
+		if k.source != "" {
+			upTo = t.Node
+		}
+		if stored <= upTo {
 			s.forget(stored)
 		}
 	}

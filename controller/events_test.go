@@ -218,3 +218,81 @@ func TestNodeEventFloodOverMQTT(t *testing.T) {
 	require.NoError(t, err)
 	assert.LessOrEqual(t, len(evs), DefaultMaxEvents/10, "the node holds at most its cap")
 }
+
+// TestManyNodesKeepControllerHistory: a node's cap alone did not keep the
+// controller's history. Twelve nodes each storing their cap (1,000) filled
+// all 10,000 places, and the store's trim of the oldest events removed the
+// daemonsets' Applied and Rollout events. Node-caused events are a pool of
+// their own (at most max-node-events): trimming for them evicts the oldest
+// node-caused event, never the controller's.
+func TestManyNodesKeepControllerHistory(t *testing.T) {
+	s, st, clock := testSink(t, 10000, defaultEventLimits)
+	for i := range 20 {
+		s.add(dsObject(fmt.Sprintf("default/ds-%d", i)), schema.EventNormal, "Applied", "created")
+		s.add(dsObject(fmt.Sprintf("default/ds-%d", i)), schema.EventNormal, "RolloutComplete", "revision 1 on every node")
+	}
+	s.sync()
+	const nodes = 12
+	for i := range defaultEventLimits.perNode {
+		clock.advance(time.Second / DefaultNodeEventRate) // within every node's rate
+		for n := range nodes {
+			node := fmt.Sprintf("gw-%d", n)
+			s.addFromNode(node, store.Event{Type: schema.EventWarning, Reason: "Failed", Object: nodeObject(node), Message: fmt.Sprint("failure ", i)})
+		}
+		if i%100 == 99 {
+			s.sync()
+		}
+	}
+	s.sync()
+	require.Zero(t, metricValue(t, s.metrics.reg, "edgeset_events_dropped_total", "reason", dropRateLimited), "every node within its rate")
+
+	events, err := st.ListEvents(store.EventFilter{})
+	require.NoError(t, err)
+	for i := range 20 {
+		obj := dsObject(fmt.Sprintf("default/ds-%d", i))
+		assert.Equal(t, 2, countBy(events, obj), "%s keeps its Applied and Rollout history", obj)
+	}
+	fromNodes := 0
+	for _, e := range events {
+		if e.Source != "" {
+			fromNodes++
+		}
+	}
+	assert.Equal(t, 10000/2, fromNodes, "node-caused events hold max-node-events places")
+	assert.Equal(t, "failure 999", events[len(events)-1].Message, "the newest node events are kept")
+}
+
+// TestConfigNodeEventLimits: max-node-events defaults to half of
+// max-events and may not exceed it; a node's cap may not exceed what all
+// nodes together may store. Each refusal names its key.
+func TestConfigNodeEventLimits(t *testing.T) {
+	cases := []struct {
+		name                   string
+		cfg                    Config
+		wantNodes, wantPerNode int
+		wantErr                string
+	}{
+		{"defaults", Config{}, 5000, 1000, ""},
+		{"half of max-events", Config{MaxEvents: 300}, 150, 30, ""},
+		{"all of max-events", Config{MaxEvents: 300, MaxNodeEvents: 300}, 300, 30, ""},
+		{"a small pool bounds the default per-node cap", Config{MaxNodeEvents: 200}, 200, 200, ""},
+		{"above max-events", Config{MaxEvents: 300, MaxNodeEvents: 301}, 0, 0, "max-node-events: must not exceed max-events (300), got 301"},
+		{"negative", Config{MaxNodeEvents: -1}, 0, 0, "max-node-events: must not be negative"},
+		{"negative max-events", Config{MaxEvents: -1}, 0, 0, "max-events: must not be negative"},
+		{"per-node cap above the pool", Config{MaxNodeEvents: 200, MaxEventsPerNode: 201}, 0, 0, "max-events-per-node: must not exceed max-node-events (200), got 201"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			cfg.ApplyDefaults()
+			err := cfg.Validate()
+			if tc.wantErr != "" {
+				assert.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.wantNodes, cfg.MaxNodeEvents)
+			assert.Equal(t, tc.wantPerNode, cfg.MaxEventsPerNode)
+		})
+	}
+}

@@ -15,7 +15,10 @@ package controller
 // changes nothing (an event on "source/PATH", a log line with every problem,
 // a note on /readyz) while the files around it still apply. An object that
 // left its file, or whose file was removed, is deleted only with
-// Config.Prune; otherwise it is kept and logged. An object applied through
+// Config.Prune; otherwise it is kept and logged. An object declared in two
+// files makes both invalid, each naming the other, until only one declares
+// it; an object that moved to another file is handed over, never pruned
+// (see syncManifests). An object applied through
 // the API by anyone else records another Source and is never pruned here;
 // the file takes it back the next time the file changes or the controller
 // starts (a rescan re-applies only files whose content changed, so a hand
@@ -61,8 +64,9 @@ const fileSourcePrefix = "file:"
 // sourceTable is what the watcher knows of each file; the zero value is
 // ready to use.
 type sourceTable struct {
-	mu    sync.Mutex // guards files
-	files map[string]*sourceState
+	mu       sync.Mutex // guards files and declared
+	files    map[string]*sourceState
+	declared map[string]declaredObjects // by path: what its content declares
 }
 
 // sourceState is one file's view and the content it was last acted on.
@@ -71,6 +75,33 @@ type sourceState struct {
 	// hash is the content last applied or found invalid; zero makes the
 	// next sync apply the file again.
 	hash [sha256.Size]byte
+	// duplicates names each object the file declares that another file
+	// declares too ("daemonset/ns/name is also declared in PATH"): while
+	// there are any, the file is invalid and nothing of it is applied.
+	duplicates []string
+}
+
+// declaredObjects is what one content of a file declares, remembered so
+// that a rescan decodes only the files that changed.
+type declaredObjects struct {
+	sum [sha256.Size]byte
+	// objects are the file's objects, each once, in file order; nil if
+	// the file does not decode.
+	objects []declaration
+}
+
+// declaration is one object a file declares and where.
+type declaration struct {
+	name string // objectName: "daemonset/ns/name"
+	at   schema.Source
+}
+
+// manifestFile is one file of the manifests directory as a sync read it.
+type manifestFile struct {
+	path     string
+	data     []byte
+	sum      [sha256.Size]byte
+	declared []declaration
 }
 
 // watchManifests is the Run part of the manifests directory: it applies
@@ -157,39 +188,174 @@ func (c *Controller) addWatchesLogged(w *fsnotify.Watcher, root string) {
 // syncManifests applies every file whose content changed since it was last
 // acted on, then deals with the files that are gone. A directory that
 // cannot be read changes nothing.
+//
+// An object (same kind, namespace and name) declared in two files is a
+// conflict only an operator can resolve: both files are invalid, each
+// naming the other, and neither changes the live object (nor anything
+// else) until one of them no longer declares it. The directory's content
+// alone decides; which file the controller read first does not. Once
+// resolved, the files are applied again, and an object that moved from
+// one file to the other is handed over, not pruned and created anew.
 func (c *Controller) syncManifests(ctx context.Context) {
-	files, err := schema.ManifestFiles(c.cfg.ManifestsDir)
+	paths, err := schema.ManifestFiles(c.cfg.ManifestsDir)
 	if err != nil {
 		c.log.Error("read manifests directory; nothing changed", "dir", c.cfg.ManifestsDir, "err", err)
 		return
 	}
-	present := make(map[string]bool, len(files))
-	for _, path := range files {
+	present := make(map[string]bool, len(paths))
+	var files []manifestFile
+	for _, path := range paths {
 		if ctx.Err() != nil {
 			return
 		}
+		present[path] = true // a transient read error is not a removal
 		data, err := os.ReadFile(path)
 		if err != nil {
 			c.log.Warn("read manifest file; retried on the next change", "source", path, "err", err)
-			present[path] = true // a transient error is not a removal
 			continue
 		}
-		present[path] = true
 		sum := sha256.Sum256(data)
-		if c.sources.unchanged(path, sum) {
-			continue
-		}
-		c.applySource(ctx, path, data, sum)
+		files = append(files, manifestFile{path: path, data: data, sum: sum, declared: c.sources.declarations(path, data, sum)})
 	}
-	c.removeMissing(ctx, present)
+	dups, claimed := duplicateDeclarations(files)
+	for _, f := range files {
+		if ctx.Err() != nil {
+			return
+		}
+		c.syncFile(ctx, f, dups[f.path], claimed)
+	}
+	c.removeMissing(ctx, present, claimed)
 }
 
-// unchanged reports whether path's content is what was last acted on.
-func (t *sourceTable) unchanged(path string, sum [sha256.Size]byte) bool {
+// syncFile acts on one file: reports its duplicates (a new content, or
+// other duplicates than last time), or applies it if its content changed
+// or it had duplicates before. claimed names every object some file
+// declares, which no file prunes.
+func (c *Controller) syncFile(ctx context.Context, f manifestFile, dups []duplicate, claimed map[string]bool) {
+	unchanged, hadDups := c.sources.unchanged(f.path, f.sum)
+	switch {
+	case len(dups) > 0:
+		var verr schema.ValidationError
+		notes := make([]string, len(dups))
+		for i, d := range dups {
+			verr.Errors, notes[i] = append(verr.Errors, d.problem), d.note
+		}
+		if unchanged && slices.Equal(notes, hadDups) {
+			return
+		}
+		c.reportInvalid(f.path, &verr, f.sum)
+		c.sources.setDuplicates(f.path, notes)
+	case unchanged && len(hadDups) == 0:
+	default:
+		c.applySource(ctx, f.path, f.data, f.sum, claimed)
+	}
+}
+
+// declarations returns what path's content (data, of hash sum) declares,
+// decoding it only if that content is not the one remembered.
+func (t *sourceTable) declarations(path string, data []byte, sum [sha256.Size]byte) []declaration {
+	t.mu.Lock()
+	d, ok := t.declared[path]
+	t.mu.Unlock()
+	if ok && d.sum == sum {
+		return d.objects
+	}
+	d = declaredObjects{sum: sum}
+	if objs, _, err := schema.Decode(path, data); err == nil {
+		seen := map[string]bool{}
+		for _, obj := range objs {
+			if name, ok := objectID(obj); ok && !seen[name] {
+				seen[name] = true
+				d.objects = append(d.objects, declaration{name: name, at: obj.Source})
+			}
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.declared == nil {
+		t.declared = make(map[string]declaredObjects)
+	}
+	t.declared[path] = d
+	return d.objects
+}
+
+// forgetDeclared drops what is remembered of a removed file's content.
+func (t *sourceTable) forgetDeclared(path string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.declared, path)
+}
+
+// duplicate is one object a file declares that other files declare too.
+type duplicate struct {
+	problem schema.FieldError // where in the file, naming the other places
+	note    string            // "daemonset/ns/name is also declared in PATH"
+}
+
+// duplicateDeclarations finds the objects declared in more than one of
+// files: per file, one duplicate per such object. claimed names every
+// object any of files declares.
+func duplicateDeclarations(files []manifestFile) (dups map[string][]duplicate, claimed map[string]bool) {
+	where := map[string][]schema.Source{}
+	var order []string
+	for _, f := range files {
+		for _, d := range f.declared {
+			if len(where[d.name]) == 0 {
+				order = append(order, d.name)
+			}
+			where[d.name] = append(where[d.name], d.at)
+		}
+	}
+	dups = map[string][]duplicate{}
+	claimed = make(map[string]bool, len(where))
+	for _, name := range order {
+		claimed[name] = true
+		if places := where[name]; len(places) > 1 {
+			for i, here := range places {
+				dups[here.File] = append(dups[here.File], duplicateAt(name, here, slices.Delete(slices.Clone(places), i, i+1)))
+			}
+		}
+	}
+	return dups, claimed
+}
+
+// duplicateAt is object name, declared here, declared at others too.
+func duplicateAt(name string, here schema.Source, others []schema.Source) duplicate {
+	places, files := make([]string, len(others)), make([]string, len(others))
+	for i, o := range others {
+		places[i], files[i] = sourcePlace(o), o.File
+	}
+	times := "twice"
+	if len(others) > 1 {
+		times = fmt.Sprintf("%d times", len(others)+1)
+	}
+	return duplicate{
+		problem: schema.FieldError{File: here.File, Line: here.Line, Field: "metadata.name",
+			Message: fmt.Sprintf("%s is declared %s, here and at %s; declare each object once (neither copy is applied until then)",
+				name, times, strings.Join(places, ", "))},
+		note: name + " is also declared in " + strings.Join(files, ", "),
+	}
+}
+
+// unchanged reports whether path's content is what was last acted on, and
+// the duplicates it was last found invalid for.
+func (t *sourceTable) unchanged(path string, sum [sha256.Size]byte) (same bool, duplicates []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st, ok := t.files[path]
-	return ok && st.view.Status != api.SourceRemoved && st.hash == sum
+	if !ok {
+		return false, nil
+	}
+	return st.view.Status != api.SourceRemoved && st.hash == sum, st.duplicates
+}
+
+// setDuplicates records the duplicates path was found invalid for.
+func (t *sourceTable) setDuplicates(path string, duplicates []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if st, ok := t.files[path]; ok {
+		st.duplicates = duplicates
+	}
 }
 
 // set records path's state.
@@ -242,7 +408,10 @@ func (t *sourceTable) list() []api.Source {
 // the objects it no longer declares (Config.Prune), in one store
 // transaction. An invalid file is reported and changes nothing, and so
 // does a file whose write fails.
-func (c *Controller) applySource(ctx context.Context, path string, data []byte, sum [sha256.Size]byte) {
+//
+// An object the file no longer declares but another file does (claimed)
+// is not pruned: that file takes it over.
+func (c *Controller) applySource(ctx context.Context, path string, data []byte, sum [sha256.Size]byte, claimed map[string]bool) {
 	objs, warnings, err := schema.Decode(path, data)
 	if err == nil {
 		err = checkObjects(objs, deliveryLimit)
@@ -257,7 +426,7 @@ func (c *Controller) applySource(ctx context.Context, path string, data []byte, 
 		keep[name] = true
 	}
 	c.passMu.Lock()
-	out, err := c.applyLocked(objs, warnings, applyRequest{source: fileSourcePrefix + path, prune: c.pruneList(path, keep)})
+	out, err := c.applyLocked(objs, warnings, applyRequest{source: fileSourcePrefix + path, prune: c.pruneList(path, keep, claimed)})
 	c.passMu.Unlock()
 	if err != nil {
 		c.reportInvalid(path, err, sum)
@@ -314,7 +483,7 @@ func problemLines(err error) []string {
 // removeMissing handles the files that are gone: every file the table
 // knows and every file a stored daemonset names (a file removed while the
 // controller was down).
-func (c *Controller) removeMissing(ctx context.Context, present map[string]bool) {
+func (c *Controller) removeMissing(ctx context.Context, present, claimed map[string]bool) {
 	gone := map[string]bool{}
 	for _, s := range c.sources.list() {
 		if !present[s.Path] {
@@ -332,15 +501,17 @@ func (c *Controller) removeMissing(ctx context.Context, present map[string]bool)
 		}
 	}
 	for _, path := range slices.Sorted(maps.Keys(gone)) {
-		c.removeSource(ctx, path)
+		c.sources.forgetDeclared(path)
+		c.removeSource(ctx, path, claimed)
 	}
 }
 
 // removeSource deals with one removed file: its daemonsets are pruned with
-// Config.Prune, else kept. It logs once, when the file goes.
-func (c *Controller) removeSource(ctx context.Context, path string) {
+// Config.Prune, else kept; those another file declares (claimed) are left
+// to it. It logs once, when the file goes.
+func (c *Controller) removeSource(ctx context.Context, path string, claimed map[string]bool) {
 	first := c.sources.status(path) != api.SourceRemoved
-	if prune := c.pruneList(path, nil); len(prune) > 0 {
+	if prune := c.pruneList(path, nil, claimed); len(prune) > 0 {
 		c.passMu.Lock()
 		out, err := c.applyLocked(nil, nil, applyRequest{source: fileSourcePrefix + path, prune: prune})
 		c.passMu.Unlock()
@@ -354,7 +525,11 @@ func (c *Controller) removeSource(ctx context.Context, path string) {
 	if first {
 		msg := "file removed"
 		if len(owned) > 0 {
-			msg += "; kept " + strings.Join(owned, ", ") + " (prune is off)"
+			why := "prune is off"
+			if c.cfg.Prune {
+				why = "another file declares it"
+			}
+			msg += "; kept " + strings.Join(owned, ", ") + " (" + why + ")"
 		}
 		c.log.Info("manifest file removed", "source", path, "kept", owned, "prune", c.cfg.Prune)
 		c.events.add(sourceObject(path), schema.EventNormal, "Removed", msg)
@@ -367,12 +542,13 @@ func (c *Controller) removeSource(ctx context.Context, path string) {
 // pruneList names the objects path manages that keep (by objectName)
 // does not name, to delete with the file's apply when Config.Prune is set.
 // Without it the list is empty and each such object is kept, logged when
-// keep is not nil (a changed file; removeSource logs a removed one).
-func (c *Controller) pruneList(path string, keep map[string]bool) []string {
+// keep is not nil (a changed file; removeSource logs a removed one). An
+// object another file declares (claimed) is never in the list: it moved.
+func (c *Controller) pruneList(path string, keep, claimed map[string]bool) []string {
 	var prune []string
 	for _, obj := range c.ownedBy(path) {
 		switch {
-		case keep[obj]:
+		case keep[obj], claimed[obj]:
 		case !c.cfg.Prune:
 			if keep != nil {
 				c.log.Info("object no longer in its manifest file; kept (prune is off)", "source", path, "object", obj)
@@ -483,14 +659,27 @@ func (c *Controller) Sources(ctx context.Context) ([]api.Source, error) {
 }
 
 // ReadyNotes names every invalid manifest file for /readyz, which stays
-// ready (see the top of this file).
+// ready (see the top of this file), and the objects it shares with other
+// files.
 func (c *Controller) ReadyNotes(ctx context.Context) []string {
+	return c.sources.readyNotes()
+}
+
+func (t *sourceTable) readyNotes() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	var notes []string
-	for _, s := range c.sources.list() {
-		if s.Status == api.SourceInvalid {
-			notes = append(notes, fmt.Sprintf("warning: manifest file %s is invalid, nothing of it applied (%d problem(s); see edgesetctl get sources)",
-				s.Path, len(s.Errors)))
+	for _, path := range slices.Sorted(maps.Keys(t.files)) {
+		st := t.files[path]
+		if st.view.Status != api.SourceInvalid {
+			continue
 		}
+		var dups string
+		if len(st.duplicates) > 0 {
+			dups = ": " + strings.Join(st.duplicates, "; ")
+		}
+		notes = append(notes, fmt.Sprintf("warning: manifest file %s is invalid, nothing of it applied%s (%d problem(s); see edgesetctl get sources)",
+			path, dups, len(st.view.Errors)))
 	}
 	return notes
 }

@@ -224,7 +224,7 @@ func TestManifestsFileOwnsConfigObjects(t *testing.T) {
 
 	tc.passMu.Lock()
 	_, err = tc.applyLocked(nil, nil, applyRequest{source: fileSourcePrefix + path, prune: tc.pruneList(path, map[string]bool{
-		"configmap/edge/agent-config": true, "daemonset/edge/agent": true, "secret/edge/api-key": true})})
+		"configmap/edge/agent-config": true, "daemonset/edge/agent": true, "secret/edge/api-key": true}, nil)})
 	tc.passMu.Unlock()
 	require.NoError(t, err)
 	left := tc.ownedBy(path)
@@ -235,7 +235,7 @@ func TestManifestsFileOwnsConfigObjects(t *testing.T) {
 	assert.ErrorIs(t, err, api.ErrNotFound, "an object that left its file is pruned")
 
 	// The file is gone: everything it applied is pruned.
-	tc.removeSource(context.Background(), path)
+	tc.removeSource(context.Background(), path, nil)
 	assert.Empty(t, tc.ownedBy(path))
 	secrets, err := tc.api.ListSecrets(context.Background(), false)
 	require.NoError(t, err)
@@ -279,4 +279,173 @@ stringData: {token: `+secretValue+`}
 		}
 		return nil
 	})
+}
+
+// eventsOn returns the stored events about object.
+func (tc *testController) eventsOn(t *testing.T, object string) []api.Event {
+	t.Helper()
+	evs, err := tc.api.Events(context.Background(), api.EventFilter{Object: object})
+	require.NoError(t, err)
+	return evs
+}
+
+// TestManifestsDirSameObjectInTwoFiles: a daemonset declared in two files
+// of the manifests directory used to take the spec of the file applied
+// last, with no warning. Now both files are invalid, each naming the
+// other (on the source, in an event, on /readyz), and neither changes the
+// live object until one of them no longer declares it: the directory's
+// content, not the order the controller saw it in, decides.
+func TestManifestsDirSameObjectInTwoFiles(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
+	writeFile(t, a, dsYAML("shared", "shared:1")+"---\n"+dsYAML("only-a", "a:1"))
+	tc := startController(t, Config{ManifestsDir: dir, Prune: true})
+	tc.expectImage(t, "files/shared", "shared:1")
+	tc.expectSource(t, a, api.SourceApplied)
+
+	writeFile(t, b, dsYAML("only-b", "b:1")+"---\n"+dsYAML("shared", "shared:2"))
+	srcB := tc.expectSource(t, b, api.SourceInvalid)
+	srcA := tc.expectSource(t, a, api.SourceInvalid)
+	assert.Equal(t, []string{b + ":12: metadata.name: daemonset/files/shared is declared twice, here and at " + a +
+		":1; declare each object once (neither copy is applied until then)"}, srcB.Errors)
+	assert.Equal(t, []string{a + ":1: metadata.name: daemonset/files/shared is declared twice, here and at " + b +
+		":12; declare each object once (neither copy is applied until then)"}, srcA.Errors)
+	assert.Equal(t, []string{"files/only-a", "files/shared"}, srcA.DaemonSets, "a keeps what it applied")
+	for _, path := range []string{a, b} {
+		evs := tc.eventsOn(t, sourceObject(path))
+		require.NotEmpty(t, evs, path)
+		last := evs[len(evs)-1]
+		assert.Equal(t, "InvalidManifest", last.Reason, path)
+		assert.Contains(t, last.Message, a, path)
+		assert.Contains(t, last.Message, b, path)
+	}
+	code, body := readyz(t, tc)
+	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, "manifest file "+a+" is invalid")
+	assert.Contains(t, body, "manifest file "+b+" is invalid")
+	assert.Contains(t, body, "daemonset/files/shared is also declared in "+b)
+	assert.Contains(t, body, "daemonset/files/shared is also declared in "+a)
+	ds := tc.expectImage(t, "files/shared", "shared:1")
+	assert.Equal(t, int64(1), ds.Generation, "neither copy applied")
+	assert.Equal(t, "file:"+a, ds.Source)
+	_, err := tc.api.GetDaemonSet(context.Background(), "files/only-b")
+	require.ErrorIs(t, err, api.ErrNotFound, "nothing of an invalid file is applied")
+
+	// Editing one of them while both declare it changes nothing either.
+	occurrences := func(path string) int {
+		n := 0
+		for _, e := range tc.eventsOn(t, sourceObject(path)) {
+			n += max(1, int(e.Count))
+		}
+		return n
+	}
+	before := occurrences(a)
+	writeFile(t, a, dsYAML("shared", "shared:3")+"---\n"+dsYAML("only-a", "a:2"))
+	checkFor(t, wait, 20*time.Millisecond, func() error {
+		if occurrences(a) == before {
+			return fmt.Errorf("the edit of %s is not reported yet", a)
+		}
+		return nil
+	})
+	tc.expectSource(t, a, api.SourceInvalid)
+	tc.expectImage(t, "files/shared", "shared:1")
+	tc.expectImage(t, "files/only-a", "a:1")
+
+	// Resolved by moving the object to b: a applies without it, b with it,
+	// and the daemonset moves to b without being pruned and re-created.
+	writeFile(t, a, dsYAML("only-a", "a:2"))
+	tc.expectSource(t, a, api.SourceApplied)
+	tc.expectSource(t, b, api.SourceApplied)
+	ds = tc.expectImage(t, "files/shared", "shared:2")
+	assert.Equal(t, "file:"+b, ds.Source)
+	assert.Equal(t, int64(2), ds.Generation, "configured by b, not pruned by a and created anew")
+	tc.expectImage(t, "files/only-a", "a:2")
+	tc.expectImage(t, "files/only-b", "b:1")
+	for _, e := range tc.eventsOn(t, sourceObject(a)) {
+		assert.NotEqual(t, "Pruned", e.Reason, "a pruned %s", e.Message)
+	}
+	_, body = readyz(t, tc)
+	assert.NotContains(t, body, "is invalid")
+}
+
+// TestManifestsDuplicatesSync drives syncManifests itself: an object in
+// three files names the other two in each; a rescan of unchanged files
+// reports nothing again; a file removed while another declares its object
+// hands the object over, even with prune.
+func TestManifestsDuplicatesSync(t *testing.T) {
+	dir := t.TempDir()
+	c := newIdleController(t, Config{ManifestsDir: dir, Prune: true})
+	ctx := context.Background()
+	a, b, d := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml"), filepath.Join(dir, "d.yaml")
+	writeFile(t, a, dsYAML("x", "x:a"))
+	c.syncManifests(ctx)
+	writeFile(t, b, dsYAML("x", "x:b"))
+	writeFile(t, d, dsYAML("y", "y:1")+"---\n"+dsYAML("x", "x:d"))
+	c.events.drain(nil)
+	c.syncManifests(ctx)
+
+	srcs := c.sources.list()
+	require.Len(t, srcs, 3)
+	for _, src := range srcs {
+		assert.Equal(t, api.SourceInvalid, src.Status, src.Path)
+	}
+	assert.Equal(t, []string{d + ":12: metadata.name: daemonset/files/x is declared 3 times, here and at " + a + ":1, " + b +
+		":1; declare each object once (neither copy is applied until then)"}, srcs[2].Errors)
+	assert.Len(t, c.events.drain(nil), 3, "one InvalidManifest event per file")
+	assert.Contains(t, c.sources.readyNotes()[0], "daemonset/files/x is also declared in "+b+", "+d)
+
+	c.syncManifests(ctx)
+	assert.Empty(t, c.events.drain(nil), "a rescan of the same files reports nothing again")
+	rec, err := c.store.GetDaemonSet("files/x")
+	require.NoError(t, err)
+	assert.Equal(t, "x:a", rec.DaemonSet.Spec.Template.Spec.Containers[0].Image)
+	_, err = c.store.GetDaemonSet("files/y")
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	// a, which applied x, goes; d still declares x with b: nothing moves.
+	require.NoError(t, os.Remove(a))
+	c.syncManifests(ctx)
+	rec, err = c.store.GetDaemonSet("files/x")
+	require.NoError(t, err, "not pruned: b and d declare it")
+	assert.Equal(t, "file:"+a, rec.Source)
+	assert.Equal(t, int64(1), rec.Generation)
+
+	// b goes too: d alone declares x and takes it over.
+	require.NoError(t, os.Remove(b))
+	c.syncManifests(ctx)
+	rec, err = c.store.GetDaemonSet("files/x")
+	require.NoError(t, err)
+	assert.Equal(t, "file:"+d, rec.Source)
+	assert.Equal(t, "x:d", rec.DaemonSet.Spec.Template.Spec.Containers[0].Image)
+	assert.Equal(t, int64(2), rec.Generation, "configured, not created anew")
+	_, err = c.store.GetDaemonSet("files/y")
+	require.NoError(t, err)
+	assert.Empty(t, c.sources.readyNotes())
+}
+
+// TestManifestsObjectMovesBetweenFiles: with prune, moving a daemonset
+// from one file to another in one change used to prune it with the file
+// it left (read first) and create it anew from the other, restarting it
+// on every device. It is handed over instead.
+func TestManifestsObjectMovesBetweenFiles(t *testing.T) {
+	dir := t.TempDir()
+	c := newIdleController(t, Config{ManifestsDir: dir, Prune: true})
+	ctx := context.Background()
+	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
+	writeFile(t, a, dsYAML("moving", "moving:1")+"---\n"+dsYAML("stays", "stays:1"))
+	c.syncManifests(ctx)
+	before, err := c.store.GetDaemonSet("files/moving")
+	require.NoError(t, err)
+
+	writeFile(t, a, dsYAML("stays", "stays:1"))
+	writeFile(t, b, dsYAML("moving", "moving:1"))
+	c.events.drain(nil)
+	c.syncManifests(ctx)
+	after, err := c.store.GetDaemonSet("files/moving")
+	require.NoError(t, err)
+	assert.Equal(t, "file:"+b, after.Source)
+	assert.True(t, after.CreatedAt.Equal(before.CreatedAt), "the daemonset is the same, not created anew")
+	for _, e := range c.events.drain(nil) {
+		assert.NotEqual(t, "Pruned", e.Reason, "%s: %s", e.Object, e.Message)
+	}
 }

@@ -279,14 +279,14 @@ func TestManifestsSyncAllOrNothing(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "multi.yaml")
 	first := []byte(dsYAML("one", "one:1") + "---\n" + dsYAML("two", "two:1"))
-	c.applySource(ctx, path, first, sha256.Sum256(first))
+	c.applySource(ctx, path, first, sha256.Sum256(first), nil)
 	_, err := c.store.GetDaemonSet("files/two")
 	require.NoError(t, err)
 
 	next := []byte(dsYAML("one", "one:2"))
 	for nth := 1; nth <= 10; nth++ {
 		failWrite(c, nth)
-		c.applySource(ctx, path, next, sha256.Sum256(next))
+		c.applySource(ctx, path, next, sha256.Sum256(next), nil)
 		c.store.FailWrites(nil)
 		one, err := dsState(c, "files/one")
 		require.NoError(t, err)

@@ -106,6 +106,7 @@ func addFlags(f *pflag.FlagSet) {
 	f.Int("republish-rate", controller.DefaultRepublishRate, "desired-state messages per second when republishing the fleet")
 	f.Int("max-events", controller.DefaultMaxEvents, "events kept in the store")
 	f.Int("max-events-per-node", 0, "events caused by one node kept in the store; its newest evicts its oldest (0: a tenth of --max-events)")
+	f.Int("max-node-events", 0, "events caused by nodes kept in the store, all nodes together; past it the oldest node-caused event is trimmed, never the controller's own (0: half of --max-events)")
 	f.Int("node-event-rate", controller.DefaultNodeEventRate, "events per second accepted from one node (token bucket)")
 	f.Int("node-event-burst", controller.DefaultNodeEventBurst, "burst of events accepted from one node")
 	f.Duration("event-series-window", controller.DefaultEventSeriesWindow, "a repeated event within this window folds into the stored one (count, lastTime)")

@@ -40,7 +40,9 @@
 // Values are JSON documents of the exported record types. Top-level buckets
 // and their keys:
 //
-//	meta            "schemaVersion" -> 8-byte big-endian uint64
+//	meta            "schemaVersion" -> 8-byte big-endian uint64; the events
+//	                bucket's counters ("eventCount", "nodeEventCount",
+//	                "ownEventFloor", "nodeEventFloor"; see Trimmed)
 //	daemonsets      "namespace/name" -> DaemonSetRecord
 //	revisions       "namespace/name" -> nested bucket: template hash -> Revision;
 //	                the nested bucket's sequence numbers the revisions

@@ -55,6 +55,12 @@ type Options struct {
 	// the transaction that appends past it. Zero or less means
 	// DefaultMaxEvents.
 	MaxEvents int
+	// MaxNodeEvents bounds the node-caused events (Event.Source set)
+	// together: past it the oldest node-caused event is trimmed, and the
+	// controller's own events keep at least MaxEvents-MaxNodeEvents places
+	// (see Trimmed). Zero or less means half of MaxEvents; more than
+	// MaxEvents means MaxEvents.
+	MaxNodeEvents int
 	// OnWrite, when set, is told the outcome of every read-write
 	// transaction that tried to commit: nil once it committed, else why
 	// the file could not take it (disk full, I/O error). A transaction
@@ -71,6 +77,10 @@ func (o Options) withDefaults() Options {
 	if o.MaxEvents <= 0 {
 		o.MaxEvents = DefaultMaxEvents
 	}
+	if o.MaxNodeEvents <= 0 {
+		o.MaxNodeEvents = max(1, o.MaxEvents/2)
+	}
+	o.MaxNodeEvents = min(o.MaxNodeEvents, o.MaxEvents)
 	return o
 }
 
@@ -85,6 +95,9 @@ type Store struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// maxNodeEvents bounds the node-caused events (Options.MaxNodeEvents).
+	maxNodeEvents int
 }
 
 // What an operator does about a damaged or a missing store; %s is the
@@ -126,7 +139,7 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	return &Store{path: path, db: db, maxEvents: opts.MaxEvents, onWrite: opts.OnWrite}, nil
+	return &Store{path: path, db: db, maxEvents: opts.MaxEvents, maxNodeEvents: opts.MaxNodeEvents, onWrite: opts.OnWrite}, nil
 }
 
 // MarkerPath is the marker file beside the store at path, written once the
