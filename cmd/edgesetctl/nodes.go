@@ -435,12 +435,19 @@ func drain(ctx context.Context, c *api.Client, s *streams, name string, timeout,
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	announced, offlineNoted := false, false
+	var pending []string
+	stillRunning := func() error {
+		return fmt.Errorf("%w; still running on node %s: %s (the drain stays in effect)", context.Cause(ctx), name, strings.Join(pending, ", "))
+	}
 	for {
 		node, err := c.GetNode(ctx, name)
+		if err != nil && pending != nil && ctx.Err() != nil {
+			return stillRunning() // the timeout passed during the poll
+		}
 		if err != nil {
 			return err
 		}
-		pending := evictionPending(node, evicting)
+		pending = evictionPending(node, evicting)
 		if !announced {
 			for _, ds := range pending {
 				fmt.Fprintf(s.out, "evicting instance %s\n", ds)
@@ -460,7 +467,7 @@ func drain(ctx context.Context, c *api.Client, s *streams, name string, timeout,
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w; still running on node %s: %s (the drain stays in effect)", context.Cause(ctx), name, strings.Join(pending, ", "))
+			return stillRunning()
 		case <-tick.C:
 		}
 	}

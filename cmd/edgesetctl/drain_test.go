@@ -1,0 +1,39 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/edgeset/edgeset/controller/api"
+)
+
+// TestDrainTimeoutDuringPoll: when --timeout passes while drain is asking
+// the controller (not between two polls), it still names what still runs.
+// A timeout that is a multiple of the poll interval (5s, 1m) ends in the
+// request half the time; the error was then "GET /nodes/N: timed out ...",
+// without the instances.
+func TestDrainTimeoutDuringPoll(t *testing.T) {
+	node := api.Node{Online: true, DesiredGeneration: 2, ObservedGeneration: 2,
+		Instances: []api.Instance{{Node: "n1", DaemonSet: "ns/a", Phase: "Running", Ready: true}},
+		Placement: []api.Placement{{Node: "n1", DaemonSet: "ns/a", Run: false, KeepRunning: false}}}
+	node.Name = "n1"
+	var gets atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && gets.Add(1) > 2 {
+			<-r.Context().Done() // the third GET (the second poll) outlasts the timeout
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(node)
+	}))
+	defer srv.Close()
+	code, _, errOut := cli{t: t, server: srv.URL, token: "x"}.run("drain", "n1", "--timeout", "300ms", "--interval", "10ms")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "timed out after 300ms waiting for node n1's evicted instances to stop")
+	assert.Contains(t, errOut, "still running on node n1: ns/a (the drain stays in effect)")
+}
