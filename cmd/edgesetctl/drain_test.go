@@ -37,3 +37,25 @@ func TestDrainTimeoutDuringPoll(t *testing.T) {
 	assert.Contains(t, errOut, "timed out after 300ms waiting for node n1's evicted instances to stop")
 	assert.Contains(t, errOut, "still running on node n1: ns/a (the drain stays in effect)")
 }
+
+// TestRolloutStatusTimeoutDuringPoll: rollout status whose --timeout
+// passes during a poll says the rollout is not complete, as when it passes
+// between two polls (not "GET /daemonsets/...: context deadline exceeded").
+func TestRolloutStatusTimeoutDuringPoll(t *testing.T) {
+	var gets atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if gets.Add(1) > 1 {
+			<-r.Context().Done() // the second poll outlasts the timeout
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		ds := api.DaemonSet{}
+		ds.Name, ds.Namespace = "a", "ns"
+		_ = json.NewEncoder(w).Encode(ds)
+	}))
+	defer srv.Close()
+	code, _, errOut := cli{t: t, server: srv.URL, token: "x"}.run("rollout", "status", "ds", "a", "-n", "ns", "--timeout", "300ms", "--interval", "10ms")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "timed out after 300ms waiting for rollout status (--timeout): rollout of ns/a not complete")
+	assert.NotContains(t, errOut, "GET /daemonsets")
+}
