@@ -428,9 +428,17 @@ func drain(ctx context.Context, c *api.Client, s *streams, name string, timeout,
 		ctx, cancel = withTimeout(ctx, timeout, "node "+name+"'s evicted instances to stop")
 		defer cancel()
 	}
+	// What ran there before the drain: the desired instances, and what
+	// placement ran, which the desired state may not hold yet (a drain
+	// right after an uncordon).
 	evicting := map[string]bool{}
 	for _, in := range before.Instances {
 		evicting[in.DaemonSet] = true
+	}
+	for _, p := range before.Placement {
+		if p.Run || p.KeepRunning {
+			evicting[p.DaemonSet] = true
+		}
 	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
