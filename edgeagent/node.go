@@ -267,6 +267,6 @@ func (n *Node) goodbye() {
 // credentials.
 func authRefusedHint(node, brokerURL string) string {
 	return fmt.Sprintf("check that the token was minted by the controller of this broker (edgesetctl token create %s, against that controller), "+
-		"that it was minted for node %s (--node-name must match), that it is not revoked (DATA_DIR/revoked on the controller), "+
+		"that it was minted for node %s (--node-name must match), that it is not revoked (DATA_DIR/revoked-tokens on the controller; edgesetctl token revoke writes it), "+
 		"and that %s is that controller's broker; the broker's log names the node and why it refused", node, node, brokerURL)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -90,6 +91,9 @@ func onlineBackup(ctx context.Context, o backupOptions, cfg controller.Config, w
 	token, err := os.ReadFile(tokenFile)
 	if err != nil {
 		return 0, fmt.Errorf("read API token: %w (give --token-file, or --offline with the controller stopped)", err)
+	}
+	if len(bytes.TrimSpace(token)) == 0 {
+		return 0, fmt.Errorf("API token file %s is empty (give --token-file, or --offline with the controller stopped)", tokenFile)
 	}
 	// No overall timeout: a large store takes its time; ctx ends it.
 	c := api.NewClient(o.server, strings.TrimSpace(string(token)), &http.Client{})

@@ -114,3 +114,15 @@ func TestBackupOnline(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, entries, "a failed backup leaves nothing behind")
 }
+
+// TestBackupEmptyTokenFile: an empty token file is refused naming it,
+// before the controller is asked (it used to be sent as an empty bearer
+// token and reported as refused).
+func TestBackupEmptyTokenFile(t *testing.T) {
+	token := filepath.Join(t.TempDir(), "admin.token")
+	require.NoError(t, os.WriteFile(token, []byte("\n"), 0o600))
+	o := backupOptions{server: "http://127.0.0.1:1", tokenFile: token, out: filepath.Join(t.TempDir(), "x.db")}
+	err := runBackup(context.Background(), o, io.Discard)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "API token file "+token+" is empty")
+}

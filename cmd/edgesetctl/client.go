@@ -120,10 +120,12 @@ func resolveToken(flags *pflag.FlagSet, v *viper.Viper, cfg *clientConfig) error
 }
 
 // readTokenFile reads the token at path; a missing default file is no
-// error (the controller will say the token is missing).
+// error (the controller will say the token is missing), an empty one is.
 func readTokenFile(cfg *clientConfig, path, source string, explicit bool) error {
 	b, err := os.ReadFile(path)
 	switch {
+	case err == nil && strings.TrimSpace(string(b)) == "":
+		return fmt.Errorf("token file (%s) is empty", source)
 	case err == nil:
 		cfg.Token, cfg.TokenSource = strings.TrimSpace(string(b)), source
 		return nil

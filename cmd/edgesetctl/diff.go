@@ -32,7 +32,8 @@ the controller's current nodes placement puts it now and would after.
 Unchanged daemonsets print nothing.
 
 Exit status, as kubectl diff: 0 when nothing would change, 1 when something
-would (or on an error, printed on stderr), 2 on a usage error.`,
+would, 2 on any error (printed on stderr: a usage error, a file that cannot
+be read, an invalid manifest, a controller that cannot be asked).`,
 		Example: `  edgesetctl diff -f node-exporter.yaml
   edgesetctl diff -f configs/examples/ && echo "nothing to apply"`,
 		Args: cobra.NoArgs,
@@ -42,9 +43,13 @@ would (or on an error, printed on stderr), 2 on a usage error.`,
 			}
 			c, cfg, err := newAPIClient(cmd)
 			if err != nil {
-				return err
+				return exitError{exitDiffError, err}
 			}
-			return cfg.explain(diff(cmd.Context(), s, c, paths))
+			err = cfg.explain(diff(cmd.Context(), s, c, paths))
+			if err != nil && !errors.Is(err, errDiffers) {
+				return exitError{exitDiffError, err}
+			}
+			return err
 		},
 	}
 	cmd.Flags().StringArrayVarP(&paths, "filename", "f", nil, "manifest file, directory, or - for stdin (repeatable)")

@@ -428,19 +428,34 @@ func drain(ctx context.Context, c *api.Client, s *streams, name string, timeout,
 		ctx, cancel = withTimeout(ctx, timeout, "node "+name+"'s evicted instances to stop")
 		defer cancel()
 	}
+	// What ran there before the drain: the desired instances, and what
+	// placement ran, which the desired state may not hold yet (a drain
+	// right after an uncordon).
 	evicting := map[string]bool{}
 	for _, in := range before.Instances {
 		evicting[in.DaemonSet] = true
 	}
+	for _, p := range before.Placement {
+		if p.Run || p.KeepRunning {
+			evicting[p.DaemonSet] = true
+		}
+	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	announced, offlineNoted := false, false
+	var pending []string
+	stillRunning := func() error {
+		return fmt.Errorf("%w; still running on node %s: %s (the drain stays in effect)", context.Cause(ctx), name, strings.Join(pending, ", "))
+	}
 	for {
 		node, err := c.GetNode(ctx, name)
+		if err != nil && pending != nil && ctx.Err() != nil {
+			return stillRunning() // the timeout passed during the poll
+		}
 		if err != nil {
 			return err
 		}
-		pending := evictionPending(node, evicting)
+		pending = evictionPending(node, evicting)
 		if !announced {
 			for _, ds := range pending {
 				fmt.Fprintf(s.out, "evicting instance %s\n", ds)
@@ -460,7 +475,7 @@ func drain(ctx context.Context, c *api.Client, s *streams, name string, timeout,
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w; still running on node %s: %s (the drain stays in effect)", context.Cause(ctx), name, strings.Join(pending, ", "))
+			return stillRunning()
 		case <-tick.C:
 		}
 	}

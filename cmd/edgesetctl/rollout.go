@@ -180,8 +180,12 @@ func followRollout(ctx context.Context, c *api.Client, s *streams, key string, i
 	defer p.done()
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	for {
+	notComplete := func() error { return fmt.Errorf("rollout of %s not complete: %w", key, ctx.Err()) }
+	for polled := false; ; polled = true {
 		ds, err := c.GetDaemonSet(ctx, key)
+		if err != nil && polled && ctx.Err() != nil {
+			return notComplete() // the timeout passed during the poll
+		}
 		if err != nil {
 			return err
 		}
@@ -195,7 +199,7 @@ func followRollout(ctx context.Context, c *api.Client, s *streams, key string, i
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("rollout of %s not complete: %w", key, ctx.Err())
+			return notComplete()
 		case <-tick.C:
 		}
 	}

@@ -14,6 +14,8 @@ const (
 	exitOK      = 0
 	exitFailure = 1 // invalid input, I/O errors
 	exitUsage   = 2 // bad flags or arguments
+
+	exitDiffError = 2 // diff: any error (1 means differences, as in kubectl diff)
 )
 
 // streams are the standard streams a command reads and writes, injected so
@@ -53,6 +55,17 @@ var errReported = errors.New("problems reported")
 // usageError marks an error in the command line itself.
 type usageError struct{ error }
 
+// exitError makes run exit with code instead of exitFailure (diff: 1
+// means differences, so its errors exit 2, as kubectl diff's do). An
+// error that wraps errReported is not printed again.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
+
 // newRootCmd builds the edgesetctl command tree over s.
 func newRootCmd(s *streams) *cobra.Command {
 	root := &cobra.Command{
@@ -85,9 +98,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	err := root.Execute()
 	var ue usageError
+	var ee exitError
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.As(err, &ee):
+		if !errors.Is(err, errReported) {
+			fmt.Fprintf(stderr, "edgesetctl: %v\n", err)
+		}
+		return ee.code
 	case errors.Is(err, errReported):
 		return exitFailure
 	case errors.As(err, &ue), isCobraUsageError(err):

@@ -269,6 +269,13 @@ func (c *Client) transportError(ctx context.Context, method, path string, err er
 	if errors.As(err, &ne) && ne.Timeout() && c.http.Timeout > 0 {
 		return fmt.Errorf("controller at %s did not answer %s %s within %s: %w", c.base, method, path, c.http.Timeout, err)
 	}
+	switch {
+	case strings.Contains(err.Error(), "malformed HTTP response"):
+		return fmt.Errorf("%w: %s does not speak HTTP: %w", ErrNotController, c.base, err)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		// Connected, then closed without an answer: not "unreachable".
+		return fmt.Errorf("%s closed the connection without an HTTP answer (a port that is not HTTP, such as the MQTT one, does this; so does a controller at its API connection limits): %w", c.base, err)
+	}
 	return fmt.Errorf("controller at %s is unreachable: %w", c.base, err)
 }
 

@@ -478,7 +478,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var verr *schema.ValidationError
 	switch {
 	case errors.As(err, &verr):
-		writeJSON(w, http.StatusUnprocessableEntity, Error{Message: "invalid manifest", Fields: verr.Errors})
+		writeJSON(w, http.StatusUnprocessableEntity, Error{Message: invalidWhat(r), Fields: verr.Errors})
 	case errors.Is(err, ErrNotFound):
 		writeJSON(w, http.StatusNotFound, Error{Message: err.Error()})
 	case errors.Is(err, ErrInvalid):
@@ -502,4 +502,14 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+}
+
+// invalidWhat names what a request with validation errors held: a
+// manifest, or, for PATCH /nodes/NAME (label, taint, cordon), a change of
+// that node.
+func invalidWhat(r *http.Request) string {
+	if name, ok := strings.CutPrefix(r.URL.Path, "/api/"+Version+"/nodes/"); ok && r.Method == http.MethodPatch {
+		return "invalid change of node " + name
+	}
+	return "invalid manifest"
 }

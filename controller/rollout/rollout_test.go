@@ -274,3 +274,25 @@ func TestStepRollsBackACompletedRevisionThatFailsLater(t *testing.T) {
 	assert.Contains(t, d.Status.RollbackReason, "failureThreshold 1", "the status says why it rolled back")
 	assert.Equal(t, []string{"good"}, d.Assign["a"], "the failed node goes back first")
 }
+
+// TestStepRollbackIsNotCanaryGated: a canary gates a new revision, not the
+// return to one that completed. The canary slots of a rollback are already
+// taken by the nodes that never left the stable revision, so a gated
+// rollback left the failed canary broken until autoPromoteSeconds passed
+// (or for ever without it, waiting for `rollout promote`).
+func TestStepRollbackIsNotCanaryGated(t *testing.T) {
+	s := Strategy{MaxUnavailable: schema.FromInt(1), ProgressDeadline: time.Minute, FailureThreshold: ptr(schema.FromInt(1)),
+		AutoRollback: true, CanaryNodes: ptr(schema.FromInt(1))}
+	now := t0.Add(time.Hour)
+	st := State{Target: "bad", Stable: "good", AssignedAt: map[string]time.Time{"a": now.Add(-2 * time.Minute)},
+		Pending: map[string]string{"a": "ImagePullBackOff"}}
+	nodes := []Node{
+		on("a", []string{"bad"}, notReady("bad", schema.PhaseImagePullBackOff)),
+		on("b", []string{"good"}, ready("good")),
+		on("c", []string{"good"}, ready("good")),
+	}
+	d := Step(now, s, st, nodes)
+	require.Equal(t, "good", d.State.Target, "rolled back")
+	assert.Equal(t, []string{"good"}, d.Assign["a"], "the failed canary goes back at once")
+	assert.False(t, d.Status.CanaryWaiting, "a rollback waits for no promotion")
+}

@@ -273,7 +273,10 @@ func (p *pass) budgetSlots() int {
 	return maxUnavailable
 }
 
-// rollback retargets the stable revision when autoRollback allows it.
+// rollback retargets the stable revision when autoRollback allows it. The
+// revision rolled back to has completed before, so no canary gates it: its
+// canary slots would be held by the nodes that never left it, and the
+// failed nodes would wait for a promotion to get back what worked.
 func (p *pass) rollback() (Decision, bool) {
 	to := p.st.Stable
 	if to == p.st.Target {
@@ -283,7 +286,8 @@ func (p *pass) rollback() (Decision, bool) {
 		return Decision{}, false
 	}
 	from := p.st.Target
-	next := State{Target: to, Stable: to, RolledBackFrom: from, RollbackReason: p.st.PauseReason, OperatorPaused: p.st.OperatorPaused}
+	next := State{Target: to, Stable: to, RolledBackFrom: from, RollbackReason: p.st.PauseReason,
+		OperatorPaused: p.st.OperatorPaused, CanaryPromoted: true}
 	msg := fmt.Sprintf("rolling back from %s to %s: %s", from, next.Target, p.st.PauseReason)
 	d := Step(p.now, p.s, next, p.nodes)
 	d.Events = append(append(p.events, Event{Reason: ReasonRollback, Message: msg, Warning: true}), d.Events...)

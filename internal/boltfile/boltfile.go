@@ -11,8 +11,10 @@
 package boltfile
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"os"
 	"runtime/debug"
@@ -42,6 +44,9 @@ func Open(path string, opts bbolt.Options) (db *bbolt.DB, err error) {
 				releaseFile(file)
 			}
 			db, err = nil, fmt.Errorf("%w: bbolt: %v", ErrDamaged, r)
+			if cut := truncation(path); cut != nil {
+				err = cut
+			}
 		}
 	}()
 	openFile := opts.OpenFile
@@ -69,8 +74,70 @@ func Open(path string, opts bbolt.Options) (db *bbolt.DB, err error) {
 	case errors.Is(err, berrors.ErrTimeout), errors.As(err, &pathErr):
 		return nil, err
 	default:
+		if cut := truncation(path); cut != nil {
+			return nil, cut
+		}
 		return nil, fmt.Errorf("%w: %w", ErrDamaged, err)
 	}
+}
+
+// truncation reads the file's meta pages and, when the newest valid one
+// says the committed pages reach past the end of the file, returns the
+// ErrDamaged that checkSize would: bbolt fails to open many truncated
+// files with whatever it reads past the end (an invalid freelist page, a
+// file too small), which hides the cause. It returns nil when it cannot
+// tell.
+func truncation(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil
+	}
+	first, ok := readMeta(f, 0)
+	pageSize := int64(os.Getpagesize())
+	if ok {
+		pageSize = int64(first.pageSize)
+	}
+	newest := first
+	if second, ok2 := readMeta(f, pageSize); ok2 && (!ok || second.txid > first.txid) {
+		newest, ok = second, true
+	}
+	if reach := int64(newest.pgid) * int64(newest.pageSize); ok && reach > fi.Size() {
+		return fmt.Errorf("%w: truncated: the file has %d bytes, its pages reach %d", ErrDamaged, fi.Size(), reach)
+	}
+	return nil
+}
+
+// meta is the part of a bbolt meta page truncation needs.
+type meta struct {
+	pageSize uint32
+	pgid     uint64 // high-water mark: pages committed
+	txid     uint64
+}
+
+// readMeta decodes the meta page at off (bbolt's file format 2: a 16-byte
+// page header, then magic, version, page size, flags, root bucket,
+// freelist, pgid, txid and an FNV-64a checksum of what precedes it, in
+// the machine's byte order, little-endian on every target edgeset ships).
+// ok is false unless magic, version and checksum are right.
+func readMeta(f *os.File, off int64) (m meta, ok bool) {
+	const header, sumAt = 16, 56
+	buf := make([]byte, header+sumAt+8)
+	if _, err := f.ReadAt(buf, off); err != nil {
+		return meta{}, false
+	}
+	b := buf[header:]
+	le := binary.LittleEndian
+	h := fnv.New64a()
+	_, _ = h.Write(b[:sumAt])
+	if le.Uint32(b[0:]) != 0xED0CDAED || le.Uint32(b[4:]) != 2 || h.Sum64() != le.Uint64(b[sumAt:]) {
+		return meta{}, false
+	}
+	return meta{pageSize: le.Uint32(b[8:]), pgid: le.Uint64(b[40:]), txid: le.Uint64(b[48:])}, true
 }
 
 // checkSize fails with ErrDamaged when the file is shorter than the pages

@@ -169,3 +169,19 @@ func TestOpenOrSetAside(t *testing.T) {
 		assert.Empty(t, setAside)
 	})
 }
+
+// TestOpenNamesTruncation: a file cut short is reported as truncated,
+// with both sizes, wherever the cut falls: also where bbolt itself fails
+// to open it (the freelist page cut off), not only where it opens and the
+// size check after it finds the missing pages.
+func TestOpenNamesTruncation(t *testing.T) {
+	for _, size := range []int64{4096, 8192, 12288, 16384, 65536} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "x.db")
+			writeTruncated(size)(t, path)
+			_, err := Open(path, bbolt.Options{Timeout: time.Second})
+			require.ErrorIs(t, err, ErrDamaged)
+			assert.Contains(t, err.Error(), fmt.Sprintf("truncated: the file has %d bytes", size))
+		})
+	}
+}
