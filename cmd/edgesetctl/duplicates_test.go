@@ -30,13 +30,17 @@ spec:
     spec: {containers: [{name: c, image: "`+image+`"}]}
 `), 0o644))
 	}
-	for _, args := range [][]string{
-		{"apply", "-f", dir},
-		{"apply", "-f", filepath.Join(dir, "a.yaml"), "-f", filepath.Join(dir, "b.yaml")},
-		{"diff", "-f", dir},
+	for _, tc := range []struct {
+		args []string
+		code int // diff exits 2 on an error, as kubectl diff does
+	}{
+		{[]string{"apply", "-f", dir}, 1},
+		{[]string{"apply", "-f", filepath.Join(dir, "a.yaml"), "-f", filepath.Join(dir, "b.yaml")}, 1},
+		{[]string{"diff", "-f", dir}, 2},
 	} {
+		args := tc.args
 		code, out, errOut := c.run(args...)
-		assert.Equal(t, 1, code, "%v: stdout %s", args, out)
+		assert.Equal(t, tc.code, code, "%v: stdout %s", args, out)
 		assert.Contains(t, errOut, filepath.Join(dir, "b.yaml")+":1: metadata.name: daemonset/default/flip is declared twice, here and at "+
 			filepath.Join(dir, "a.yaml")+":1", "%v", args)
 	}

@@ -30,7 +30,7 @@ func checkOutput(o string) error {
 	case outputTable, outputWide, outputJSON, outputYAML, outputName:
 		return nil
 	}
-	return usageError{fmt.Errorf("unknown output format %q: want wide, json, yaml, name, jsonpath=TEMPLATE or custom-columns=HEADER:PATH,...", o)}
+	return usageError{fmt.Errorf("unknown output format %q: want wide, json, yaml, name, jsonpath=TEMPLATE or custom-columns=HEADER:PATH[,HEADER:PATH]", o)}
 }
 
 // printData prints v as indented JSON or as YAML.
