@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -450,6 +451,17 @@ func phaseIs(phase string) func(schema.InstanceStatus) error {
 	return func(st schema.InstanceStatus) error {
 		if st.Phase != phase {
 			return fmt.Errorf("phase %s (%s), want %s", st.Phase, st.Message, phase)
+		}
+		return nil
+	}
+}
+
+// pendingWith waits for Pending with a message containing want: an
+// instance is Pending "waiting for revision" first, then for its reason.
+func pendingWith(want string) func(schema.InstanceStatus) error {
+	return func(st schema.InstanceStatus) error {
+		if st.Phase != schema.PhasePending || !strings.Contains(st.Message, want) {
+			return fmt.Errorf("phase %s (%s), want %s with %q", st.Phase, st.Message, schema.PhasePending, want)
 		}
 		return nil
 	}

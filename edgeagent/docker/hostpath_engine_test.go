@@ -51,16 +51,7 @@ func TestAgentHostPathSymlinkEscapeIsHeld(t *testing.T) {
 	reader := revision("edge/reader", 1, appTemplate(h.e.image, []string{"check", "/host/etc/passwd"}, mount(filepath.Join(allowed, "escape"), "/host")))
 	inside := revision("edge/inside", 1, appTemplate(h.e.image, []string{"sleep"}, mount(filepath.Join(allowed, "alias"), "/data")))
 	h.apply(2, writer, reader, inside)
-	// Pending twice: "waiting for revision" first, then the refusal.
-	st := h.waitInstance(reader, func(st schema.InstanceStatus) error {
-		if err := phaseIs(schema.PhasePending)(st); err != nil {
-			return err
-		}
-		if !strings.Contains(st.Message, "outside the allowed host paths") {
-			return fmt.Errorf("pending (%s), want the hostPath refusal", st.Message)
-		}
-		return nil
-	})
+	st := h.waitInstance(reader, pendingWith("outside the allowed host paths"))
 	assert.Empty(t, st.ContainerIDs, "no container of the escaping daemonset")
 	in := h.waitInstance(inside, runningReady)
 
