@@ -3,6 +3,7 @@ package broker
 import (
 	"strings"
 
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -37,7 +38,7 @@ var (
 // documentation lists, and never with a wildcard, since no allowed topic
 // contains '+' or '#' (node names cannot either).
 func allowed(identity, topic string, write bool) bool {
-	if identity == ControllerUsername {
+	if identity == credential.ControllerUsername {
 		return true
 	}
 	if !schema.ValidNodeName(identity) {

@@ -3,6 +3,7 @@ package broker
 import (
 	"testing"
 
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -67,10 +68,10 @@ func TestAllowed(t *testing.T) {
 		{"subscribe below own secret", "node-a", schema.NodeSecretTopic("node-a", "abc") + "/x", read, false},
 		{"subscribe own secrets kind", "node-a", own("secrets"), read, false},
 		{"publish own secret", "node-a", schema.NodeSecretTopic("node-a", "abc"), write, false},
-		{"controller publishes secret", ControllerUsername, schema.NodeSecretTopic("node-a", "abc"), write, true},
-		{"controller publishes desired", ControllerUsername, own(schema.TopicDesired), write, true},
-		{"controller subscribes hash", ControllerUsername, "#", read, true},
-		{"controller publishes revision", ControllerUsername, schema.RevisionTopic("abc"), write, true},
+		{"controller publishes secret", credential.ControllerUsername, schema.NodeSecretTopic("node-a", "abc"), write, true},
+		{"controller publishes desired", credential.ControllerUsername, own(schema.TopicDesired), write, true},
+		{"controller subscribes hash", credential.ControllerUsername, "#", read, true},
+		{"controller publishes revision", credential.ControllerUsername, schema.RevisionTopic("abc"), write, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/schema"
 	"github.com/edgeset/edgeset/test/mosquitto"
 )
@@ -123,13 +124,13 @@ func BenchmarkIdleClients(b *testing.B) {
 	}
 	raiseFDLimit(b)
 	dir := b.TempDir()
-	secret, err := LoadOrCreateFleetSecret(dir)
+	secret, err := credential.LoadOrCreateFleetSecret(dir)
 	if err != nil {
 		b.Fatal(err)
 	}
 	h := startHelper(b, dir)
 	before := h.sample(b)
-	clients := connectIdle(b, h.addr, n, func(node string) string { return NodeToken(secret, node) })
+	clients := connectIdle(b, h.addr, n, func(node string) string { return credential.NodeToken(secret, node) })
 	after := h.sample(b)
 	if after.connected < int64(n) {
 		b.Fatalf("broker reports %d connected clients, want %d", after.connected, n)

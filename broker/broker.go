@@ -16,6 +16,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
 
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -32,7 +33,7 @@ type Broker struct {
 	secret  []byte
 	log     *slog.Logger
 	server  *mqtt.Server
-	revoked *revocations
+	revoked *credential.Revocations
 
 	addr, tlsAddr net.Addr       // bound listener addresses; nil if disabled
 	wsAddr        net.Addr       // bound WebSocket listener address; nil if disabled
@@ -80,7 +81,7 @@ func New(opts Options) (*Broker, error) {
 	if opts.DataDir == "" {
 		return nil, ErrNoDataDir
 	}
-	secret, err := LoadOrCreateFleetSecret(opts.DataDir)
+	secret, err := credential.LoadOrCreateFleetSecret(opts.DataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +89,7 @@ func New(opts Options) (*Broker, error) {
 		opts:    opts,
 		secret:  secret,
 		log:     opts.Logger.With("component", "broker"),
-		revoked: newRevocations(filepath.Join(opts.DataDir, RevokedFile)),
+		revoked: credential.NewRevocations(filepath.Join(opts.DataDir, credential.RevokedFile)),
 		gate:    newGate(opts.Limits, opts.now),
 		ready:   make(chan struct{}),
 		closed:  make(chan struct{}),
@@ -316,9 +317,9 @@ func (b *Broker) Reload() error {
 // reload loads the revocation list (if changed, or always when force is set)
 // and logs malformed lines.
 func (b *Broker) reload(force bool) (bool, error) {
-	changed, bad, err := b.revoked.load(force)
+	changed, bad, err := b.revoked.Load(force)
 	for _, line := range bad {
-		b.log.Warn("ignoring malformed revocation entry", "file", b.revoked.path, "entry", line)
+		b.log.Warn("ignoring malformed revocation entry", "file", b.revoked.Path(), "entry", line)
 	}
 	return changed, err
 }
@@ -327,10 +328,10 @@ func (b *Broker) reload(force bool) (bool, error) {
 func (b *Broker) disconnectRevoked() {
 	for _, cl := range b.server.Clients.GetAll() {
 		identity := string(cl.Properties.Username)
-		if cl.Net.Inline || cl.Closed() || identity == ControllerUsername {
+		if cl.Net.Inline || cl.Closed() || identity == credential.ControllerUsername {
 			continue
 		}
-		if b.revoked.revoked(b.secret, identity) {
+		if b.revoked.Revoked(b.secret, identity) {
 			b.log.Info("disconnecting revoked node", "node", identity, "client", cl.ID)
 			_ = b.server.DisconnectClient(cl, packets.ErrNotAuthorized)
 		}
@@ -352,7 +353,7 @@ func (b *Broker) notifyDrop(clientID, topic string) {
 
 // authenticate decides a CONNECT. commonName is the verified client
 // certificate's CommonName, or "" without one. It returns the client's
-// identity: the node name or ControllerUsername.
+// identity: the node name or credential.ControllerUsername.
 func (b *Broker) authenticate(commonName string, pk packets.Packet) (string, error) {
 	identity := string(pk.Connect.Username)
 	password := pk.Connect.Password
@@ -365,16 +366,16 @@ func (b *Broker) authenticate(commonName string, pk packets.Packet) (string, err
 	switch {
 	case identity == "":
 		return "", errAnonymous
-	case identity == ControllerUsername:
+	case identity == credential.ControllerUsername:
 		// A certificate never suffices for the controller: it needs its token.
-		if !tokenMatches(ControllerToken(b.secret), password) {
+		if !credential.TokenMatches(credential.ControllerToken(b.secret), password) {
 			return "", errBadPassword
 		}
 	case !schema.ValidNodeName(identity):
 		return "", errBadNodeName
-	case commonName == "" && !tokenMatches(NodeToken(b.secret, identity), password):
+	case commonName == "" && !credential.TokenMatches(credential.NodeToken(b.secret, identity), password):
 		return "", errBadPassword
-	case b.revoked.revoked(b.secret, identity):
+	case b.revoked.Revoked(b.secret, identity):
 		return "", errRevoked
 	case pk.Connect.ClientIdentifier != identity:
 		return "", errBadClientID

@@ -15,6 +15,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -34,12 +35,12 @@ func TestConnectAuthentication(t *testing.T) {
 		{"controller with its token", tb.controller(), true},
 		{"anonymous", client{id: "anon"}, false},
 		{"wrong password", client{user: "node-a", pass: "not-the-token", id: "node-a"}, false},
-		{"other node's token", client{user: "node-a", pass: NodeToken(tb.secret, "node-b"), id: "node-a"}, false},
-		{"token of another fleet", client{user: "node-a", pass: NodeToken([]byte("other secret of 32 bytes......."), "node-a"), id: "node-a"}, false},
+		{"other node's token", client{user: "node-a", pass: credential.NodeToken(tb.secret, "node-b"), id: "node-a"}, false},
+		{"token of another fleet", client{user: "node-a", pass: credential.NodeToken([]byte("other secret of 32 bytes......."), "node-a"), id: "node-a"}, false},
 		{"client id of another node", client{user: "node-a", pass: good.pass, id: "node-b"}, false},
-		{"controller with node-style token", client{user: ControllerUsername, pass: NodeToken(tb.secret, ControllerUsername), id: "c"}, false},
-		{"invalid node name", client{user: "Node/A", pass: NodeToken(tb.secret, "Node/A"), id: "Node/A"}, false},
-		{"wildcard node name", client{user: "#", pass: NodeToken(tb.secret, "#"), id: "#"}, false},
+		{"controller with node-style token", client{user: credential.ControllerUsername, pass: credential.NodeToken(tb.secret, credential.ControllerUsername), id: "c"}, false},
+		{"invalid node name", client{user: "Node/A", pass: credential.NodeToken(tb.secret, "Node/A"), id: "Node/A"}, false},
+		{"wildcard node name", client{user: "#", pass: credential.NodeToken(tb.secret, "#"), id: "#"}, false},
 		{"will on own online topic", withWill(good, schema.NodeTopic("node-a", schema.TopicOnline)), true},
 		{"will on another node's topic", withWill(good, schema.NodeTopic("node-b", schema.TopicOnline)), false},
 		{"will on own desired topic", withWill(good, schema.NodeTopic("node-a", schema.TopicDesired)), false},
@@ -77,10 +78,10 @@ func TestRevokedNodeRefused(t *testing.T) {
 	a := mustDial(t, tb.Addr(), tb.node("node-a"))
 	mustDial(t, tb.Addr(), tb.node("node-b"))
 
-	if err := Revoke(tb.dataDir, "node-a"); err != nil {
+	if err := credential.Revoke(tb.dataDir, "node-a"); err != nil {
 		t.Fatal(err)
 	}
-	if err := Revoke(tb.dataDir, TokenFingerprint(NodeToken(tb.secret, "node-b"))); err != nil {
+	if err := credential.Revoke(tb.dataDir, credential.TokenFingerprint(credential.NodeToken(tb.secret, "node-b"))); err != nil {
 		t.Fatal(err)
 	}
 	if err := tb.Reload(); err != nil {
@@ -103,7 +104,7 @@ func TestRevokedNodeRefused(t *testing.T) {
 func TestRevocationFilePolled(t *testing.T) {
 	tb := startBroker(t, Options{RevocationPoll: 10 * time.Millisecond})
 	mustDial(t, tb.Addr(), tb.node("node-a")).Disconnect(0)
-	if err := Revoke(tb.dataDir, "node-a"); err != nil {
+	if err := credential.Revoke(tb.dataDir, "node-a"); err != nil {
 		t.Fatal(err)
 	}
 	checkFor(t, wait, 20*time.Millisecond, func() error {

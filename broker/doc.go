@@ -7,11 +7,11 @@
 // Identities. Every connection authenticates as exactly one identity:
 //
 //   - a node, with username = node name, client ID = node name and password =
-//     NodeToken(secret, node); or, on the mutual-TLS listener, with a client
+//     credential.NodeToken(secret, node) (package credential); or, on the mutual-TLS listener, with a client
 //     certificate whose CommonName is the node name (the username must then be
 //     empty or equal to the CommonName);
-//   - the controller, with username ControllerUsername and password
-//     ControllerToken(secret). It may publish and subscribe to anything.
+//   - the controller, with username credential.ControllerUsername and password
+//     credential.ControllerToken(secret). It may publish and subscribe to anything.
 //
 // Anonymous connections, wrong passwords and revoked nodes are refused.
 //

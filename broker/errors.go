@@ -4,14 +4,6 @@ import "errors"
 
 // Errors returned by this package; match them with errors.Is.
 var (
-	// ErrSecretPermissions: the fleet secret file is accessible to group or
-	// others; the broker refuses to use a secret that may have leaked.
-	ErrSecretPermissions = errors.New("fleet secret file is readable by others")
-	// ErrSecretInvalid: the fleet secret file does not hold a valid secret.
-	ErrSecretInvalid = errors.New("invalid fleet secret")
-	// ErrInvalidRevocation: a revocation entry is neither a node name nor a
-	// token fingerprint.
-	ErrInvalidRevocation = errors.New("revocation entry is neither a node name nor a token fingerprint")
 	// ErrNoDataDir: Options.DataDir is empty.
 	ErrNoDataDir = errors.New("data dir is required")
 	// ErrTLSIncomplete: a TLS option is set without the others it needs.

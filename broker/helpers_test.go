@@ -13,6 +13,8 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/edgeset/edgeset/credential"
 )
 
 // wait is the timeout of every paho operation and checkFor in these tests.
@@ -92,12 +94,12 @@ type will struct {
 
 // node returns the credentials of node.
 func (tb *testBroker) node(name string) client {
-	return client{user: name, pass: NodeToken(tb.secret, name), id: name}
+	return client{user: name, pass: credential.NodeToken(tb.secret, name), id: name}
 }
 
 // controller returns the credentials of the controller.
 func (tb *testBroker) controller() client {
-	return client{user: ControllerUsername, pass: ControllerToken(tb.secret), id: "controller"}
+	return client{user: credential.ControllerUsername, pass: credential.ControllerToken(tb.secret), id: "controller"}
 }
 
 // dial connects c to addr and returns the client or the connect error. The

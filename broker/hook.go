@@ -7,6 +7,8 @@ import (
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/edgeset/edgeset/credential"
 )
 
 // hook is the mochi hook enforcing authentication and the ACL and counting
@@ -46,7 +48,7 @@ func (h *hook) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
 		return false // the connect timeout closed it meanwhile
 	}
 	cl.Properties.Username = []byte(identity)
-	if identity == ControllerUsername {
+	if identity == credential.ControllerUsername {
 		cl.State.Inflight.ResetReceiveQuota(controllerReceiveQuota)
 	}
 	return true
@@ -68,7 +70,7 @@ func (h *hook) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 // (SUBACK failure), before the ACL and without storing it. A filter the
 // client already holds, or names twice in one packet, counts once.
 func (h *hook) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.Packet {
-	if string(cl.Properties.Username) == ControllerUsername {
+	if string(cl.Properties.Username) == credential.ControllerUsername {
 		return pk
 	}
 	held := cl.State.Subscriptions.Len()

@@ -3,6 +3,7 @@ package broker
 import (
 	"testing"
 
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/schema/schematest"
 )
 
@@ -16,15 +17,15 @@ func TestNodeNamesAtTheBroker(t *testing.T) {
 	tb := startBroker(t, Options{Limits: Limits{AuthFailureLimit: 1000}})
 	for name, valid := range schematest.NodeNames() {
 		t.Run(name, func(t *testing.T) {
-			c := client{user: name, pass: NodeToken(tb.secret, name), id: name}
+			c := client{user: name, pass: credential.NodeToken(tb.secret, name), id: name}
 			_, err := dial(t, tb.Addr(), c)
 			if (err == nil) != valid {
 				t.Errorf("CONNECT as %q: err = %v, want accepted=%v", name, err, valid)
 			}
-			if err := Revoke(t.TempDir(), name); (err == nil) != valid {
-				t.Errorf("Revoke(%q) = %v, want accepted=%v", name, err, valid)
+			if err := credential.Revoke(t.TempDir(), name); (err == nil) != valid {
+				t.Errorf("credential.Revoke(%q) = %v, want accepted=%v", name, err, valid)
 			}
-			if name == ControllerUsername {
+			if name == credential.ControllerUsername {
 				return // the controller's own identity, with full access
 			}
 			if got := allowed(name, "edgeset/v1/nodes/"+name+"/status", true); got != valid {

@@ -15,6 +15,10 @@ import (
 	"github.com/edgeset/edgeset/internal/boltfile"
 )
 
+// StoreFile is the bbolt database of retained messages, in the data
+// directory.
+const StoreFile = "broker.db"
+
 // retainedBucket holds retained messages keyed by topic.
 var retainedBucket = []byte("retained")
 

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -131,8 +132,8 @@ func TestMutualTLS(t *testing.T) {
 		{"valid cert, other username", withCert(tb.node("node-b"), nodeCert), false},
 		{"no cert, valid token", withCert(tb.node("node-a")), false},
 		{"cert of a rogue CA", withCert(client{id: "node-a"}, rogue.issue(t, "node-a", false)), false},
-		{"controller CN without token", withCert(client{id: "c"}, ca.issue(t, ControllerUsername, false)), false},
-		{"controller CN with token", withCert(tb.controller(), ca.issue(t, ControllerUsername, false)), true},
+		{"controller CN without token", withCert(client{id: "c"}, ca.issue(t, credential.ControllerUsername, false)), false},
+		{"controller CN with token", withCert(tb.controller(), ca.issue(t, credential.ControllerUsername, false)), true},
 		{"CN not a node name", withCert(client{id: "Bad/Name"}, ca.issue(t, "Bad/Name", false)), false},
 	}
 	for _, tc := range tests {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgeset/edgeset/broker"
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 )
@@ -66,7 +66,7 @@ func TestStatusBurstWithSlowConsumer(t *testing.T) {
 // with label seq=rounds.
 func publishStatuses(ctx context.Context, tc *testController, node string, rounds int) error {
 	c, err := mqttclient.New(mqttclient.Options{BrokerURL: tc.brokerURL(), ClientID: node, Username: node,
-		Password: broker.NodeToken(tc.secret, node), FirstConnectJitter: time.Millisecond})
+		Password: credential.NodeToken(tc.secret, node), FirstConnectJitter: time.Millisecond})
 	if err != nil {
 		return err
 	}

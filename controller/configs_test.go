@@ -15,10 +15,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/controller/reconcile"
 	"github.com/edgeset/edgeset/controller/store"
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 )
@@ -110,8 +110,8 @@ func startSpy(t *testing.T, tc *testController) *spy {
 	ready := make(chan struct{})
 	var once sync.Once
 	client, err := mqttclient.New(mqttclient.Options{
-		BrokerURL: tc.brokerURL(), ClientID: "spy", Username: broker.ControllerUsername,
-		Password:      broker.ControllerToken(tc.secret),
+		BrokerURL: tc.brokerURL(), ClientID: "spy", Username: credential.ControllerUsername,
+		Password:      credential.ControllerToken(tc.secret),
 		Subscriptions: []mqttclient.Subscription{{Filter: "#", QoS: 1}},
 		Handler: func(topic string, payload []byte) {
 			s.mu.Lock()

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/credential"
 )
 
 // envCrashHelper makes the test binary run a controller on the data
@@ -67,7 +67,7 @@ func TestKill9LosesNothing(t *testing.T) {
 
 	token, err := loadOrCreateToken(dir + "/admin.token")
 	require.NoError(t, err)
-	secret, err := broker.LoadOrCreateFleetSecret(dir)
+	secret, err := credential.LoadOrCreateFleetSecret(dir)
 	require.NoError(t, err)
 	client := api.NewClient("http://"+fields[2], token, nil)
 	_, err = client.Apply(context.Background(), "exporter.yaml", []byte(exporterYAML), false)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 )
@@ -88,7 +89,7 @@ func startControllerLogging(t testing.TB, cfg Config, log *slog.Logger) *testCon
 		t.Fatal("controller did not make its first pass")
 	}
 	tc.api = api.NewClient("http://"+c.APIAddr().String(), c.Token(), nil)
-	tc.secret, err = broker.LoadOrCreateFleetSecret(cfg.DataDir)
+	tc.secret, err = credential.LoadOrCreateFleetSecret(cfg.DataDir)
 	require.NoError(t, err)
 	return tc
 }
@@ -143,7 +144,7 @@ func startNode(t testing.TB, url string, secret []byte, st schema.NodeStatus) *f
 	n := &fakeNode{t: t, name: st.Node, done: make(chan error, 1), session: time.Now().UnixNano()}
 	var err error
 	n.client, err = mqttclient.New(mqttclient.Options{
-		BrokerURL: url, ClientID: st.Node, Username: st.Node, Password: broker.NodeToken(secret, st.Node),
+		BrokerURL: url, ClientID: st.Node, Username: st.Node, Password: credential.NodeToken(secret, st.Node),
 		Will:          func() *mqttclient.Message { return n.presence(false) },
 		Subscriptions: []mqttclient.Subscription{{Filter: schema.NodeTopic(st.Node, schema.TopicDesired), QoS: 1}},
 		Handler:       n.handle,

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -24,20 +24,20 @@ func (c *Controller) MintNodeToken(_ context.Context, node, requester string) (a
 	if msg := schema.NodeNameProblem(node); msg != "" {
 		return api.NodeToken{}, fmt.Errorf("%w: %s (lowercase letters, digits, '-' and '.', at most 253 characters)", api.ErrInvalid, msg)
 	}
-	secret, err := broker.LoadOrCreateFleetSecret(c.cfg.DataDir)
+	secret, err := credential.LoadOrCreateFleetSecret(c.cfg.DataDir)
 	if err != nil {
 		return api.NodeToken{}, fmt.Errorf("mint token of node %s: %w", node, err)
 	}
-	switch revoked, err := broker.Revoked(c.cfg.DataDir, secret, node); {
+	switch revoked, err := credential.Revoked(c.cfg.DataDir, secret, node); {
 	case err != nil:
 		return api.NodeToken{}, fmt.Errorf("mint token of node %s: %w", node, err)
 	case revoked:
 		return api.NodeToken{}, fmt.Errorf("%w: node %s is revoked (listed in %s): its token, derived from its name, "+
 			"would be refused by the broker; remove the entry to admit the node again",
-			api.ErrInvalid, node, filepath.Join(c.cfg.DataDir, broker.RevokedFile))
+			api.ErrInvalid, node, filepath.Join(c.cfg.DataDir, credential.RevokedFile))
 	}
-	token := broker.NodeToken(secret, node)
-	fp := broker.TokenFingerprint(token)
+	token := credential.NodeToken(secret, node)
+	fp := credential.TokenFingerprint(token)
 	c.events.add(nodeObject(node), schema.EventNormal, ReasonTokenMinted,
 		fmt.Sprintf("MQTT token minted for %s, fingerprint %s", requester, fp))
 	c.log.Info("node token minted", "node", node, "fingerprint", fp, "requester", requester)

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller/reconcile"
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 )
@@ -131,11 +131,11 @@ func (c *Controller) brokerPassword() (string, error) {
 		}
 		return strings.TrimSpace(string(b)), nil
 	}
-	secret, err := broker.LoadOrCreateFleetSecret(c.cfg.DataDir)
+	secret, err := credential.LoadOrCreateFleetSecret(c.cfg.DataDir)
 	if err != nil {
 		return "", err
 	}
-	return broker.ControllerToken(secret), nil
+	return credential.ControllerToken(secret), nil
 }
 
 // publish sends one message to the fleet, retained when it is state.

@@ -7,7 +7,7 @@ import (
 )
 
 // TestAuthRefusedHintNamesRevocationFile: the hint names the controller's
-// revocation file as it is called (broker.RevokedFile), so an operator
+// revocation file as it is called (credential.RevokedFile), so an operator
 // can look at it.
 func TestAuthRefusedHintNamesRevocationFile(t *testing.T) {
 	hint := authRefusedHint("gw-1", "tcp://ctl:1883")

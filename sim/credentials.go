@@ -8,7 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/edgeset/edgeset/broker"
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -42,7 +42,7 @@ func ReadFleetSecret(path string) ([]byte, error) {
 
 // SecretTokens derives each node's token from the fleet secret.
 func SecretTokens(secret []byte) TokenFunc {
-	return func(node string) (string, error) { return broker.NodeToken(secret, node), nil }
+	return func(node string) (string, error) { return credential.NodeToken(secret, node), nil }
 }
 
 // TokenFile is a list of node credentials: one "NAME TOKEN" a line, blank

@@ -6,16 +6,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/edgeset/edgeset/broker"
+	"github.com/edgeset/edgeset/credential"
 )
 
 func TestReadFleetSecretMatchesBroker(t *testing.T) {
 	dir := t.TempDir()
-	want, err := broker.LoadOrCreateFleetSecret(dir)
+	want, err := credential.LoadOrCreateFleetSecret(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, broker.SecretFile)
+	path := filepath.Join(dir, credential.SecretFile)
 	before, _ := os.Stat(path)
 	got, err := ReadFleetSecret(path)
 	if err != nil {
@@ -28,8 +28,8 @@ func TestReadFleetSecretMatchesBroker(t *testing.T) {
 		t.Error("reading the secret changed the file")
 	}
 	tok, _ := SecretTokens(got)("n1")
-	if tok != broker.NodeToken(want, "n1") {
-		t.Error("derived token differs from broker.NodeToken")
+	if tok != credential.NodeToken(want, "n1") {
+		t.Error("derived token differs from credential.NodeToken")
 	}
 }
 

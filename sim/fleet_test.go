@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller"
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/mqttclient"
 )
 
@@ -63,7 +63,7 @@ func TestFleetRunsDaemonSet(t *testing.T) {
 	go func() { ctlDone <- c.Run(ctx) }()
 	<-c.Synced()
 
-	secret, err := ReadFleetSecret(filepath.Join(dir, broker.SecretFile))
+	secret, err := ReadFleetSecret(filepath.Join(dir, credential.SecretFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestFlappingLinkReconnects(t *testing.T) {
 	ctlDone := make(chan error, 1)
 	go func() { ctlDone <- c.Run(ctx) }()
 	defer func() { cancel(); <-ctlDone }()
-	secret, err := ReadFleetSecret(filepath.Join(dir, broker.SecretFile))
+	secret, err := ReadFleetSecret(filepath.Join(dir, credential.SecretFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgeset/edgeset/broker"
+	"github.com/edgeset/edgeset/credential"
 )
 
 // countingProxy forwards TCP connections to a target and counts the bytes
@@ -118,7 +118,7 @@ func TestIdleTraffic(t *testing.T) {
 	w := watchNode(t, addr, secret, node)
 	proxy := startProxy(t, addr)
 	stop := runAgent(t, io.Discard,
-		"--node-name", node, "--broker-url", "tcp://"+proxy.ln.Addr().String(), "--token", broker.NodeToken(secret, node),
+		"--node-name", node, "--broker-url", "tcp://"+proxy.ln.Addr().String(), "--token", credential.NodeToken(secret, node),
 		"--runtime", "fake", "--data-dir", t.TempDir(), "--keepalive", keepalive.String(), "--log-level", "warn")
 
 	checkFor(t, 30*time.Second, 100*time.Millisecond, func() error {

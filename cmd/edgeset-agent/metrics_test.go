@@ -14,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgeset/edgeset/broker"
+	"github.com/edgeset/edgeset/credential"
 )
 
 // lockedBuffer is an io.Writer that tests read while the agent writes.
@@ -44,7 +44,7 @@ func startAgentWithMetrics(t *testing.T) string {
 	const node = "gw-metrics"
 	addr, secret := startBroker(t)
 	var log lockedBuffer
-	runAgent(t, &log, "--node-name", node, "--broker-url", "tcp://"+addr, "--token", broker.NodeToken(secret, node),
+	runAgent(t, &log, "--node-name", node, "--broker-url", "tcp://"+addr, "--token", credential.NodeToken(secret, node),
 		"--runtime", "fake", "--data-dir", t.TempDir(), "--metrics-addr", "127.0.0.1:0", "--log-level", "info")
 	var metricsAddr string
 	checkFor(t, 15*time.Second, 20*time.Millisecond, func() error {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgeset/edgeset/broker"
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 )
@@ -38,7 +39,7 @@ func checkFor(t *testing.T, timeout, interval time.Duration, fn func() error) {
 func startBroker(t *testing.T) (addr string, secret []byte) {
 	t.Helper()
 	dir := t.TempDir()
-	secret, err := broker.LoadOrCreateFleetSecret(dir)
+	secret, err := credential.LoadOrCreateFleetSecret(dir)
 	require.NoError(t, err)
 	b, err := broker.New(broker.Options{Addr: "127.0.0.1:0", DataDir: dir, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
@@ -65,8 +66,8 @@ func watchNode(t *testing.T, addr string, secret []byte, node string) *watcher {
 	t.Helper()
 	w := &watcher{latest: map[string][]byte{}}
 	c, err := mqttclient.New(mqttclient.Options{
-		BrokerURL: "tcp://" + addr, ClientID: broker.ControllerUsername,
-		Username: broker.ControllerUsername, Password: broker.ControllerToken(secret),
+		BrokerURL: "tcp://" + addr, ClientID: credential.ControllerUsername,
+		Username: credential.ControllerUsername, Password: credential.ControllerToken(secret),
 		Subscriptions:      []mqttclient.Subscription{{Filter: schema.NodeTopic(node, "#"), QoS: 1}},
 		Handler:            w.handle,
 		FirstConnectJitter: -1,
@@ -128,7 +129,7 @@ func TestAgentAnnouncesItselfToEmbeddedBroker(t *testing.T) {
 	addr, secret := startBroker(t)
 	w := watchNode(t, addr, secret, node)
 	stop := runAgent(t, testLog{t},
-		"--node-name", node, "--broker-url", "tcp://"+addr, "--token", broker.NodeToken(secret, node),
+		"--node-name", node, "--broker-url", "tcp://"+addr, "--token", credential.NodeToken(secret, node),
 		"--runtime", "fake", "--data-dir", t.TempDir(), "--labels", "site=lab,role=gateway",
 		"--taints", "dedicated=camera:NoSchedule", "--keepalive", "5s", "--log-level", "warn")
 

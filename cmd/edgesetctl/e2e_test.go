@@ -19,9 +19,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller"
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/edgeagent/fake"
 	"github.com/edgeset/edgeset/mqttclient"
@@ -80,7 +80,7 @@ func startFleetStoppable(t *testing.T, n int) (cli, []func()) {
 	go func() { done <- c.Run(ctx) }()
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
 	<-c.Synced()
-	secret, err := broker.LoadOrCreateFleetSecret(dir)
+	secret, err := credential.LoadOrCreateFleetSecret(dir)
 	require.NoError(t, err)
 	var stops []func()
 	for i := range n {
@@ -94,7 +94,7 @@ func startFleetStoppable(t *testing.T, n int) (cli, []func()) {
 func startAgent(t *testing.T, url string, secret []byte, name string) (stop func()) {
 	node, err := edgeagent.NewNode(edgeagent.NodeOptions{
 		Agent: edgeagent.Config{NodeName: name, Ephemeral: true, ResyncInterval: 200 * time.Millisecond},
-		MQTT: mqttclient.Options{BrokerURL: url, Password: broker.NodeToken(secret, name), FirstConnectJitter: time.Millisecond,
+		MQTT: mqttclient.Options{BrokerURL: url, Password: credential.NodeToken(secret, name), FirstConnectJitter: time.Millisecond,
 			Backoff: mqttclient.Backoff{Initial: 50 * time.Millisecond, Max: time.Second}},
 		Status: func(context.Context) schema.NodeStatus {
 			return schema.NodeStatus{Labels: map[string]string{"role": "gateway", "site": name[len(name)-1:]},
@@ -452,14 +452,14 @@ func TestCLILabelOverwrite(t *testing.T) {
 // directory without a fleet secret instead of making one up.
 func TestCLITokenCreate(t *testing.T) {
 	c := startFleet(t, 0)
-	secret, err := broker.LoadOrCreateFleetSecret(c.dataDir)
+	secret, err := credential.LoadOrCreateFleetSecret(c.dataDir)
 	require.NoError(t, err)
-	want := broker.NodeToken(secret, "gw-new")
+	want := credential.NodeToken(secret, "gw-new")
 
 	out := c.ok("token", "create", "gw-new")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	assert.Equal(t, want, lines[len(lines)-1], "the token the controller's broker accepts")
-	assert.Contains(t, out, broker.TokenFingerprint(want))
+	assert.Contains(t, out, credential.TokenFingerprint(want))
 
 	var evs []api.Event
 	waitUntil(t, "the TokenMinted event", func() bool {
@@ -469,7 +469,7 @@ func TestCLITokenCreate(t *testing.T) {
 	})
 	require.Len(t, evs, 1)
 	assert.Equal(t, "TokenMinted", evs[0].Reason)
-	assert.Contains(t, evs[0].Message, broker.TokenFingerprint(want))
+	assert.Contains(t, evs[0].Message, credential.TokenFingerprint(want))
 	assert.Contains(t, evs[0].Message, "127.0.0.1", "who asked")
 	assert.NotContains(t, evs[0].Message, want)
 

@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller"
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/edgeagent/fake"
 	"github.com/edgeset/edgeset/mqttclient"
@@ -67,7 +67,7 @@ func startLogFleet(t *testing.T, closed *atomic.Int32) (cli, string, []byte) {
 	go func() { done <- c.Run(ctx) }()
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
 	<-c.Synced()
-	secret, err := broker.LoadOrCreateFleetSecret(dir)
+	secret, err := credential.LoadOrCreateFleetSecret(dir)
 	require.NoError(t, err)
 	url := "tcp://" + c.MQTTAddr().String()
 	for _, name := range []string{"gw-0", "gw-1"} {
@@ -75,7 +75,7 @@ func startLogFleet(t *testing.T, closed *atomic.Int32) (cli, string, []byte) {
 		rt.LogOutput = logLines(name, closed)
 		node, err := edgeagent.NewNode(edgeagent.NodeOptions{
 			Agent: edgeagent.Config{NodeName: name, Ephemeral: true, ResyncInterval: 200 * time.Millisecond},
-			MQTT: mqttclient.Options{BrokerURL: url, Password: broker.NodeToken(secret, name), FirstConnectJitter: time.Millisecond,
+			MQTT: mqttclient.Options{BrokerURL: url, Password: credential.NodeToken(secret, name), FirstConnectJitter: time.Millisecond,
 				Backoff: mqttclient.Backoff{Initial: 50 * time.Millisecond, Max: time.Second}},
 			Status: func(context.Context) schema.NodeStatus {
 				return schema.NodeStatus{Labels: map[string]string{"role": "gateway"},
@@ -153,7 +153,7 @@ func TestCLILogs(t *testing.T) {
 	var spy *mqttclient.Client
 	// A node cannot listen to another node's log requests.
 	spy, err = mqttclient.New(mqttclient.Options{BrokerURL: url, ClientID: "gw-spy", Username: "gw-spy",
-		Password: broker.NodeToken(secret, "gw-spy"), Handler: func(string, []byte) {}})
+		Password: credential.NodeToken(secret, "gw-spy"), Handler: func(string, []byte) {}})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/edgeset/edgeset/broker"
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/schema/schematest"
 )
 
@@ -14,7 +14,7 @@ import (
 // token the broker would accept for a node whose messages are dropped.
 func TestTokenCreateNodeNames(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := broker.LoadOrCreateFleetSecret(dir); err != nil {
+	if _, err := credential.LoadOrCreateFleetSecret(dir); err != nil {
 		t.Fatal(err)
 	}
 	for name, valid := range schematest.NodeNames() {

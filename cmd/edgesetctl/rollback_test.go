@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller"
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/edgeagent/fake"
 	"github.com/edgeset/edgeset/mqttclient"
@@ -32,7 +32,7 @@ func startFleetPulling(t *testing.T, n int) cli {
 	go func() { done <- c.Run(ctx) }()
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
 	<-c.Synced()
-	secret, err := broker.LoadOrCreateFleetSecret(dir)
+	secret, err := credential.LoadOrCreateFleetSecret(dir)
 	require.NoError(t, err)
 	for i := range n {
 		rt := fake.New()
@@ -50,7 +50,7 @@ func startFleetPulling(t *testing.T, n int) cli {
 func startAgentOn(t *testing.T, url string, secret []byte, name string, rt *fake.Runtime) {
 	node, err := edgeagent.NewNode(edgeagent.NodeOptions{
 		Agent: edgeagent.Config{NodeName: name, Ephemeral: true, ResyncInterval: 200 * time.Millisecond},
-		MQTT: mqttclient.Options{BrokerURL: url, Password: broker.NodeToken(secret, name), FirstConnectJitter: time.Millisecond,
+		MQTT: mqttclient.Options{BrokerURL: url, Password: credential.NodeToken(secret, name), FirstConnectJitter: time.Millisecond,
 			Backoff: mqttclient.Backoff{Initial: 50 * time.Millisecond, Max: time.Second}},
 		Status: func(context.Context) schema.NodeStatus {
 			return schema.NodeStatus{Labels: map[string]string{"role": "gateway"},

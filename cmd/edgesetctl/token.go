@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/edgeset/edgeset/broker"
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -64,8 +64,8 @@ func newTokenCreateCmd(s *streams, dataDir *string) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(s.err, "controller credential (username %s), from %s:\n", broker.ControllerUsername, filepath.Join(*dataDir, broker.SecretFile))
-				fmt.Fprintln(s.out, broker.ControllerToken(secret))
+				fmt.Fprintf(s.err, "controller credential (username %s), from %s:\n", credential.ControllerUsername, filepath.Join(*dataDir, credential.SecretFile))
+				fmt.Fprintln(s.out, credential.ControllerToken(secret))
 				return nil
 			}
 			node := args[0]
@@ -99,15 +99,15 @@ func createTokenOffline(s *streams, dataDir, node string) error {
 	if err != nil {
 		return err
 	}
-	switch revoked, err := broker.Revoked(dataDir, secret, node); {
+	switch revoked, err := credential.Revoked(dataDir, secret, node); {
 	case err != nil:
 		return err
 	case revoked:
 		return fmt.Errorf("node %s is revoked (listed in %s): its token would be refused by the broker; remove the entry to admit the node again",
-			node, filepath.Join(dataDir, broker.RevokedFile))
+			node, filepath.Join(dataDir, credential.RevokedFile))
 	}
-	token := broker.NodeToken(secret, node)
-	fmt.Fprintf(s.out, "MQTT credential of node %s (username %s), fingerprint %s, from %s:\n", node, node, broker.TokenFingerprint(token), filepath.Join(dataDir, broker.SecretFile))
+	token := credential.NodeToken(secret, node)
+	fmt.Fprintf(s.out, "MQTT credential of node %s (username %s), fingerprint %s, from %s:\n", node, node, credential.TokenFingerprint(token), filepath.Join(dataDir, credential.SecretFile))
 	fmt.Fprintln(s.out, token)
 	return nil
 }
@@ -115,11 +115,11 @@ func createTokenOffline(s *streams, dataDir, node string) error {
 // loadFleetSecret reads dataDir's fleet secret, which must exist: a token
 // from a secret edgesetctl made up would be refused by the broker.
 func loadFleetSecret(dataDir string) ([]byte, error) {
-	path := filepath.Join(dataDir, broker.SecretFile)
+	path := filepath.Join(dataDir, credential.SecretFile)
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("no fleet secret at %s: --data-dir must be the controller's data directory (edgesetctl never creates one; without --data-dir, token create asks the controller)", path)
 	}
-	return broker.LoadOrCreateFleetSecret(dataDir)
+	return credential.LoadOrCreateFleetSecret(dataDir)
 }
 
 func newTokenRevokeCmd(s *streams, dataDir *string) *cobra.Command {
@@ -135,13 +135,13 @@ func newTokenRevokeCmd(s *streams, dataDir *string) *cobra.Command {
 			if _, err := loadFleetSecret(dir); err != nil {
 				return err
 			}
-			if err := broker.Revoke(dir, args[0]); err != nil {
-				if errors.Is(err, broker.ErrInvalidRevocation) {
+			if err := credential.Revoke(dir, args[0]); err != nil {
+				if errors.Is(err, credential.ErrInvalidRevocation) {
 					return usageError{err}
 				}
 				return err
 			}
-			fmt.Fprintf(s.out, "revoked %s (in %s)\n", args[0], filepath.Join(dir, broker.RevokedFile))
+			fmt.Fprintf(s.out, "revoked %s (in %s)\n", args[0], filepath.Join(dir, credential.RevokedFile))
 			return nil
 		},
 	}

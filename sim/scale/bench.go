@@ -18,8 +18,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/sim"
 )
 
@@ -211,7 +211,7 @@ func (b *bench) run(ctx context.Context) (Result, error) {
 // startFleet runs the simulated devices against the host's broker until
 // the returned stop is called.
 func (b *bench) startFleet(ctx context.Context) (*sim.Fleet, func(), error) {
-	secret, err := sim.ReadFleetSecret(filepath.Join(b.opts.DataDir, broker.SecretFile))
+	secret, err := sim.ReadFleetSecret(filepath.Join(b.opts.DataDir, credential.SecretFile))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeset/edgeset/broker"
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/sim"
 	"github.com/edgeset/edgeset/test/mosquitto"
 )
@@ -68,20 +68,20 @@ func TestScaleMosquitto(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	secret, err := broker.LoadOrCreateFleetSecret(dir)
+	secret, err := credential.LoadOrCreateFleetSecret(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	users := map[string]string{broker.ControllerUsername: broker.ControllerToken(secret)}
+	users := map[string]string{credential.ControllerUsername: credential.ControllerToken(secret)}
 	for i := range nodes {
 		name := fmt.Sprintf("%s%05d", sim.DefaultNamePrefix, i)
-		users[name] = broker.NodeToken(secret, name)
+		users[name] = credential.NodeToken(secret, name)
 	}
 	// docs/mosquitto.md: the queue must exceed 3 x nodes plus the largest
 	// burst, here a status from every node at once.
-	srv := mosquitto.Start(t, mosquitto.Config{Users: users, ControllerUser: broker.ControllerUsername, MaxQueuedMessages: 4 * nodes})
+	srv := mosquitto.Start(t, mosquitto.Config{Users: users, ControllerUser: credential.ControllerUsername, MaxQueuedMessages: 4 * nodes})
 	pwFile := filepath.Join(t.TempDir(), "controller.password")
-	if err := os.WriteFile(pwFile, []byte(broker.ControllerToken(secret)+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(pwFile, []byte(credential.ControllerToken(secret)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv(envHostBroker, srv.URL())

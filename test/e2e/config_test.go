@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
@@ -241,7 +241,7 @@ func startSniffer(t *testing.T, f *fleet) *sniffer {
 	s := &sniffer{}
 	c, err := mqttclient.New(mqttclient.Options{
 		BrokerURL: f.brokerURL, ClientID: "e2e-sniffer",
-		Username: broker.ControllerUsername, Password: broker.ControllerToken(f.secret),
+		Username: credential.ControllerUsername, Password: credential.ControllerToken(f.secret),
 		Subscriptions: []mqttclient.Subscription{{Filter: "#"}},
 		Handler: func(topic string, payload []byte) {
 			s.mu.Lock()

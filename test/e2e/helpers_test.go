@@ -23,9 +23,9 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller"
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/edgeagent/docker"
 	"github.com/edgeset/edgeset/mqttclient"
@@ -102,7 +102,7 @@ func startFleet(t *testing.T, cli *client.Client, n int) *fleet {
 	go func() { done <- ctl.Run(ctx) }()
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done, "controller Run") })
 	<-ctl.Synced()
-	secret, err := broker.LoadOrCreateFleetSecret(dir)
+	secret, err := credential.LoadOrCreateFleetSecret(dir)
 	require.NoError(t, err)
 
 	url := "tcp://" + ctl.MQTTAddr().String()
@@ -133,7 +133,7 @@ func startAgent(t *testing.T, url string, secret []byte, node string) *countingR
 		},
 		MQTT: mqttclient.Options{
 			BrokerURL:          url,
-			Password:           broker.NodeToken(secret, node),
+			Password:           credential.NodeToken(secret, node),
 			FirstConnectJitter: time.Millisecond,
 			Backoff:            mqttclient.Backoff{Initial: 50 * time.Millisecond, Max: time.Second},
 		},

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 )
@@ -271,7 +271,7 @@ func startReplayer(t *testing.T, ctl *controllerProc) *replayer {
 	var err error
 	rp.client, err = mqttclient.New(mqttclient.Options{
 		BrokerURL: ctl.brokerURL(), ClientID: "fault-replayer",
-		Username: broker.ControllerUsername, Password: broker.ControllerToken(ctl.secret),
+		Username: credential.ControllerUsername, Password: credential.ControllerToken(ctl.secret),
 		Handler: func(topic string, payload []byte) {
 			rp.mu.Lock()
 			defer rp.mu.Unlock()

@@ -18,9 +18,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller"
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/edgeagent/fake"
 	"github.com/edgeset/edgeset/mqttclient"
@@ -145,7 +145,7 @@ func startControllerProc(t *testing.T, grace time.Duration) *controllerProc {
 	p.start()
 	t.Cleanup(p.kill)
 	var err error
-	p.secret, err = broker.LoadOrCreateFleetSecret(p.dir)
+	p.secret, err = credential.LoadOrCreateFleetSecret(p.dir)
 	require.NoError(t, err)
 	return p
 }
@@ -311,7 +311,7 @@ func (f *fleet) startAgent(a *agent) {
 			ConnTimeout:    5 * time.Second,
 		},
 		MQTT: mqttclient.Options{
-			BrokerURL: f.ctl.brokerURL(), Password: broker.NodeToken(f.ctl.secret, a.name),
+			BrokerURL: f.ctl.brokerURL(), Password: credential.NodeToken(f.ctl.secret, a.name),
 			Dial: a.link.Dial, ConnectTimeout: 5 * time.Second, KeepAlive: 5 * time.Second,
 			FirstConnectJitter: 100 * time.Millisecond,
 			Backoff:            mqttclient.Backoff{Initial: 100 * time.Millisecond, Max: time.Second},

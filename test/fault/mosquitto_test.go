@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/test/mosquitto"
 )
 
@@ -25,19 +25,19 @@ const mosquittoBurst = 1000
 // subprocess against it. Mosquitto stops after the controller and agents.
 func startControllerOnMosquitto(t *testing.T, grace time.Duration, nodes int) (*controllerProc, *mosquitto.Server) {
 	dir := t.TempDir()
-	secret, err := broker.LoadOrCreateFleetSecret(dir)
+	secret, err := credential.LoadOrCreateFleetSecret(dir)
 	require.NoError(t, err)
-	users := map[string]string{broker.ControllerUsername: broker.ControllerToken(secret)}
+	users := map[string]string{credential.ControllerUsername: credential.ControllerToken(secret)}
 	for i := range nodes {
-		users[nodeName(i)] = broker.NodeToken(secret, nodeName(i))
+		users[nodeName(i)] = credential.NodeToken(secret, nodeName(i))
 	}
 	srv := mosquitto.Start(t, mosquitto.Config{
 		Users:             users,
-		ControllerUser:    broker.ControllerUsername,
+		ControllerUser:    credential.ControllerUsername,
 		MaxQueuedMessages: 3*nodes + mosquittoBurst,
 	})
 	pwFile := filepath.Join(t.TempDir(), "controller.password")
-	require.NoError(t, os.WriteFile(pwFile, []byte(broker.ControllerToken(secret)+"\n"), 0o600))
+	require.NoError(t, os.WriteFile(pwFile, []byte(credential.ControllerToken(secret)+"\n"), 0o600))
 	p := &controllerProc{t: t, dir: dir, mqttAddr: freeAddr(t), apiAddr: freeAddr(t), grace: grace,
 		secret: secret, extBrokerURL: srv.URL(), extPasswordFile: pwFile}
 	p.start()

@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller"
+	"github.com/edgeset/edgeset/credential"
 )
 
 // A slow request: headers with a Content-Length, then one body byte every
@@ -56,7 +56,7 @@ func attackAPI(t *testing.T, total int, sources [2]string, cfg controller.Config
 		t.Fatalf("/readyz before the attack = %d %s", code, body)
 	}
 	genuine.mustDo(t, "before the attack", http.MethodGet, "/api/v1/nodes", "")
-	secret, err := broker.LoadOrCreateFleetSecret(cfg.DataDir)
+	secret, err := credential.LoadOrCreateFleetSecret(cfg.DataDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func duringAttack(t *testing.T, genuine *genuineClient, api *apiClient, mqttAddr
 	t.Logf("genuine GET /readyz during the attack: 200 in %v", took.Round(time.Millisecond))
 	connectStart := time.Now()
 	node := "node-genuine"
-	if err := connectNode(mqttAddr, node, broker.NodeToken(secret, node)); err != nil {
+	if err := connectNode(mqttAddr, node, credential.NodeToken(secret, node)); err != nil {
 		t.Errorf("a genuine node cannot connect over MQTT during the API attack: %v", err)
 	} else {
 		t.Logf("genuine node connected over MQTT during the attack in %v", time.Since(connectStart).Round(time.Millisecond))

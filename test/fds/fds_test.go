@@ -40,8 +40,8 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller"
+	"github.com/edgeset/edgeset/credential"
 )
 
 // Environment of the test and of its child processes.
@@ -134,7 +134,7 @@ func attack(t *testing.T, total int, source string, cfg controller.Config) {
 	if code, body := api.readyz(); code != http.StatusOK {
 		t.Fatalf("/readyz before the attack = %d %s", code, body)
 	}
-	secret, err := broker.LoadOrCreateFleetSecret(cfg.DataDir)
+	secret, err := credential.LoadOrCreateFleetSecret(cfg.DataDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func attack(t *testing.T, total int, source string, cfg controller.Config) {
 	deadline := time.Now().Add(recoverWait)
 	for {
 		attempts++
-		err := connectNode(mqttAddr, node, broker.NodeToken(secret, node))
+		err := connectNode(mqttAddr, node, credential.NodeToken(secret, node))
 		if err == nil {
 			break
 		}

@@ -14,7 +14,7 @@ import (
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/edgeset/edgeset/broker"
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/schema"
 	"github.com/edgeset/edgeset/test/mosquitto"
 )
@@ -208,7 +208,7 @@ func publishStatuses(f *fleet, node string, rounds int) error {
 		AddBroker(f.broker.URL()).
 		SetClientID(node).
 		SetUsername(node).
-		SetPassword(broker.NodeToken(f.secret, node)).
+		SetPassword(credential.NodeToken(f.secret, node)).
 		SetProtocolVersion(4).
 		SetCleanSession(true).
 		SetAutoReconnect(false).

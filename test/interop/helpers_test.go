@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller"
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/edgeagent/fake"
 	"github.com/edgeset/edgeset/mqttclient"
@@ -65,20 +65,20 @@ type fleet struct {
 func startFleet(t testing.TB, nodes []string, mcfg mosquitto.Config) *fleet {
 	t.Helper()
 	dir := t.TempDir()
-	secret, err := broker.LoadOrCreateFleetSecret(dir)
+	secret, err := credential.LoadOrCreateFleetSecret(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mcfg.Users = map[string]string{broker.ControllerUsername: broker.ControllerToken(secret)}
+	mcfg.Users = map[string]string{credential.ControllerUsername: credential.ControllerToken(secret)}
 	for _, n := range nodes {
-		mcfg.Users[n] = broker.NodeToken(secret, n)
+		mcfg.Users[n] = credential.NodeToken(secret, n)
 	}
-	// controller.Config's default BrokerUsername is broker.ControllerUsername.
-	mcfg.ControllerUser = broker.ControllerUsername
+	// controller.Config's default BrokerUsername is credential.ControllerUsername.
+	mcfg.ControllerUser = credential.ControllerUsername
 	srv := mosquitto.Start(t, mcfg)
 
 	pwFile := filepath.Join(t.TempDir(), "controller.password")
-	if err := os.WriteFile(pwFile, []byte(broker.ControllerToken(secret)+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(pwFile, []byte(credential.ControllerToken(secret)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctl, err := controller.New(controller.Config{
@@ -153,7 +153,7 @@ func (f *fleet) startAgent(name string, labels map[string]string) *agent {
 		Agent: edgeagent.Config{NodeName: name, DataDir: f.t.TempDir(), Logger: testLogger("agent " + name)},
 		MQTT: mqttclient.Options{
 			BrokerURL:          f.broker.URL(),
-			Password:           broker.NodeToken(f.secret, name),
+			Password:           credential.NodeToken(f.secret, name),
 			FirstConnectJitter: -1,
 			Backoff:            mqttclient.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond},
 		},
@@ -204,7 +204,7 @@ func (f *fleet) startSpy(user string) *spy {
 		BrokerURL:          f.broker.URL(),
 		ClientID:           user + "-spy",
 		Username:           user,
-		Password:           broker.NodeToken(f.secret, user),
+		Password:           credential.NodeToken(f.secret, user),
 		Handler:            s.handle,
 		FirstConnectJitter: -1,
 		Backoff:            mqttclient.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond},

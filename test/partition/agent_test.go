@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgeset/edgeset/broker"
+	"github.com/edgeset/edgeset/credential"
 )
 
 const agentPackage = "github.com/edgeset/edgeset/cmd/edgeset-agent"
@@ -51,7 +51,7 @@ func startAgent(t *testing.T, ns *netns, bin string, ctl *fleetController, node 
 	a.cmd = exec.Command("ip", "netns", "exec", ns.name, bin,
 		"--node-name", node,
 		"--broker-url", ctl.brokerURL,
-		"--token", broker.NodeToken(ctl.secret, node),
+		"--token", credential.NodeToken(ctl.secret, node),
 		"--data-dir", t.TempDir(),
 		"--runtime", "docker",
 		"--keepalive", keepAlive,

@@ -22,9 +22,9 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller"
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/test/testimage"
 )
@@ -220,7 +220,7 @@ func startController(t *testing.T, hostIP string) *fleetController {
 	go func() { done <- ctl.Run(ctx) }()
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done, "controller Run") })
 	<-ctl.Synced()
-	secret, err := broker.LoadOrCreateFleetSecret(dir)
+	secret, err := credential.LoadOrCreateFleetSecret(dir)
 	require.NoError(t, err)
 	return &fleetController{
 		api:       api.NewClient("http://"+ctl.APIAddr().String(), ctl.Token(), nil),

@@ -1,4 +1,4 @@
-package broker
+package credential
 
 import (
 	"bufio"
@@ -30,8 +30,6 @@ const (
 	// RevokedFile lists revoked nodes, one node name or token fingerprint a
 	// line; blank lines and lines starting with '#' are ignored.
 	RevokedFile = "revoked-tokens"
-	// StoreFile is the bbolt database of retained messages.
-	StoreFile = "broker.db"
 )
 
 // secretSize is the length of a fleet secret in bytes.
@@ -142,8 +140,8 @@ func mac(secret []byte, msg string) string {
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
 }
 
-// tokenMatches reports in constant time whether password is the token want.
-func tokenMatches(want string, password []byte) bool {
+// TokenMatches reports in constant time whether password is the token want.
+func TokenMatches(want string, password []byte) bool {
 	return hmac.Equal([]byte(want), password)
 }
 
@@ -174,11 +172,11 @@ func Revoke(dataDir, entry string) error {
 // broker, and since a node's token is derived from its name, minting it
 // again gives the same refused token.
 func Revoked(dataDir string, secret []byte, node string) (bool, error) {
-	r := newRevocations(filepath.Join(dataDir, RevokedFile))
-	if _, _, err := r.load(true); err != nil {
+	r := NewRevocations(filepath.Join(dataDir, RevokedFile))
+	if _, _, err := r.Load(true); err != nil {
 		return false, err
 	}
-	return r.revoked(secret, node), nil
+	return r.Revoked(secret, node), nil
 }
 
 // validFingerprint reports whether s has the form TokenFingerprint returns.

@@ -1,4 +1,4 @@
-package broker
+package credential
 
 import (
 	"errors"
@@ -9,9 +9,10 @@ import (
 	"time"
 )
 
-// revocations is the revocation list loaded from a file. The file is re-read
+// Revocations is the revocation list loaded from a file; safe for
+// concurrent use. The file is re-read
 // only when its size or modification time changes.
-type revocations struct {
+type Revocations struct {
 	path string
 
 	mu      sync.RWMutex
@@ -21,15 +22,15 @@ type revocations struct {
 	exists  bool                // guarded by mu; whether the file existed
 }
 
-// newRevocations returns an empty list read from path by load.
-func newRevocations(path string) *revocations {
-	return &revocations{path: path, entries: map[string]struct{}{}}
+// NewRevocations returns an empty list read from path by Load.
+func NewRevocations(path string) *Revocations {
+	return &Revocations{path: path, entries: map[string]struct{}{}}
 }
 
-// load re-reads the file if force is set or it changed since the last load,
+// Load re-reads the file if force is set or it changed since the last load,
 // and reports whether it did. A missing file is an empty list. Malformed lines are
 // skipped and returned in bad so the caller can log them.
-func (r *revocations) load(force bool) (changed bool, bad []string, err error) {
+func (r *Revocations) Load(force bool) (changed bool, bad []string, err error) {
 	info, err := os.Stat(r.path)
 	exists := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -57,7 +58,7 @@ func (r *revocations) load(force bool) (changed bool, bad []string, err error) {
 
 // changed reports whether the file described by info differs from the one
 // last loaded.
-func (r *revocations) changed(info fs.FileInfo, exists bool) bool {
+func (r *Revocations) changed(info fs.FileInfo, exists bool) bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if exists != r.exists {
@@ -66,8 +67,8 @@ func (r *revocations) changed(info fs.FileInfo, exists bool) bool {
 	return exists && (!info.ModTime().Equal(r.modTime) || info.Size() != r.size)
 }
 
-// revoked reports whether node, or the fingerprint of its token, is listed.
-func (r *revocations) revoked(secret []byte, node string) bool {
+// Revoked reports whether node, or the fingerprint of its token, is listed.
+func (r *Revocations) Revoked(secret []byte, node string) bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if len(r.entries) == 0 {
@@ -79,3 +80,6 @@ func (r *revocations) revoked(secret []byte, node string) bool {
 	_, ok := r.entries[TokenFingerprint(NodeToken(secret, node))]
 	return ok
 }
+
+// Path is the file the list is read from.
+func (r *Revocations) Path() string { return r.path }

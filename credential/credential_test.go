@@ -1,4 +1,4 @@
-package broker
+package credential
 
 import (
 	"bytes"
@@ -95,11 +95,11 @@ func TestTokens(t *testing.T) {
 	if tok := NodeToken(s1, "node-a"); len(tok) != 43 {
 		t.Errorf("token %q has %d characters, want 43 (base64url of 32 bytes)", tok, len(tok))
 	}
-	if !tokenMatches(NodeToken(s1, "node-a"), []byte(NodeToken(s1, "node-a"))) {
-		t.Error("tokenMatches refuses the right token")
+	if !TokenMatches(NodeToken(s1, "node-a"), []byte(NodeToken(s1, "node-a"))) {
+		t.Error("TokenMatches refuses the right token")
 	}
-	if tokenMatches(NodeToken(s1, "node-a"), []byte(NodeToken(s1, "node-b"))) {
-		t.Error("tokenMatches accepts another node's token")
+	if TokenMatches(NodeToken(s1, "node-a"), []byte(NodeToken(s1, "node-b"))) {
+		t.Error("TokenMatches accepts another node's token")
 	}
 	if fp := TokenFingerprint("x"); !validFingerprint(fp) {
 		t.Errorf("TokenFingerprint %q is not a valid fingerprint", fp)
