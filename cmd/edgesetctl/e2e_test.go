@@ -72,6 +72,12 @@ func startFleet(t *testing.T, n int) cli {
 // startFleetStoppable is startFleet that also returns a stop for each
 // agent (gw-0 first).
 func startFleetStoppable(t *testing.T, n int) (cli, []func()) {
+	return startFleetWith(t, n, fake.New)
+}
+
+// startFleetWith is startFleetStoppable whose agents run on the fake
+// engines newRuntime returns, one per agent.
+func startFleetWith(t *testing.T, n int, newRuntime func() *fake.Runtime) (cli, []func()) {
 	dir := t.TempDir()
 	c, err := controller.New(controller.Config{DataDir: dir, MQTTAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0"}, nil)
 	require.NoError(t, err)
@@ -84,14 +90,14 @@ func startFleetStoppable(t *testing.T, n int) (cli, []func()) {
 	require.NoError(t, err)
 	var stops []func()
 	for i := range n {
-		stops = append(stops, startAgent(t, "tcp://"+c.MQTTAddr().String(), secret, fmt.Sprintf("gw-%d", i)))
+		stops = append(stops, startAgent(t, "tcp://"+c.MQTTAddr().String(), secret, fmt.Sprintf("gw-%d", i), newRuntime()))
 	}
 	return cli{t: t, server: "http://" + c.APIAddr().String(), token: c.Token(), dataDir: dir, mqttURL: "tcp://" + c.MQTTAddr().String()}, stops
 }
 
-// startAgent runs an agent until the test ends or the returned stop is
-// called.
-func startAgent(t *testing.T, url string, secret []byte, name string) (stop func()) {
+// startAgent runs an agent on the fake engine rt until the test ends or
+// the returned stop is called.
+func startAgent(t *testing.T, url string, secret []byte, name string, rt *fake.Runtime) (stop func()) {
 	node, err := edgeagent.NewNode(edgeagent.NodeOptions{
 		Agent: edgeagent.Config{NodeName: name, Ephemeral: true, ResyncInterval: 200 * time.Millisecond},
 		MQTT: mqttclient.Options{BrokerURL: url, Password: credential.NodeToken(secret, name), FirstConnectJitter: time.Millisecond,
@@ -100,7 +106,7 @@ func startAgent(t *testing.T, url string, secret []byte, name string) (stop func
 			return schema.NodeStatus{Labels: map[string]string{"role": "gateway", "site": name[len(name)-1:]},
 				Conditions: []schema.NodeCondition{{Type: schema.NodeReady, Status: schema.ConditionTrue}}}
 		},
-	}, fake.New())
+	}, rt)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -1,40 +1,23 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/edgeset/edgeset/controller"
-	"github.com/edgeset/edgeset/credential"
-	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/edgeagent/fake"
-	"github.com/edgeset/edgeset/mqttclient"
-	"github.com/edgeset/edgeset/schema"
 )
 
 // startFleetPulling runs a controller and n agents whose fake engine
 // cannot pull the image "exporter:broken".
 func startFleetPulling(t *testing.T, n int) cli {
-	dir := t.TempDir()
-	c, err := controller.New(controller.Config{DataDir: dir, MQTTAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0"}, nil)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
-	<-c.Synced()
-	secret, err := credential.LoadOrCreateFleetSecret(dir)
-	require.NoError(t, err)
-	for i := range n {
+	c, _ := startFleetWith(t, n, func() *fake.Runtime {
 		rt := fake.New()
 		rt.ImagePullFailure = func(image string) error {
 			if image == "exporter:broken" {
@@ -42,26 +25,9 @@ func startFleetPulling(t *testing.T, n int) cli {
 			}
 			return nil
 		}
-		startAgentOn(t, "tcp://"+c.MQTTAddr().String(), secret, fmt.Sprintf("gw-%d", i), rt)
-	}
-	return cli{t: t, server: "http://" + c.APIAddr().String(), token: c.Token()}
-}
-
-func startAgentOn(t *testing.T, url string, secret []byte, name string, rt *fake.Runtime) {
-	node, err := edgeagent.NewNode(edgeagent.NodeOptions{
-		Agent: edgeagent.Config{NodeName: name, Ephemeral: true, ResyncInterval: 200 * time.Millisecond},
-		MQTT: mqttclient.Options{BrokerURL: url, Password: credential.NodeToken(secret, name), FirstConnectJitter: time.Millisecond,
-			Backoff: mqttclient.Backoff{Initial: 50 * time.Millisecond, Max: time.Second}},
-		Status: func(context.Context) schema.NodeStatus {
-			return schema.NodeStatus{Labels: map[string]string{"role": "gateway"},
-				Conditions: []schema.NodeCondition{{Type: schema.NodeReady, Status: schema.ConditionTrue}}}
-		},
-	}, rt)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- node.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+		return rt
+	})
+	return c
 }
 
 // guardedManifest writes an edgeset.io/v1 exporter that rolls back on its
