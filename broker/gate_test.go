@@ -52,7 +52,7 @@ func TestLogLimiterKeysBounded(t *testing.T) {
 	if got := len(logs.all()); got != maxLogKeys+1 {
 		t.Errorf("records = %d, want %d (one per key, then one for the overflow)", got, maxLogKeys+1)
 	}
-	if got := len(l.keys); got > maxLogKeys+1 {
+	if got := l.Len(); got > maxLogKeys+1 {
 		t.Errorf("keys = %d, want at most %d", got, maxLogKeys+1)
 	}
 }

@@ -49,7 +49,7 @@ func (h mochiHandler) Handle(ctx context.Context, r slog.Record) error {
 		level = slog.LevelDebug
 	}
 	if level > slog.LevelDebug {
-		n, ok := h.limiter.allow("mochi/" + r.Message + "/" + client)
+		n, ok := h.limiter.Allow("mochi/" + r.Message + "/" + client)
 		if !ok {
 			return nil
 		}

@@ -3,8 +3,9 @@ package broker
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
+
+	"github.com/edgeset/edgeset/internal/loglimit"
 )
 
 // DefaultLogInterval is Limits.LogInterval unless set: at most one record
@@ -15,30 +16,16 @@ const DefaultLogInterval = time.Minute
 // forgetting the quiet ones, every new key shares one overflow key.
 const maxLogKeys = 10_000
 
-// overflowKey is the shared key of records past maxLogKeys.
-const overflowKey = "\x00overflow"
-
-// logLimiter passes at most one record per key per interval, so a client
-// cannot fill the disk by repeating what gets logged (failed logins, bad
-// packets). The record that passes carries how many were suppressed since
-// the last one of its key.
+// logLimiter writes a record unless one of its key was written less than
+// the interval ago (loglimit.Limiter), so a client cannot fill the disk by
+// repeating what gets logged (failed logins, bad packets).
 type logLimiter struct {
-	log      *slog.Logger
-	interval time.Duration
-	now      func() time.Time
-
-	mu   sync.Mutex
-	keys map[string]*logKey // guarded by mu
-}
-
-// logKey is the state of one key.
-type logKey struct {
-	last       time.Time // when a record of the key last passed
-	suppressed int       // records dropped since
+	log *slog.Logger
+	*loglimit.Limiter
 }
 
 func newLogLimiter(log *slog.Logger, interval time.Duration, now func() time.Time) *logLimiter {
-	return &logLimiter{log: log, interval: interval, now: now, keys: map[string]*logKey{}}
+	return &logLimiter{log: log, Limiter: loglimit.New(interval, maxLogKeys, now)}
 }
 
 // Log writes the record unless one with the same key passed less than the
@@ -48,7 +35,7 @@ func (l *logLimiter) Log(key string, level slog.Level, msg string, args ...any) 
 	if !l.log.Enabled(context.Background(), level) {
 		return
 	}
-	n, ok := l.allow(key)
+	n, ok := l.Allow(key)
 	if !ok {
 		return
 	}
@@ -56,43 +43,4 @@ func (l *logLimiter) Log(key string, level slog.Level, msg string, args ...any) 
 		args = append(args, "suppressed", n)
 	}
 	l.log.Log(context.Background(), level, msg, args...)
-}
-
-// allow reports whether a record of key may pass now and how many were
-// suppressed before it.
-func (l *logLimiter) allow(key string) (suppressed int, ok bool) {
-	now := l.now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	k := l.keys[key]
-	if k == nil {
-		if len(l.keys) >= maxLogKeys {
-			l.forgetQuietLocked(now)
-		}
-		if len(l.keys) >= maxLogKeys {
-			key = overflowKey
-			k = l.keys[key]
-		}
-	}
-	if k == nil {
-		l.keys[key] = &logKey{last: now}
-		return 0, true
-	}
-	if now.Sub(k.last) < l.interval {
-		k.suppressed++
-		return 0, false
-	}
-	suppressed = k.suppressed
-	k.last, k.suppressed = now, 0
-	return suppressed, true
-}
-
-// forgetQuietLocked drops the keys with nothing suppressed whose interval
-// has passed: their next record passes anyway.
-func (l *logLimiter) forgetQuietLocked(now time.Time) {
-	for key, k := range l.keys {
-		if k.suppressed == 0 && now.Sub(k.last) >= l.interval {
-			delete(l.keys, key)
-		}
-	}
 }

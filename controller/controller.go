@@ -21,6 +21,7 @@ import (
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/controller/registry"
 	"github.com/edgeset/edgeset/controller/store"
+	"github.com/edgeset/edgeset/internal/loglimit"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 )
@@ -41,7 +42,7 @@ type Controller struct {
 	logs     logHub // log streams waiting for chunks
 	health   health // faults that make /readyz fail (health.go)
 
-	rejectLog rejectLimiter // limits the log lines about malformed messages
+	rejectLog *loglimit.Limiter // limits the log lines about malformed messages (rejectlog.go)
 
 	// kick wakes the reconcile loop; republish asks for a full republish.
 	kick      chan struct{}
@@ -89,6 +90,7 @@ func New(cfg Config, log *slog.Logger) (*Controller, error) {
 		cfg: cfg, log: log, registry: registry.New(), metrics: newMetrics(),
 		kick: make(chan struct{}, 1), republish: make(chan struct{}, 1), resync: make(chan struct{}, 1),
 		ready: make(chan struct{}), inlineReady: make(chan struct{}),
+		rejectLog: loglimit.New(rejectLogInterval, maxRejectLogKeys, nil),
 	}
 	if err := c.open(); err != nil {
 		c.closeResources()

@@ -49,10 +49,10 @@ func (c *Controller) handleMessage(topic string, payload []byte) {
 }
 
 // reject counts a malformed message from node and logs it, at most once
-// per node and rejectLogInterval (see rejectLimiter).
+// per node and rejectLogInterval (Controller.rejectLog).
 func (c *Controller) reject(node, topic string, err error) {
 	c.metrics.messagesRejected.Inc()
-	suppressed, ok := c.rejectLog.allow(node)
+	suppressed, ok := c.rejectLog.Allow(node)
 	if !ok {
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgeset/edgeset/internal/loglimit"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -24,7 +25,7 @@ func TestMalformedMessagesLoggedWithALimiter(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(c.closeResources)
 	now := time.Now()
-	c.rejectLog.now = func() time.Time { return now }
+	c.rejectLog = loglimit.New(rejectLogInterval, maxRejectLogKeys, func() time.Time { return now })
 
 	for i := range 1000 {
 		c.handleMessage(schema.NodeTopic("noisy", schema.TopicObserved), []byte(fmt.Sprintf(`{"bad":%d}`, i)))

@@ -7,29 +7,32 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"time"
+
+	"github.com/edgeset/edgeset/internal/loglimit"
 )
 
 // connLimiter admits connections within Limits.MaxUnauthenticatedConns
 // and Limits.MaxConnsPerSource, and tracks which have authenticated.
-// Refusals are reported to the Observer and logged at most once per
-// logEvery, the line counting those not logged.
+// Refusals and failed accepts are reported to the Observer and each logged
+// at most once per Limits.AuthLogInterval, the line counting those not
+// logged.
 type connLimiter struct {
 	maxUnauth, maxPerSource int // 0: no cap
 	obs                     Observer
 	log                     *slog.Logger
-	logEvery                time.Duration
-	now                     func() time.Time
+	logs                    *loglimit.Limiter // keys logRefused, logAccept
 
-	mu         sync.Mutex // guards the fields below and every trackedConn's state
-	unauth     int
-	perSource  map[string]int // open connections by source; no zero entries
-	lastLog    time.Time      // of the last refusal logged
-	suppressed int            // refusals not logged since lastLog
-
-	lastAcceptLog    time.Time // of the last accept error logged
-	acceptSuppressed int       // accept errors not logged since lastAcceptLog
+	mu        sync.Mutex // guards the fields below and every trackedConn's state
+	unauth    int
+	perSource map[string]int // open connections by source; no zero entries
 }
+
+// Keys of connLimiter.logs: one line per interval for all refusals, one
+// for all failed accepts.
+const (
+	logRefused = "refused"
+	logAccept  = "accept"
+)
 
 // trackedConn is an admitted connection; closing it frees its place.
 type trackedConn struct {
@@ -42,7 +45,7 @@ type trackedConn struct {
 
 func newConnLimiter(l Limits, obs Observer, log *slog.Logger) *connLimiter {
 	return &connLimiter{maxUnauth: l.MaxUnauthenticatedConns, maxPerSource: l.MaxConnsPerSource,
-		obs: obs, log: log, logEvery: l.AuthLogInterval, now: time.Now, perSource: map[string]int{}}
+		obs: obs, log: log, logs: loglimit.New(l.AuthLogInterval, 2, nil), perSource: map[string]int{}}
 }
 
 // admit returns c tracked, or nil if a cap is reached (the refusal is
@@ -64,35 +67,25 @@ func (l *connLimiter) admit(c net.Conn) *trackedConn {
 	return &trackedConn{Conn: c, l: l, source: source}
 }
 
-// refusedLocked reports and, unless a refusal was logged less than
-// logEvery ago, logs the refusal of a connection of source.
+// refusedLocked reports and, unless a refusal was logged less than an
+// interval ago, logs the refusal of a connection of source.
 func (l *connLimiter) refusedLocked(source, reason string) {
 	l.obs.ConnRefused(reason)
-	now := l.now()
-	if !l.lastLog.IsZero() && now.Sub(l.lastLog) < l.logEvery {
-		l.suppressed++
-		return
+	if suppressed, ok := l.logs.Allow(logRefused); ok {
+		l.log.Warn("api connection refused", "source", source, "reason", reason,
+			"unauthenticated", l.unauth, "fromSource", l.perSource[source], "suppressed", suppressed)
 	}
-	l.log.Warn("api connection refused", "source", source, "reason", reason,
-		"unauthenticated", l.unauth, "fromSource", l.perSource[source], "suppressed", l.suppressed)
-	l.lastLog, l.suppressed = now, 0
 }
 
 // acceptFailed reports an error of the listener's Accept (EMFILE when the
-// process is out of descriptors) and logs it at most once per logEvery,
+// process is out of descriptors) and logs it at most once per interval,
 // the line counting those not logged. net/http retries such errors and
 // logs them only to its error log, which goes to the debug level.
 func (l *connLimiter) acceptFailed(err error) {
 	l.obs.AcceptFailed()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.now()
-	if !l.lastAcceptLog.IsZero() && now.Sub(l.lastAcceptLog) < l.logEvery {
-		l.acceptSuppressed++
-		return
+	if suppressed, ok := l.logs.Allow(logAccept); ok {
+		l.log.Error("api cannot accept connections (retrying)", "err", err, "suppressed", suppressed)
 	}
-	l.log.Error("api cannot accept connections (retrying)", "err", err, "suppressed", l.acceptSuppressed)
-	l.lastAcceptLog, l.acceptSuppressed = now, 0
 }
 
 // authenticated marks c as having carried an authorised request.
