@@ -110,3 +110,39 @@ func cpuTime(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkPlaceAssembleOneNode plans one node against the 20 daemonsets of
+// benchFleet with a reused Planner, Placement and NodeResult, cycling over
+// 100 nodes of the fleet's mix: "steady" finds nothing to change and must
+// not allocate, "rollout" moves the node to a new revision of one
+// daemonset.
+func BenchmarkPlaceAssembleOneNode(b *testing.B) {
+	in := benchFleet(b, 100)
+	in.Current = apply(nil, Plan(in))
+	observeAll(&in, in.Current)
+	rollout := append([]DaemonSetState(nil), in.DaemonSets...)
+	rollout[0].CurrentRevision = "rev00-new"
+
+	for _, bc := range []struct {
+		name       string
+		daemonsets []DaemonSetState
+	}{{"steady", in.DaemonSets}, {"rollout", rollout}} {
+		b.Run(bc.name, func(b *testing.B) {
+			p := NewPlanner(in.Now, bc.daemonsets, in.Configs)
+			var pl Placement
+			var res NodeResult
+			b.ReportAllocs()
+			changed, i := 0, 0
+			for b.Loop() {
+				node := &in.Nodes[i%len(in.Nodes)]
+				i++
+				p.Place(node, in.Current[node.Name], &pl)
+				p.Assemble(&pl, true, p.CurrentRevision, in.Observed[node.Name].Instances, in.Online[node.Name], &res)
+				if res.Changed {
+					changed++
+				}
+			}
+			b.ReportMetric(float64(changed)/float64(b.N), "changed/op")
+		})
+	}
+}

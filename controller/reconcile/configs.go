@@ -8,10 +8,10 @@ import (
 	"github.com/edgeset/edgeset/schema"
 )
 
-// objects returns the existing ConfigMaps and Secrets that instances
-// reference, sorted by namespace and name, unique; nil when none. It does
-// not allocate for a node whose instances reference nothing.
-func (c Configs) objects(instances []schema.DesiredInstance) (cms, secrets []schema.ObjectRef) {
+// appendObjects appends to cms and secrets the existing ConfigMaps and
+// Secrets that instances reference and returns them sorted by namespace
+// and name, unique. It allocates only to grow cms or secrets.
+func (c Configs) appendObjects(cms, secrets []schema.ObjectRef, instances []schema.DesiredInstance) ([]schema.ObjectRef, []schema.ObjectRef) {
 	for _, in := range instances {
 		refs, ok := c.Refs[in.Revision]
 		if !ok {
@@ -22,6 +22,14 @@ func (c Configs) objects(instances []schema.DesiredInstance) (cms, secrets []sch
 		secrets = appendExisting(secrets, ns, refs.Secrets, c.Secrets)
 	}
 	return sortedRefs(cms), sortedRefs(secrets)
+}
+
+// cloneRefs returns a copy of refs, nil when refs is empty.
+func cloneRefs(refs []schema.ObjectRef) []schema.ObjectRef {
+	if len(refs) == 0 {
+		return nil
+	}
+	return slices.Clone(refs)
 }
 
 // namespaceOf returns the namespace of a "namespace/name" daemonset key.

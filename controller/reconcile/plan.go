@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/edgeset/edgeset/controller/placement"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -28,185 +27,69 @@ import (
 // RevisionFunc asks for a surge pair. Instances are sorted by daemonset and
 // then revision, so equal sets compare equal. Plan panics if a daemonset
 // that is not an orphan has no Policy.
+//
+// Plan is a Planner's stages over the whole fleet: NewPlanner, then Place
+// and Assemble for every node in name order (each daemonset's
+// RevisionFunc picking the revisions), Deleted for every deleted node, the
+// status contributions summed and RequeueAt the earliest of the nodes' and
+// NodesChangeAt. A caller that plans some nodes only uses the stages.
 func Plan(in Input) Output {
-	p := newPlanner(&in)
+	p := NewPlanner(in.Now, in.DaemonSets, in.Configs)
+	out := Output{Desired: make(map[string]NodeDesired)}
+	status := make([]DaemonSetStatus, len(p.ds))
+	var pl Placement
+	var res NodeResult
 	nodes := sortedNodes(in.Nodes)
 	known := 0
 	for i := range nodes {
-		if p.planNode(&nodes[i]) {
+		node := &nodes[i]
+		cur, had := in.Current[node.Name]
+		if had {
 			known++
+		}
+		p.Place(node, cur, &pl)
+		revs := func(k int) []string {
+			if ds := &p.ds[k]; ds.Revisions != nil {
+				return ds.Revisions(node.Name, pl.DaemonSets[k].Have)
+			}
+			return p.CurrentRevision(k)
+		}
+		p.Assemble(&pl, had, revs, in.Observed[node.Name].Instances, in.Online[node.Name], &res)
+		out.addNode(node.Name, &res)
+		for k, b := range res.Status {
+			status[k].Add(b)
 		}
 	}
 	if known < len(in.Current) {
-		p.planDeletedNodes(nodes)
+		out.addDeletedNodes(p, in.Current, nodes)
 	}
-	p.requeue(in.NodesChangeAt)
-	p.finishStatus()
-	return p.out
-}
-
-// planner holds one Plan's state. The scratch slices are reused from node to
-// node so the steady state allocates nothing per node.
-type planner struct {
-	in     *Input
-	out    Output
-	ds     []DaemonSetState  // sorted by Key, unique
-	index  map[string]int    // Key to position in ds
-	status []DaemonSetStatus // parallel to ds
-
-	instances []schema.DesiredInstance // the node's new instances
-	revisions []string                 // one daemonset's revisions
-	observed  []schema.InstanceStatus  // the node's observed instances
-	obsDS     []int                    // position in ds of each observed instance, -1 if none
-}
-
-func newPlanner(in *Input) *planner {
-	ds := slices.Clone(in.DaemonSets)
-	slices.SortStableFunc(ds, func(a, b DaemonSetState) int { return strings.Compare(a.Key, b.Key) })
-	ds = slices.CompactFunc(ds, func(a, b DaemonSetState) bool { return a.Key == b.Key })
-	p := &planner{
-		in:     in,
-		ds:     ds,
-		index:  make(map[string]int, len(ds)),
-		status: make([]DaemonSetStatus, len(ds)),
-		out:    Output{Desired: make(map[string]NodeDesired)},
-	}
-	for i := range ds {
-		if !ds[i].Orphan && ds[i].Policy == nil {
-			panic("reconcile: daemonset " + ds[i].Key + " has no placement policy")
-		}
-		p.index[ds[i].Key] = i
-	}
-	return p
-}
-
-// planNode plans one node and reports whether it had a Current entry.
-func (p *planner) planNode(node *schema.Node) (had bool) {
-	cur, had := p.in.Current[node.Name]
-	online := p.in.Online[node.Name]
-	p.indexObserved(node.Name)
-	p.instances = p.instances[:0]
-	rest := sortedInstances(cur.Instances)
+	out.requeue(in.Now, in.NodesChangeAt)
+	out.Status = make(map[string]DaemonSetStatus, len(p.ds))
 	for k := range p.ds {
-		var run []schema.DesiredInstance
-		run, rest = p.takeRun(node.Name, p.ds[k].Key, rest)
-		if p.ds[k].Orphan {
-			p.instances = appendCompact(p.instances, run...)
-			continue
+		if !p.ds[k].Orphan {
+			out.Status[p.ds[k].Key] = status[k]
 		}
-		p.planDaemonSet(node, k, run, online)
 	}
-	p.dropDeleted(node.Name, rest, ReasonDaemonSetDeleted)
-	cms, secrets := p.in.Configs.objects(p.instances)
-	if had && slices.Equal(p.instances, cur.Instances) && slices.Equal(cms, cur.ConfigMaps) && slices.Equal(secrets, cur.Secrets) {
-		return true
-	}
-	p.out.Desired[node.Name] = NodeDesired{
-		Generation: cur.Generation + 1,
-		Instances:  append(make([]schema.DesiredInstance, 0, len(p.instances)), p.instances...),
-		ConfigMaps: cms,
-		Secrets:    secrets,
-	}
-	return had
+	return out
 }
 
-// takeRun splits rest, sorted, into the instances of daemonset key and what
-// follows them; instances of daemonsets before key (deleted ones) are
-// dropped.
-func (p *planner) takeRun(node, key string, rest []schema.DesiredInstance) (run, after []schema.DesiredInstance) {
-	i := 0
-	for i < len(rest) && rest[i].DaemonSet < key {
-		i++
+// addNode adds one node's result to o.
+func (o *Output) addNode(node string, r *NodeResult) {
+	if r.Changed {
+		o.Desired[node] = r.Desired
 	}
-	p.dropDeleted(node, rest[:i], ReasonDaemonSetDeleted)
-	rest = rest[i:]
-	n := 0
-	for n < len(rest) && rest[n].DaemonSet == key {
-		n++
-	}
-	return rest[:n:n], rest[n:]
+	o.Scheduled = appendChanges(o.Scheduled, r.Scheduled)
+	o.Updated = appendChanges(o.Updated, r.Updated)
+	o.Unscheduled = appendChanges(o.Unscheduled, r.Unscheduled)
+	o.Evicted = appendChanges(o.Evicted, r.Evicted)
+	o.requeue(time.Time{}, r.RequeueAt)
 }
 
-// planDaemonSet decides daemonset k on node, appends its instances to
-// p.instances and records the change, the status and the requeue time.
-func (p *planner) planDaemonSet(node *schema.Node, k int, run []schema.DesiredInstance, online bool) {
-	ds := &p.ds[k]
-	d := ds.Policy.Decide(node, p.in.Now)
-	start := len(p.instances)
-	if d.ShouldRun || len(run) > 0 && d.ShouldContinueRunning {
-		p.appendRevisions(node.Name, ds, run)
-	}
-	placed := p.instances[start:]
-	p.recordChange(node.Name, ds.Key, d, run, placed)
-	if len(placed) > 0 {
-		p.requeue(d.EvictAt)
-	}
-	p.count(k, d.ShouldRun, len(placed) > 0, online)
-}
-
-// appendRevisions appends the instances of ds that node is to run.
-func (p *planner) appendRevisions(node string, ds *DaemonSetState, run []schema.DesiredInstance) {
-	if ds.Revisions == nil {
-		p.instances = append(p.instances, schema.DesiredInstance{DaemonSet: ds.Key, Revision: ds.CurrentRevision})
-		return
-	}
-	p.revisions = append(p.revisions[:0], ds.Revisions(node, run)...)
-	slices.Sort(p.revisions)
-	for _, rev := range slices.Compact(p.revisions) {
-		p.instances = append(p.instances, schema.DesiredInstance{DaemonSet: ds.Key, Revision: rev})
-	}
-}
-
-// recordChange records the event-worthy difference between run (before) and
-// placed (after) for one daemonset on one node.
-func (p *planner) recordChange(node, ds string, d placement.Decision, run, placed []schema.DesiredInstance) {
-	switch {
-	case len(run) == 0 && len(placed) > 0:
-		p.out.Scheduled = appendChange(p.out.Scheduled, Change{Node: node, DaemonSet: ds, Revision: placed[0].Revision, Reason: ReasonScheduled})
-	case len(run) > 0 && len(placed) == 0:
-		p.recordRemoval(node, ds, run[0].Revision, d)
-	case len(run) > 0 && !slices.Equal(run, placed):
-		p.out.Updated = appendChange(p.out.Updated, Change{Node: node, DaemonSet: ds, Revision: placed[0].Revision, Reason: ReasonUpdated,
-			Message: "revision " + revisionList(run) + " replaced by " + revisionList(placed)})
-	}
-}
-
-func (p *planner) recordRemoval(node, ds, revision string, d placement.Decision) {
-	c := Change{Node: node, DaemonSet: ds, Revision: revision}
-	switch d.Reason {
-	case placement.ReasonNone:
-		c.Reason, c.Message = ReasonWithheld, "the rollout withholds the daemonset from the node"
-		p.out.Unscheduled = appendChange(p.out.Unscheduled, c)
-	case placement.ReasonUntoleratedNoExecute, placement.ReasonTolerationExpired:
-		c.Reason, c.Message = d.Reason.String(), strings.Join(d.Reasons(), "; ")
-		p.out.Evicted = appendChange(p.out.Evicted, c)
-	default:
-		c.Reason, c.Message = d.Reason.String(), strings.Join(d.Reasons(), "; ")
-		p.out.Unscheduled = appendChange(p.out.Unscheduled, c)
-	}
-}
-
-// dropDeleted records the removal of instances, sorted, for reason: one
-// Unscheduled change per daemonset.
-func (p *planner) dropDeleted(node string, instances []schema.DesiredInstance, reason string) {
-	for i, inst := range instances {
-		if i > 0 && instances[i-1].DaemonSet == inst.DaemonSet {
-			continue
-		}
-		msg := "daemonset " + inst.DaemonSet + " was deleted"
-		if reason == ReasonNodeDeleted {
-			msg = "node " + node + " was deleted"
-		}
-		p.out.Unscheduled = appendChange(p.out.Unscheduled, Change{Node: node, DaemonSet: inst.DaemonSet, Revision: inst.Revision, Reason: reason, Message: msg})
-	}
-}
-
-// planDeletedNodes publishes an empty desired state to every node of
-// Current missing from nodes that still has instances, and forgets the
-// others.
-func (p *planner) planDeletedNodes(nodes []schema.Node) {
+// addDeletedNodes plans, with p.Deleted, every node of current missing
+// from nodes (sorted), in name order.
+func (o *Output) addDeletedNodes(p *Planner, current map[string]NodeDesired, nodes []schema.Node) {
 	var gone []string
-	for name := range p.in.Current {
+	for name := range current {
 		_, found := slices.BinarySearchFunc(nodes, name, func(n schema.Node, name string) int { return strings.Compare(n.Name, name) })
 		if !found {
 			gone = append(gone, name)
@@ -214,20 +97,21 @@ func (p *planner) planDeletedNodes(nodes []schema.Node) {
 	}
 	slices.Sort(gone)
 	for _, name := range gone {
-		cur := p.in.Current[name]
-		if len(cur.Instances) == 0 {
-			p.out.Forget = append(p.out.Forget, name)
-			continue
+		desired, publish, forget, changes := p.Deleted(name, current[name])
+		if publish {
+			o.Desired[name] = desired
 		}
-		p.dropDeleted(name, sortedInstances(cur.Instances), ReasonNodeDeleted)
-		p.out.Desired[name] = NodeDesired{Generation: cur.Generation + 1, Instances: []schema.DesiredInstance{}}
+		if forget {
+			o.Forget = append(o.Forget, name)
+		}
+		o.Unscheduled = appendChanges(o.Unscheduled, changes)
 	}
 }
 
-// requeue lowers RequeueAt to at if at is after Now.
-func (p *planner) requeue(at time.Time) {
-	if at.After(p.in.Now) && (p.out.RequeueAt.IsZero() || at.Before(p.out.RequeueAt)) {
-		p.out.RequeueAt = at
+// requeue lowers RequeueAt to at if at is after now.
+func (o *Output) requeue(now, at time.Time) {
+	if at.After(now) && (o.RequeueAt.IsZero() || at.Before(o.RequeueAt)) {
+		o.RequeueAt = at
 	}
 }
 
@@ -285,14 +169,17 @@ func revisionList(instances []schema.DesiredInstance) string {
 	return strings.Join(revs, "+")
 }
 
-// appendChange appends c to changes, doubling the capacity when full: a
+// appendChanges appends cs to changes, doubling the capacity when full: a
 // first plan over a large fleet records a change per node and daemonset,
 // and append's gentler growth for large slices would copy them many times.
-func appendChange(changes []Change, c Change) []Change {
-	if len(changes) == cap(changes) {
-		grown := make([]Change, len(changes), max(2*cap(changes), 64))
+func appendChanges(changes, cs []Change) []Change {
+	if len(cs) == 0 {
+		return changes
+	}
+	if n := len(changes) + len(cs); n > cap(changes) {
+		grown := make([]Change, len(changes), max(2*cap(changes), n, 64))
 		copy(grown, changes)
 		changes = grown
 	}
-	return append(changes, c)
+	return append(changes, cs...)
 }

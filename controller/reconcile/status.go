@@ -1,14 +1,65 @@
 package reconcile
 
-import "time"
+import (
+	"time"
 
-// indexObserved loads the observed instances of node and the position in
-// p.ds of each one's daemonset (-1 for one Plan does not know), so count
-// matches them by integer instead of by key. Agents report instances
-// sorted by daemonset, so a merge walk over the sorted daemonsets finds
-// most positions; the index map resolves the rest.
-func (p *planner) indexObserved(node string) {
-	p.observed = p.in.Observed[node].Instances
+	"github.com/edgeset/edgeset/schema"
+)
+
+// StatusBits is one node's contribution to one daemonset's status, one bit
+// per count of DaemonSetStatus, so a caller can keep it per node and
+// daemonset in a byte and maintain the sums incrementally: Add a node's
+// bits when it is planned, Sub them when it is planned again or deleted.
+// Assemble sets StatusCurrent, StatusReady, StatusAvailable, StatusUpdated
+// and StatusOffline only with StatusDesired, and StatusMisscheduled only
+// without it.
+type StatusBits uint8
+
+// The counts a node contributes to, as DaemonSetStatus documents them.
+const (
+	StatusDesired      StatusBits = 1 << iota // DesiredNumberScheduled
+	StatusCurrent                             // CurrentNumberScheduled
+	StatusMisscheduled                        // NumberMisscheduled
+	StatusReady                               // NumberReady
+	StatusAvailable                           // NumberAvailable
+	StatusUpdated                             // UpdatedNumberScheduled
+	StatusOffline                             // NodesOffline
+)
+
+// Add adds one node's contribution b to s. NumberUnavailable counts the
+// nodes that are desired but not available, so over bits as Assemble sets
+// them it stays DesiredNumberScheduled - NumberAvailable, never negative.
+func (s *DaemonSetStatus) Add(b StatusBits) { s.addN(b, 1) }
+
+// Sub removes one node's contribution b, added before, from s.
+func (s *DaemonSetStatus) Sub(b StatusBits) { s.addN(b, -1) }
+
+// addN adds n nodes' contribution b to s.
+func (s *DaemonSetStatus) addN(b StatusBits, n int) {
+	s.DesiredNumberScheduled += n * b.count(StatusDesired)
+	s.CurrentNumberScheduled += n * b.count(StatusCurrent)
+	s.NumberMisscheduled += n * b.count(StatusMisscheduled)
+	s.NumberReady += n * b.count(StatusReady)
+	s.NumberAvailable += n * b.count(StatusAvailable)
+	s.UpdatedNumberScheduled += n * b.count(StatusUpdated)
+	s.NodesOffline += n * b.count(StatusOffline)
+	if b&(StatusDesired|StatusAvailable) == StatusDesired {
+		s.NumberUnavailable += n
+	}
+}
+
+// count returns 1 if b has bit, 0 otherwise.
+func (b StatusBits) count(bit StatusBits) int {
+	return int(b&bit) / int(bit)
+}
+
+// indexObserved loads the node's observed instances and the position in
+// p.ds of each one's daemonset (-1 for one the Planner does not know), so
+// statusBits matches them by integer instead of by key. Agents report
+// instances sorted by daemonset, so a merge walk over the sorted
+// daemonsets finds most positions; the index map resolves the rest.
+func (p *Planner) indexObserved(observed []schema.InstanceStatus) {
+	p.observed = observed
 	p.obsDS = p.obsDS[:0]
 	k := 0
 	for i := range p.observed {
@@ -28,82 +79,62 @@ func (p *planner) indexObserved(node string) {
 	}
 }
 
-// count adds one node's placement of daemonset k to its status, as the
-// Kubernetes DaemonSet controller counts: a node that should run the
-// daemonset is desired, and current, ready, available and updated as it
-// runs it; a node that runs it but should not is misscheduled.
-func (p *planner) count(k int, shouldRun, runs, online bool) {
-	st := &p.status[k]
+// statusBits returns one node's contribution to the status of daemonset
+// k, as the Kubernetes DaemonSet controller counts: a node that should run
+// the daemonset is desired (and offline unless online), and current,
+// ready, available and updated as it runs it; a node that runs it but
+// should not is misscheduled. It requeues out at the instant a ready
+// instance becomes available.
+func (p *Planner) statusBits(k int, shouldRun, runs, online bool, out *NodeResult) StatusBits {
 	if !shouldRun {
 		if runs {
-			st.NumberMisscheduled++
+			return StatusMisscheduled
 		}
-		return
+		return 0
 	}
-	st.DesiredNumberScheduled++
+	b := StatusDesired
 	if !online {
-		st.NodesOffline++
+		b |= StatusOffline
 	}
 	if !runs {
-		return
+		return b
 	}
-	st.CurrentNumberScheduled++
-	ready, available, updated := p.observedState(k, online)
-	if ready {
-		st.NumberReady++
-	}
-	if available {
-		st.NumberAvailable++
-	}
-	if updated {
-		st.UpdatedNumberScheduled++
-	}
+	return b | StatusCurrent | p.observedBits(k, online, out)
 }
 
-// observedState reports, from the node's observed instances of daemonset k,
+// observedBits reports, from the node's observed instances of daemonset k,
 // whether one is ready (counted only while the node is online, as
 // Kubernetes marks the pods of an unreachable node not ready), whether a
-// ready one has been ready for MinReadySeconds at Now, and whether one runs
-// CurrentRevision. It requeues at the instant a ready instance becomes
-// available.
-func (p *planner) observedState(k int, online bool) (ready, available, updated bool) {
+// ready one has been ready for MinReadySeconds at the Planner's instant,
+// and whether one runs CurrentRevision. It requeues out at the instant a
+// ready instance becomes available.
+func (p *Planner) observedBits(k int, online bool, out *NodeResult) StatusBits {
 	ds := &p.ds[k]
 	minReady := time.Duration(ds.MinReadySeconds) * time.Second
+	var b StatusBits
 	for i, owner := range p.obsDS {
 		if owner != k {
 			continue
 		}
 		inst := &p.observed[i]
-		updated = updated || inst.Revision == ds.CurrentRevision
+		if inst.Revision == ds.CurrentRevision {
+			b |= StatusUpdated
+		}
 		if !inst.Ready || !online {
 			continue
 		}
-		ready = true
+		b |= StatusReady
 		switch {
 		case minReady <= 0:
-			available = true
+			b |= StatusAvailable
 		case inst.ReadySince != nil:
 			at := inst.ReadySince.Add(minReady)
-			if at.After(p.in.Now) {
-				p.requeue(at)
+			if at.After(p.now) {
+				out.requeue(p.now, at)
 			} else {
-				available = true
+				b |= StatusAvailable
 			}
 		}
 	}
-	return ready, available, updated
-}
-
-// finishStatus fills Output.Status with every non-orphan daemonset's
-// counts.
-func (p *planner) finishStatus() {
-	p.out.Status = make(map[string]DaemonSetStatus, len(p.ds))
-	for k := range p.ds {
-		if p.ds[k].Orphan {
-			continue
-		}
-		st := p.status[k]
-		st.NumberUnavailable = max(st.DesiredNumberScheduled-st.NumberAvailable, 0)
-		p.out.Status[p.ds[k].Key] = st
-	}
+	return b
 }

@@ -7,6 +7,12 @@
 // Plan does no I/O, reads no clock and logs nothing; the controller's loop
 // publishes and stores its Output. It is level-triggered: planning again
 // over the state that results from applying an Output changes nothing.
+//
+// Plan is built from a Planner, its per-node form, in stages a caller can
+// also run for one node at a time: Place (which daemonsets the node runs),
+// the caller's choice of revisions (the rollout step), Assemble (the
+// node's desired state, changes, status bits and requeue instant), and
+// Deleted for a node that is gone.
 package reconcile
 
 import (
