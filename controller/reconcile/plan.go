@@ -36,30 +36,39 @@ import (
 func Plan(in Input) Output {
 	p := NewPlanner(in.Now, in.DaemonSets, in.Configs)
 	out := Output{Desired: make(map[string]NodeDesired)}
-	status := make([]DaemonSetStatus, len(p.ds))
+	bits := make([]int, len(p.ds)*statusBitsValues) // per daemonset, how many nodes contribute each StatusBits
 	var pl Placement
-	var res NodeResult
+	res := NodeResult{accumulate: true}
+	var name string // the node planned
+	revs := func(k int) []string {
+		if ds := &p.ds[k]; ds.Revisions != nil {
+			return ds.Revisions(name, pl.DaemonSets[k].Have)
+		}
+		return p.CurrentRevision(k)
+	}
+	if !slices.ContainsFunc(p.ds, func(ds DaemonSetState) bool { return ds.Revisions != nil }) {
+		revs = nil // CurrentRevision everywhere, without a call per daemonset
+	}
 	nodes := sortedNodes(in.Nodes)
 	known := 0
 	for i := range nodes {
 		node := &nodes[i]
-		cur, had := in.Current[node.Name]
+		name = node.Name
+		cur, had := in.Current[name]
 		if had {
 			known++
 		}
 		p.Place(node, cur, &pl)
-		revs := func(k int) []string {
-			if ds := &p.ds[k]; ds.Revisions != nil {
-				return ds.Revisions(node.Name, pl.DaemonSets[k].Have)
-			}
-			return p.CurrentRevision(k)
+		p.Assemble(&pl, had, revs, in.Observed[name].Instances, in.Online[name], &res)
+		if res.Changed {
+			out.Desired[name] = res.Desired
 		}
-		p.Assemble(&pl, had, revs, in.Observed[node.Name].Instances, in.Online[node.Name], &res)
-		out.addNode(node.Name, &res)
+		out.requeue(in.Now, res.RequeueAt)
 		for k, b := range res.Status {
-			status[k].Add(b)
+			bits[k*statusBitsValues+int(b)]++
 		}
 	}
+	out.Scheduled, out.Updated, out.Unscheduled, out.Evicted = res.Scheduled, res.Updated, res.Unscheduled, res.Evicted
 	if known < len(in.Current) {
 		out.addDeletedNodes(p, in.Current, nodes)
 	}
@@ -67,22 +76,22 @@ func Plan(in Input) Output {
 	out.Status = make(map[string]DaemonSetStatus, len(p.ds))
 	for k := range p.ds {
 		if !p.ds[k].Orphan {
-			out.Status[p.ds[k].Key] = status[k]
+			out.Status[p.ds[k].Key] = statusOfCounts(bits[k*statusBitsValues : (k+1)*statusBitsValues])
 		}
 	}
 	return out
 }
 
-// addNode adds one node's result to o.
-func (o *Output) addNode(node string, r *NodeResult) {
-	if r.Changed {
-		o.Desired[node] = r.Desired
+// statusOfCounts returns the status that counts[b] nodes contributing b, for
+// every StatusBits b, sum to.
+func statusOfCounts(counts []int) DaemonSetStatus {
+	var st DaemonSetStatus
+	for b, n := range counts {
+		if n > 0 {
+			st.addN(StatusBits(b), n)
+		}
 	}
-	o.Scheduled = appendChanges(o.Scheduled, r.Scheduled)
-	o.Updated = appendChanges(o.Updated, r.Updated)
-	o.Unscheduled = appendChanges(o.Unscheduled, r.Unscheduled)
-	o.Evicted = appendChanges(o.Evicted, r.Evicted)
-	o.requeue(time.Time{}, r.RequeueAt)
+	return st
 }
 
 // addDeletedNodes plans, with p.Deleted, every node of current missing
@@ -104,7 +113,7 @@ func (o *Output) addDeletedNodes(p *Planner, current map[string]NodeDesired, nod
 		if forget {
 			o.Forget = append(o.Forget, name)
 		}
-		o.Unscheduled = appendChanges(o.Unscheduled, changes)
+		o.Unscheduled = append(o.Unscheduled, changes...)
 	}
 }
 
@@ -135,10 +144,24 @@ func compareInstances(a, b schema.DesiredInstance) int {
 	return strings.Compare(a.Revision, b.Revision)
 }
 
+// instancesSorted reports whether instances are sorted, as
+// slices.IsSortedFunc with compareInstances would, in one string
+// comparison per instance and no indirect call: Place checks every node's
+// current state.
+func instancesSorted(instances []schema.DesiredInstance) bool {
+	for i := 1; i < len(instances); i++ {
+		a, b := &instances[i-1], &instances[i]
+		if c := strings.Compare(a.DaemonSet, b.DaemonSet); c > 0 || c == 0 && a.Revision > b.Revision {
+			return false
+		}
+	}
+	return true
+}
+
 // sortedInstances returns instances sorted: instances itself if it is, a
 // sorted copy otherwise.
 func sortedInstances(instances []schema.DesiredInstance) []schema.DesiredInstance {
-	if slices.IsSortedFunc(instances, compareInstances) {
+	if instancesSorted(instances) {
 		return instances
 	}
 	instances = slices.Clone(instances)
@@ -169,17 +192,14 @@ func revisionList(instances []schema.DesiredInstance) string {
 	return strings.Join(revs, "+")
 }
 
-// appendChanges appends cs to changes, doubling the capacity when full: a
+// appendChange appends c to changes, doubling the capacity when full: a
 // first plan over a large fleet records a change per node and daemonset,
 // and append's gentler growth for large slices would copy them many times.
-func appendChanges(changes, cs []Change) []Change {
-	if len(cs) == 0 {
-		return changes
-	}
-	if n := len(changes) + len(cs); n > cap(changes) {
-		grown := make([]Change, len(changes), max(2*cap(changes), n, 64))
+func appendChange(changes []Change, c Change) []Change {
+	if len(changes) == cap(changes) {
+		grown := make([]Change, len(changes), max(2*cap(changes), 8))
 		copy(grown, changes)
 		changes = grown
 	}
-	return append(changes, cs...)
+	return append(changes, c)
 }

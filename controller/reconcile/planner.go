@@ -121,7 +121,7 @@ func (p *Planner) Place(node *schema.Node, cur NodeDesired, pl *Placement) {
 	pl.node, pl.cur = node.Name, cur
 	pl.DaemonSets = slices.Grow(pl.DaemonSets[:0], len(p.ds))[:len(p.ds)]
 	rest := cur.Instances
-	if !slices.IsSortedFunc(rest, compareInstances) {
+	if !instancesSorted(rest) {
 		pl.sorted = append(pl.sorted[:0], rest...)
 		slices.SortFunc(pl.sorted, compareInstances)
 		rest = pl.sorted
@@ -185,6 +185,11 @@ type NodeResult struct {
 	// which the clock alone changes this node's plan (a toleration that
 	// runs out, an instance that becomes available); zero if none.
 	RequeueAt time.Time
+
+	// accumulate, set by Plan only, keeps the changes of the nodes
+	// assembled before, so the fleet's changes are appended once, in
+	// place, instead of copied node by node.
+	accumulate bool
 }
 
 // Assemble (stage three) builds the desired state of the node placed in pl
@@ -278,8 +283,10 @@ func (p *Planner) Deleted(node string, cur NodeDesired) (desired NodeDesired, pu
 // reset empties r for a node planned against n daemonsets.
 func (r *NodeResult) reset(n int) {
 	r.Desired, r.Changed, r.RequeueAt = NodeDesired{}, false, time.Time{}
-	r.Scheduled, r.Updated = r.Scheduled[:0], r.Updated[:0]
-	r.Unscheduled, r.Evicted = r.Unscheduled[:0], r.Evicted[:0]
+	if !r.accumulate {
+		r.Scheduled, r.Updated = r.Scheduled[:0], r.Updated[:0]
+		r.Unscheduled, r.Evicted = r.Unscheduled[:0], r.Evicted[:0]
+	}
 	r.Status = slices.Grow(r.Status[:0], n)[:n]
 }
 
@@ -296,11 +303,11 @@ func (r *NodeResult) record(node, ds string, d *DaemonSetPlacement, placed []sch
 	run := d.Have
 	switch {
 	case len(run) == 0 && len(placed) > 0:
-		r.Scheduled = append(r.Scheduled, Change{Node: node, DaemonSet: ds, Revision: placed[0].Revision, Reason: ReasonScheduled})
+		r.Scheduled = appendChange(r.Scheduled, Change{Node: node, DaemonSet: ds, Revision: placed[0].Revision, Reason: ReasonScheduled})
 	case len(run) > 0 && len(placed) == 0:
 		r.recordRemoval(node, ds, run[0].Revision, &d.Decision)
 	case len(run) > 0 && !slices.Equal(run, placed):
-		r.Updated = append(r.Updated, Change{Node: node, DaemonSet: ds, Revision: placed[0].Revision, Reason: ReasonUpdated,
+		r.Updated = appendChange(r.Updated, Change{Node: node, DaemonSet: ds, Revision: placed[0].Revision, Reason: ReasonUpdated,
 			Message: "revision " + revisionList(run) + " replaced by " + revisionList(placed)})
 	}
 }
@@ -313,13 +320,13 @@ func (r *NodeResult) recordRemoval(node, ds, revision string, d *placement.Decis
 	switch d.Reason {
 	case placement.ReasonNone:
 		c.Reason, c.Message = ReasonWithheld, "the rollout withholds the daemonset from the node"
-		r.Unscheduled = append(r.Unscheduled, c)
+		r.Unscheduled = appendChange(r.Unscheduled, c)
 	case placement.ReasonUntoleratedNoExecute, placement.ReasonTolerationExpired:
 		c.Reason, c.Message = d.Reason.String(), strings.Join(d.Reasons(), "; ")
-		r.Evicted = append(r.Evicted, c)
+		r.Evicted = appendChange(r.Evicted, c)
 	default:
 		c.Reason, c.Message = d.Reason.String(), strings.Join(d.Reasons(), "; ")
-		r.Unscheduled = append(r.Unscheduled, c)
+		r.Unscheduled = appendChange(r.Unscheduled, c)
 	}
 }
 
@@ -334,7 +341,7 @@ func appendDeleted(changes []Change, node string, instances []schema.DesiredInst
 		if reason == ReasonNodeDeleted {
 			msg = "node " + node + " was deleted"
 		}
-		changes = append(changes, Change{Node: node, DaemonSet: inst.DaemonSet, Revision: inst.Revision, Reason: reason, Message: msg})
+		changes = appendChange(changes, Change{Node: node, DaemonSet: inst.DaemonSet, Revision: inst.Revision, Reason: reason, Message: msg})
 	}
 	return changes
 }

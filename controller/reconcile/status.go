@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"strings"
 	"time"
 
 	"github.com/edgeset/edgeset/schema"
@@ -24,6 +25,8 @@ const (
 	StatusAvailable                           // NumberAvailable
 	StatusUpdated                             // UpdatedNumberScheduled
 	StatusOffline                             // NodesOffline
+
+	statusBitsValues = int(StatusOffline) << 1 // how many distinct StatusBits there are
 )
 
 // Add adds one node's contribution b to s. NumberUnavailable counts the
@@ -64,10 +67,14 @@ func (p *Planner) indexObserved(observed []schema.InstanceStatus) {
 	k := 0
 	for i := range p.observed {
 		key := p.observed[i].DaemonSet
-		for k < len(p.ds) && p.ds[k].Key < key {
+		c := 1
+		for k < len(p.ds) {
+			if c = strings.Compare(p.ds[k].Key, key); c >= 0 {
+				break
+			}
 			k++
 		}
-		if k < len(p.ds) && p.ds[k].Key == key {
+		if c == 0 {
 			p.obsDS = append(p.obsDS, k)
 			continue
 		}
