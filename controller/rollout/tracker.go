@@ -34,17 +34,29 @@ type Tracker struct {
 }
 
 // member is one node's facts in compact form, with its share of the last
-// decision.
+// decision. The first two assigned revisions and the first observed
+// instance are held inline; the rest, rare (a surge pair observed, a
+// stale instance), in extra.
 type member struct {
 	name         string
-	assigned     []uint32 // interned revisions, in the order Set
-	observed     []observation
 	offlineSince int64 // unix nanoseconds, noTime if zero
 	requeue      int64 // when the clock alone may change its decision; noTime if never
+	observed     observation
+	assigned     [2]uint32 // interned revisions, in the order Set
+	extra        *overflow
 	slot         int32 // index in Tracker.queue, -1 if not queued
+	nAssigned    uint8 // inline assigned revisions (0 to 2)
+	nObserved    uint8 // inline observed instances (0 or 1)
 	online       bool
 	dirty        bool
 	part         part
+}
+
+// overflow holds a member's assigned revisions past the second and its
+// observed instances past the first.
+type overflow struct {
+	assigned []uint32
+	observed []observation
 }
 
 // observation is an Instance in compact form.
@@ -54,6 +66,67 @@ type observation struct {
 	revision   uint32
 	phase      uint32
 	ready      bool
+}
+
+func (m *member) assignedLen() int {
+	if m.extra != nil {
+		return int(m.nAssigned) + len(m.extra.assigned)
+	}
+	return int(m.nAssigned)
+}
+
+func (m *member) assignedAt(k int) uint32 {
+	if k < len(m.assigned) {
+		return m.assigned[k]
+	}
+	return m.extra.assigned[k-len(m.assigned)]
+}
+
+func (m *member) observedLen() int {
+	if m.extra != nil {
+		return int(m.nObserved) + len(m.extra.observed)
+	}
+	return int(m.nObserved)
+}
+
+func (m *member) observedAt(k int) *observation {
+	if k == 0 {
+		return &m.observed
+	}
+	return &m.extra.observed[k-1]
+}
+
+// setFacts stores n's facts in m, interning its strings in names.
+func (m *member) setFacts(n *Node, names *interner) {
+	m.online = n.Online
+	m.offlineSince = nanos(n.OfflineSince)
+	m.extra = nil
+	m.nAssigned = uint8(min(len(n.Assigned), len(m.assigned)))
+	for k, rev := range n.Assigned {
+		if k < len(m.assigned) {
+			m.assigned[k] = names.id(rev)
+			continue
+		}
+		m.overflow().assigned = append(m.extra.assigned, names.id(rev))
+	}
+	m.nObserved = uint8(min(len(n.Observed), 1))
+	for k := range n.Observed {
+		in := &n.Observed[k]
+		o := observation{message: in.Message, readySince: nanos(in.ReadySince),
+			revision: names.id(in.Revision), phase: names.id(in.Phase), ready: in.Ready}
+		if k == 0 {
+			m.observed = o
+			continue
+		}
+		m.overflow().observed = append(m.extra.observed, o)
+	}
+}
+
+func (m *member) overflow() *overflow {
+	if m.extra == nil {
+		m.extra = &overflow{}
+	}
+	return m.extra
 }
 
 // Delta is one Tracker.Step's decision: what Step over every node returns,
@@ -116,17 +189,7 @@ func (t *Tracker) Set(n Node) {
 		t.index[n.Name] = i
 	}
 	m := &t.members[i]
-	m.online = n.Online
-	m.offlineSince = nanos(n.OfflineSince)
-	m.assigned = m.assigned[:0]
-	for _, rev := range n.Assigned {
-		m.assigned = append(m.assigned, t.names.id(rev))
-	}
-	m.observed = m.observed[:0]
-	for _, in := range n.Observed {
-		m.observed = append(m.observed, observation{message: in.Message, readySince: nanos(in.ReadySince),
-			revision: t.names.id(in.Revision), phase: t.names.id(in.Phase), ready: in.Ready})
-	}
+	m.setFacts(&n, &t.names)
 	t.markDirty(m)
 }
 
@@ -390,8 +453,8 @@ func (t *Tracker) rebuild(now time.Time, nodes []Node) {
 func (t *Tracker) allNodes() []Node {
 	nAssigned, nObserved := 0, 0
 	for i := range t.members {
-		nAssigned += len(t.members[i].assigned)
-		nObserved += len(t.members[i].observed)
+		nAssigned += t.members[i].assignedLen()
+		nObserved += t.members[i].observedLen()
 	}
 	nodes := make([]Node, len(t.members))
 	revs := make([]string, 0, nAssigned)
@@ -407,12 +470,13 @@ func (t *Tracker) allNodes() []Node {
 func (t *Tracker) appendNode(m *member, revs []string, obs []Instance) (Node, []string, []Instance) {
 	n := Node{Name: m.name, Online: m.online, OfflineSince: fromNanos(m.offlineSince)}
 	start := len(revs)
-	for _, id := range m.assigned {
-		revs = append(revs, t.names.str(id))
+	for k := range m.assignedLen() {
+		revs = append(revs, t.names.str(m.assignedAt(k)))
 	}
 	n.Assigned = revs[start:len(revs):len(revs)]
 	start = len(obs)
-	for _, o := range m.observed {
+	for k := range m.observedLen() {
+		o := m.observedAt(k)
 		obs = append(obs, Instance{Revision: t.names.str(o.revision), Ready: o.ready,
 			ReadySince: fromNanos(o.readySince), Phase: t.names.str(o.phase), Message: o.message})
 	}

@@ -29,11 +29,12 @@ type fleetModel struct {
 	lastRequeue time.Time
 	nextNode    int
 	full, steps int
+	reasons     map[string]int // events seen, by reason
 }
 
 func newFleetModel(seed uint64) *fleetModel {
 	m := &fleetModel{rng: rand.New(rand.NewPCG(seed, 0x7a11)), now: t0, nodes: map[string]*Node{},
-		revisions: []string{"v1"}}
+		revisions: []string{"v1"}, reasons: map[string]int{}}
 	m.s = randomTrackerStrategy(m.rng)
 	m.tr = NewTracker(m.s, State{Target: "v1", Stable: "v1", Complete: true})
 	for range 1 + m.rng.IntN(25) {
@@ -118,6 +119,9 @@ func (m *fleetModel) step(t *testing.T, seed uint64, step int) {
 		require.Equal(t, want.Assign[name], revs, "%s: node %s (facts %+v)", where, name, n)
 	}
 	m.lastRequeue = want.RequeueAt
+	for _, e := range got.Events {
+		m.reasons[e.Reason]++
+	}
 	for _, name := range m.names {
 		n := m.nodes[name]
 		if revs := want.Assign[name]; !slices.Equal(revs, n.Assigned) && m.rng.IntN(10) != 0 {
@@ -272,7 +276,7 @@ func TestPropertyTrackerMatchesStep(t *testing.T) {
 		seeds = append(seeds, seed)
 	}
 	seeds = append(seeds, rand.Uint64(), rand.Uint64(), rand.Uint64())
-	full, steps := 0, 0
+	full, steps, reasons := 0, 0, map[string]int{}
 	for _, seed := range seeds {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			m := newFleetModel(seed)
@@ -284,9 +288,15 @@ func TestPropertyTrackerMatchesStep(t *testing.T) {
 			}
 			full += m.full
 			steps += m.steps
+			for reason, n := range m.reasons {
+				reasons[reason] += n
+			}
 		})
 	}
-	t.Logf("%d steps, %d full (%.0f%%)", steps, full, 100*float64(full)/float64(max(steps, 1)))
+	t.Logf("%d steps, %d full (%.0f%%); events %v", steps, full, 100*float64(full)/float64(max(steps, 1)), reasons)
+	for _, reason := range []string{ReasonInstanceFailed, ReasonPaused, ReasonRollback, ReasonComplete, ReasonCanaryWaiting} {
+		assert.NotZero(t, reasons[reason], "the sequences never produced %s", reason)
+	}
 }
 
 // TestTrackerSteadyStateIsIncremental: in a complete rollout, one node's
