@@ -15,10 +15,11 @@ import (
 // clock reached the instant its decision may change by itself (an offline
 // grace, minReadySeconds or progress deadline expiring), or when its last
 // decision differs from what it was last Set with. The other nodes keep
-// their decision and their counts. A Step visits every node (Delta.Full)
-// when its first Step, a strategy or state replaced, a crossed failure
-// threshold or a batch that can move makes the decision depend on more
-// than the changed nodes.
+// their decision and their counts; a batch takes the first waiting nodes
+// from two name-ordered heaps, as Step's update orders them. A Step visits
+// every node (Delta.Full) only when it is the first, when the strategy or
+// the state was replaced, or when a failure threshold is crossed (a pause
+// or a rollback).
 type Tracker struct {
 	s  Strategy
 	st State
@@ -29,8 +30,14 @@ type Tracker struct {
 	index   map[string]int32 // member by node name
 	queue   []int32          // members with a requeue instant, a min-heap on it
 	dirty   []string         // members to recompute; member.dirty marks them, stale names are skipped
-	sum     totals           // the members' parts, summed
-	names   interner         // revisions and phases, interned
+	// waitingAvailable and waitingUnavailable are min-heaps of the names of
+	// the members whose part waits on an older revision, available or not
+	// (member.waiting marks them); an entry a member no longer matches is
+	// dropped when it reaches the top.
+	waitingAvailable   []string
+	waitingUnavailable []string
+	sum                totals   // the members' parts, summed
+	names              interner // revisions and phases, interned
 }
 
 // member is one node's facts in compact form, with its share of the last
@@ -49,6 +56,7 @@ type member struct {
 	nObserved    uint8 // inline observed instances (0 or 1)
 	online       bool
 	dirty        bool
+	waiting      uint8 // the waiting heaps that hold its name (flagWaiting...)
 	part         part
 }
 
@@ -271,32 +279,27 @@ func (t *Tracker) stepChanged(now time.Time) (Delta, bool) {
 		t.restore(saved, idx, journal)
 		return Delta{}, false
 	}
-	sum := t.sum
-	parts := make([]part, len(idx))
 	for k, i := range idx {
 		p.next = time.Time{}
-		parts[k] = p.decideOne(&views[k])
+		t.setPart(i, p.decideOne(&views[k]))
 		nexts[k] = earliest(nexts[k], p.next)
-		sum.add(t.members[i].part, -1)
-		sum.add(parts[k], 1)
-	}
-	if p.batchCanMove(sum) {
-		t.restore(saved, idx, journal)
-		return Delta{}, false
 	}
 	d := Delta{}
+	p.status = t.sum.status
+	var batchNext time.Time
+	if p.batchCanMove(t.sum) {
+		batchNext, d.StateChanged = t.moveBatch(p, &d)
+	}
 	for k, i := range idx {
 		moved := !journal[k].equal(entriesOf(&p.st, t.members[i].name))
-		t.commit(i, parts[k], nexts[k], moved, views[k].Assigned, p.out, &d)
+		t.settle(i, nexts[k], moved, views[k].Assigned, p.out, &d)
 	}
-	t.sum = sum
-	p.status = sum.status
 	p.next = time.Time{}
 	p.conclude()
 	t.st = p.st
 	d.State, d.Status, d.Events = p.st, p.status, p.events
-	d.RequeueAt = earliest(p.next, t.queueMin())
-	d.StateChanged = !scalarsEqual(saved, p.st) || t.entriesChanged(idx, journal)
+	d.RequeueAt = earliest(earliest(p.next, t.queueMin()), batchNext)
+	d.StateChanged = d.StateChanged || !scalarsEqual(saved, p.st) || t.entriesChanged(idx, journal)
 	return d, true
 }
 
@@ -346,25 +349,96 @@ func (p *pass) batchCanMove(sum totals) bool {
 	return sum.status.Unavailable < maxUnavailable
 }
 
-// commit stores member i's new part and requeue instant, and reports its
-// assignment in d when it differs from what the node was Set with. A node
-// whose entries this step changed (moved), or whose assignment differs, is
-// recomputed at the next Step too: only a node that its own stages leave
-// as it is keeps its decision until its requeue instant.
-func (t *Tracker) commit(i int32, pt part, next time.Time, moved bool, assigned []string, out map[string][]string, d *Delta) {
+// setPart replaces member i's part, in the sums and the waiting heaps.
+func (t *Tracker) setPart(i int32, pt part) {
 	m := &t.members[i]
+	t.sum.add(m.part, -1)
+	t.sum.add(pt, 1)
 	m.part = pt
+	t.enqueueWaiting(m)
+}
+
+// settle stores member i's requeue instant and reports its assignment in d
+// when it differs from what the node was Set with. A node whose entries
+// this step changed (moved), or whose assignment differs, is recomputed at
+// the next Step too: only a node that its own stages leave as it is keeps
+// its decision until its requeue instant.
+func (t *Tracker) settle(i int32, next time.Time, moved bool, assigned []string, out map[string][]string, d *Delta) {
+	m := &t.members[i]
 	t.setRequeue(i, nanos(next))
 	revs := out[m.name]
 	if !slices.Equal(revs, assigned) {
-		if d.Assign == nil {
-			d.Assign = map[string][]string{}
-		}
-		d.Assign[m.name] = revs
+		d.report(m.name, revs)
 	}
 	if moved || !slices.Equal(revs, assigned) {
 		t.markDirty(m)
 	}
+}
+
+func (d *Delta) report(node string, revs []string) {
+	if d.Assign == nil {
+		d.Assign = map[string][]string{}
+	}
+	d.Assign[node] = revs
+}
+
+// moveBatch is update over the waiting heaps: the unavailable waiting
+// nodes first, then the available ones, each in name order, while the
+// canary room and the budget allow, as update moves them. It adjusts
+// p.status to the moved nodes' new phases, reports them in d and marks
+// them for the next Step; it returns their earliest requeue instant and
+// whether it changed their entries in the state.
+func (t *Tracker) moveBatch(p *pass, d *Delta) (next time.Time, changed bool) {
+	maxUnavailable, maxSurge := p.budget()
+	unavailable, surging := t.sum.status.Unavailable, t.sum.surging
+	room := p.canaryLimit() - t.sum.onTarget
+	move := func(i int32, surge bool) {
+		p.next = time.Time{}
+		changed = t.moveOne(p, i, surge, d) || changed
+		next = earliest(next, p.next)
+		room--
+	}
+	for room > 0 {
+		i, ok := t.popWaiting(&t.waitingUnavailable, flagWaitingUnavailable)
+		if !ok {
+			break
+		}
+		move(i, false)
+	}
+	for room > 0 && (maxSurge > 0 && surging < maxSurge || maxSurge == 0 && unavailable < maxUnavailable) {
+		i, ok := t.popWaiting(&t.waitingAvailable, flagWaitingAvailable)
+		if !ok {
+			break
+		}
+		move(i, maxSurge > 0)
+		if maxSurge > 0 {
+			surging++
+		} else {
+			unavailable++
+		}
+	}
+	return next, changed
+}
+
+// moveOne assigns member i the target (beside its revisions for a surge
+// pair), as update does, and reports whether its entries changed.
+func (t *Tracker) moveOne(p *pass, i int32, surge bool, d *Delta) bool {
+	m := &t.members[i]
+	n, _, _ := t.appendNode(m, nil, nil)
+	v := p.viewOf(&n)
+	before := entriesOf(&p.st, m.name)
+	if surge {
+		p.out[m.name] = sortedPair(v.Assigned, p.st.Target)
+		p.markAssigned(m.name)
+	} else {
+		p.set(&v, p.st.Target)
+	}
+	phase, unavailable := p.phaseOf(&v, p.out[m.name])
+	p.status.add(phaseOfCode[m.part.phase], m.part.flags&flagUnavailable != 0, -1)
+	p.status.add(phase, unavailable, 1)
+	d.report(m.name, p.out[m.name])
+	t.markDirty(m)
+	return !before.equal(entriesOf(&p.st, m.name))
 }
 
 // restore undoes a stepChanged that gave up: the state's scalars and maps
@@ -421,6 +495,7 @@ func (t *Tracker) rebuild(now time.Time, nodes []Node) {
 	t.dirty = t.dirty[:0]
 	t.queue = t.queue[:0]
 	t.sum = totals{}
+	t.waitingAvailable, t.waitingUnavailable = t.waitingAvailable[:0], t.waitingUnavailable[:0]
 	p := &pass{now: now, s: t.s, st: t.st, out: make(map[string][]string, 1), total: len(t.members)}
 	for i := range t.members {
 		m := &t.members[i]
@@ -428,8 +503,9 @@ func (t *Tracker) rebuild(now time.Time, nodes []Node) {
 		p.next = time.Time{}
 		v := p.viewOf(&nodes[i])
 		p.detectFailure(&v)
-		m.part = p.decideOne(&v)
+		m.part, m.waiting = p.decideOne(&v), 0
 		t.sum.add(m.part, 1)
+		t.enqueueWaiting(m)
 		m.requeue, m.slot = nanos(p.next), -1
 		if m.requeue != noTime {
 			m.slot = int32(len(t.queue))
@@ -447,6 +523,8 @@ func (t *Tracker) rebuild(now time.Time, nodes []Node) {
 	for k := len(t.queue)/2 - 1; k >= 0; k-- {
 		t.down(k)
 	}
+	slices.Sort(t.waitingAvailable) // a sorted slice is a heap
+	slices.Sort(t.waitingUnavailable)
 }
 
 // allNodes is every member as a Node, sharing two backing arrays.

@@ -121,3 +121,40 @@ func heapInUse() int64 {
 	runtime.ReadMemStats(&ms)
 	return int64(ms.HeapAlloc)
 }
+
+// BenchmarkTrackerRollingUpdate: a 100,000-node fleet rolling out a new
+// revision with maxUnavailable 10% and instant agents. Each op is one
+// updating node reporting its new instance ready, then Step; the
+// controller publishes what the step moved (Set with the new assignment,
+// not yet ready). When a rollout completes the next revision starts (a
+// retarget: that step visits every node; full/op says how often).
+func BenchmarkTrackerRollingUpdate(b *testing.B) {
+	tr, _, now := benchTracker(b, 100_000)
+	var updating []Node
+	publish := func(d Delta) {
+		for name, revs := range d.Assign {
+			n := Node{Name: name, Online: true, Assigned: revs}
+			tr.Set(n)
+			updating = append(updating, n)
+		}
+	}
+	revision, full := 1, 0
+	for b.Loop() {
+		if len(updating) == 0 {
+			revision++
+			tr.SetState(tr.State().Retarget(fmt.Sprint("v", revision)))
+		} else {
+			n := updating[0]
+			updating = updating[1:]
+			n.Observed = []Instance{{Revision: n.Assigned[0], Ready: true, ReadySince: now, Phase: schema.PhaseRunning}}
+			tr.Set(n)
+		}
+		d := tr.Step(now)
+		if d.Full {
+			full++
+		}
+		publish(d)
+	}
+	b.ReportMetric(float64(full)/float64(b.N), "full/op")
+	b.ReportMetric(float64(revision-1), "rollouts")
+}

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"math"
+	"slices"
 	"time"
 )
 
@@ -133,4 +134,94 @@ func (t *Tracker) down(slot int) bool {
 		slot = child
 	}
 	return slot > start
+}
+
+// enqueueWaiting puts m's name in the waiting heap its part belongs to,
+// unless it is there already.
+func (t *Tracker) enqueueWaiting(m *member) {
+	for _, flag := range [...]uint8{flagWaitingAvailable, flagWaitingUnavailable} {
+		if m.part.flags&flag == 0 || m.waiting&flag != 0 {
+			continue
+		}
+		m.waiting |= flag
+		h := t.waitingHeap(flag)
+		*h = append(*h, m.name)
+		upNames(*h, len(*h)-1)
+		if len(*h) > 2*len(t.members)+64 {
+			t.compactWaiting(h, flag)
+		}
+	}
+}
+
+func (t *Tracker) waitingHeap(flag uint8) *[]string {
+	if flag == flagWaitingAvailable {
+		return &t.waitingAvailable
+	}
+	return &t.waitingUnavailable
+}
+
+// popWaiting removes and returns the first member by name whose part
+// still matches flag; false when none does.
+func (t *Tracker) popWaiting(h *[]string, flag uint8) (int32, bool) {
+	for len(*h) > 0 {
+		name := (*h)[0]
+		last := len(*h) - 1
+		(*h)[0] = (*h)[last]
+		*h = (*h)[:last]
+		downNames(*h, 0)
+		i, ok := t.index[name]
+		if !ok || t.members[i].waiting&flag == 0 {
+			continue // removed, or a duplicate of an entry already taken
+		}
+		m := &t.members[i]
+		m.waiting &^= flag
+		if m.part.flags&flag != 0 {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// compactWaiting rebuilds h from the members whose part matches flag,
+// dropping the entries left by removed members and changed parts.
+func (t *Tracker) compactWaiting(h *[]string, flag uint8) {
+	clear(*h)
+	*h = (*h)[:0]
+	for i := range t.members {
+		m := &t.members[i]
+		m.waiting &^= flag
+		if m.part.flags&flag != 0 {
+			m.waiting |= flag
+			*h = append(*h, m.name)
+		}
+	}
+	slices.Sort(*h)
+}
+
+func upNames(h []string, k int) {
+	for k > 0 {
+		parent := (k - 1) / 2
+		if h[parent] <= h[k] {
+			return
+		}
+		h[k], h[parent] = h[parent], h[k]
+		k = parent
+	}
+}
+
+func downNames(h []string, k int) {
+	for {
+		child := 2*k + 1
+		if child >= len(h) {
+			return
+		}
+		if right := child + 1; right < len(h) && h[right] < h[child] {
+			child = right
+		}
+		if h[k] <= h[child] {
+			return
+		}
+		h[k], h[child] = h[child], h[k]
+		k = child
+	}
 }
