@@ -14,15 +14,7 @@ func (p *pass) assign() {
 	var waiting []*nodeView
 	for i := range p.view {
 		v := &p.view[i]
-		switch {
-		case len(v.Assigned) == 0:
-			p.set(v, p.fallback())
-		case v.offline:
-			p.keep(v)
-		case v.onTarget:
-			p.settle(v)
-		default:
-			p.keep(v)
+		if p.assignOne(v) {
 			waiting = append(waiting, v)
 		}
 	}
@@ -30,6 +22,24 @@ func (p *pass) assign() {
 		return
 	}
 	p.update(waiting)
+}
+
+// assignOne decides what one node runs before any batch moves: settled
+// nodes keep theirs and a node with nothing gets the fallback. It reports
+// whether the node waits on an older revision (a candidate for update).
+func (p *pass) assignOne(v *nodeView) (waiting bool) {
+	switch {
+	case len(v.Assigned) == 0:
+		p.set(v, p.fallback())
+	case v.offline:
+		p.keep(v)
+	case v.onTarget:
+		p.settle(v)
+	default:
+		p.keep(v)
+		return true
+	}
+	return false
 }
 
 // fallback is the revision for a node that runs nothing: the target, or the
@@ -111,7 +121,7 @@ func (p *pass) update(waiting []*nodeView) {
 // run the daemonset; percentages round up and both zero means one
 // unavailable, as in Kubernetes.
 func (p *pass) budget() (maxUnavailable, maxSurge int) {
-	total := len(p.view)
+	total := p.total
 	maxUnavailable, err := p.s.MaxUnavailable.Scaled(total, true)
 	if err != nil {
 		maxUnavailable = 1
@@ -161,13 +171,13 @@ func (p *pass) availableUnder(v *nodeView, assigned []string) bool {
 // or the canary count until the canary is promoted.
 func (p *pass) canaryLimit() int {
 	if p.s.CanaryNodes == nil || p.st.CanaryPromoted {
-		return len(p.view)
+		return p.total
 	}
-	n, err := p.s.CanaryNodes.Scaled(len(p.view), true)
+	n, err := p.s.CanaryNodes.Scaled(p.total, true)
 	if err != nil || n < 1 {
 		n = 1
 	}
-	return min(n, len(p.view))
+	return min(n, p.total)
 }
 
 func (p *pass) assignedCount() int {
@@ -182,13 +192,20 @@ func (p *pass) assignedCount() int {
 
 // finish computes the status, completion and canary promotion.
 func (p *pass) finish() {
-	st := &p.status
-	st.Target = p.st.Target
-	st.Total = len(p.view)
-	st.MaxUnavailable, _ = p.budget()
 	for i := range p.view {
 		p.count(&p.view[i])
 	}
+	p.conclude()
+}
+
+// conclude completes the status from its per-node counts (Updated,
+// Updating, Waiting, Offline, Unavailable), records completion and
+// promotes the canary. It reads no node.
+func (p *pass) conclude() {
+	st := &p.status
+	st.Target = p.st.Target
+	st.Total = p.total
+	st.MaxUnavailable, _ = p.budget()
 	st.Failed = len(p.st.Failed)
 	st.Paused = p.held()
 	st.PauseReason = p.st.PauseReason
@@ -216,24 +233,46 @@ func (p *pass) completeMessage() string {
 }
 
 func (p *pass) count(v *nodeView) {
-	st := &p.status
-	assigned := p.out[v.Name]
+	phase, unavailable := p.phaseOf(v, p.out[v.Name])
+	p.status.add(phase, unavailable, 1)
+}
+
+// phaseOf is where a node stands once assigned the given revisions, and
+// whether it is a reachable node that does not serve the daemon. A node
+// on the target whose instance failed has PhaseFailed (Status counts
+// those from State.Failed).
+func (p *pass) phaseOf(v *nodeView, assigned []string) (phase Phase, unavailable bool) {
 	onTarget := slices.Contains(assigned, p.st.Target)
 	switch {
 	case v.offline:
-		st.Offline++
-		return
+		return PhaseOffline, false
 	case onTarget && len(assigned) == 1 && p.targetAvailable(v):
-		st.Updated++
+		phase = PhaseUpdated
 	case onTarget && p.st.Failed[v.Name] != "":
-		// counted in Failed
+		phase = PhaseFailed
 	case onTarget:
-		st.Updating++
+		phase = PhaseUpdating
 	default:
-		st.Waiting++
+		phase = PhaseWaiting
 	}
-	if !p.availableUnder(v, assigned) {
-		st.Unavailable++
+	return phase, !p.availableUnder(v, assigned)
+}
+
+// add counts delta nodes (1 or -1) in phase, and as unavailable if so.
+// Failed is not counted here: it is len(State.Failed).
+func (st *Status) add(phase Phase, unavailable bool, delta int) {
+	switch phase {
+	case PhaseOffline:
+		st.Offline += delta
+	case PhaseUpdated:
+		st.Updated += delta
+	case PhaseUpdating:
+		st.Updating += delta
+	case PhaseWaiting:
+		st.Waiting += delta
+	}
+	if unavailable {
+		st.Unavailable += delta
 	}
 }
 

@@ -132,7 +132,7 @@ func (sm *sim) step(t *testing.T) Decision {
 // checkInvariants asserts what Step guarantees, on the controller's view.
 func (sm *sim) checkInvariants(t *testing.T, in []Node, d Decision) {
 	t.Helper()
-	maxUnavail, maxSurge := (&pass{s: sm.s, view: make([]nodeView, len(in))}).budget()
+	maxUnavail, maxSurge := (&pass{s: sm.s, total: len(in)}).budget()
 	before := unavailableReachable(sm, in, nil)
 	after := unavailableReachable(sm, in, d.Assign)
 	if after > max(maxUnavail, before) {

@@ -7,7 +7,10 @@
 //
 // Step is a pure function of (strategy, persisted state, node facts, now):
 // no I/O, no clock, no logger. The controller persists the returned State and
-// publishes the returned assignments.
+// publishes the returned assignments. A Tracker is Step's incremental form
+// for one daemonset: it holds the nodes and the state, and recomputes only
+// the nodes that changed (or whose deadlines the clock reached), returning
+// what Step over every node returns.
 package rollout
 
 import (

@@ -44,6 +44,10 @@ type pass struct {
 	events []Event
 	status Status
 	next   time.Time
+	// total is the number of nodes that should run the daemonset: what
+	// percentages scale against. It is len(view) in a full pass; a
+	// Tracker's pass views only the nodes that changed.
+	total int
 }
 
 // nodeView is a node with the facts Step derives once.
@@ -56,7 +60,7 @@ type nodeView struct {
 }
 
 func newPass(now time.Time, s Strategy, st State, nodes []Node) *pass {
-	p := &pass{now: now, s: s, st: st, nodes: nodes, out: make(map[string][]string, len(nodes))}
+	p := &pass{now: now, s: s, st: st, nodes: nodes, out: make(map[string][]string, len(nodes)), total: len(nodes)}
 	p.view = make([]nodeView, len(nodes))
 	for i := range nodes {
 		p.view[i] = p.viewOf(&nodes[i])
@@ -119,27 +123,32 @@ func (p *pass) targetAvailable(v *nodeView) bool {
 // first reports after a reconnection are not held against it.
 func (p *pass) detectFailures() {
 	for i := range p.view {
-		v := &p.view[i]
-		at, updated := p.st.AssignedAt[v.Name]
-		if !v.onTarget || !updated || v.offline {
-			continue
-		}
-		available := p.targetAvailable(v)
-		if available {
-			delete(p.st.Failed, v.Name) // recovered
-		}
-		if !v.Online {
-			if p.windowOpen(v.Name, at) {
-				p.st.Away = setFlag(p.st.Away, v.Name)
-			}
-			continue
-		}
-		if p.st.Away[v.Name] {
-			delete(p.st.Away, v.Name)
-			at = p.restartWindow(v.Name)
-		}
-		p.judge(v, at, available)
+		p.detectFailure(&p.view[i])
 	}
+}
+
+// detectFailure is detectFailures for one node: it reads and writes only
+// that node's entries of the state (and appends its events).
+func (p *pass) detectFailure(v *nodeView) {
+	at, updated := p.st.AssignedAt[v.Name]
+	if !v.onTarget || !updated || v.offline {
+		return
+	}
+	available := p.targetAvailable(v)
+	if available {
+		delete(p.st.Failed, v.Name) // recovered
+	}
+	if !v.Online {
+		if p.windowOpen(v.Name, at) {
+			p.st.Away = setFlag(p.st.Away, v.Name)
+		}
+		return
+	}
+	if p.st.Away[v.Name] {
+		delete(p.st.Away, v.Name)
+		at = p.restartWindow(v.Name)
+	}
+	p.judge(v, at, available)
 }
 
 // windowOpen reports whether node, assigned the target at at, is within its

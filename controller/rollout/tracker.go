@@ -1,0 +1,570 @@
+package rollout
+
+import (
+	"slices"
+	"time"
+)
+
+// Tracker holds one daemonset's rollout: the nodes that should run it, the
+// persisted State, and each node's share of the last decision. Step
+// recomputes only what can have changed since the last Step and returns
+// exactly what Step over every node would return. Not safe for concurrent
+// use.
+//
+// A Step recomputes a node when it was Set since the last Step, when the
+// clock reached the instant its decision may change by itself (an offline
+// grace, minReadySeconds or progress deadline expiring), or when its last
+// decision differs from what it was last Set with. The other nodes keep
+// their decision and their counts; a batch takes the first waiting nodes
+// from two name-ordered heaps, as Step's update orders them. A Step visits
+// every node (Delta.Full) only when it is the first, when the strategy or
+// the state was replaced, or when a failure threshold is crossed (a pause
+// or a rollback).
+type Tracker struct {
+	s  Strategy
+	st State
+	// full: the next Step visits every node.
+	full bool
+
+	members []member
+	index   map[string]int32 // member by node name
+	queue   []int32          // members with a requeue instant, a min-heap on it
+	dirty   []string         // members to recompute; member.dirty marks them, stale names are skipped
+	// waitingAvailable and waitingUnavailable are min-heaps of the names of
+	// the members whose part waits on an older revision, available or not
+	// (member.waiting marks them); an entry a member no longer matches is
+	// dropped when it reaches the top.
+	waitingAvailable   []string
+	waitingUnavailable []string
+	sum                totals   // the members' parts, summed
+	names              interner // revisions and phases, interned
+}
+
+// member is one node's facts in compact form, with its share of the last
+// decision. The first two assigned revisions and the first observed
+// instance are held inline; the rest, rare (a surge pair observed, a
+// stale instance), in extra.
+type member struct {
+	name         string
+	offlineSince int64 // unix nanoseconds, noTime if zero
+	requeue      int64 // when the clock alone may change its decision; noTime if never
+	observed     observation
+	assigned     [2]uint32 // interned revisions, in the order Set
+	extra        *overflow
+	slot         int32 // index in Tracker.queue, -1 if not queued
+	nAssigned    uint8 // inline assigned revisions (0 to 2)
+	nObserved    uint8 // inline observed instances (0 or 1)
+	online       bool
+	dirty        bool
+	waiting      uint8 // the waiting heaps that hold its name (flagWaiting...)
+	part         part
+}
+
+// overflow holds a member's assigned revisions past the second and its
+// observed instances past the first.
+type overflow struct {
+	assigned []uint32
+	observed []observation
+}
+
+// observation is an Instance in compact form.
+type observation struct {
+	message    string
+	readySince int64
+	revision   uint32
+	phase      uint32
+	ready      bool
+}
+
+func (m *member) assignedLen() int {
+	if m.extra != nil {
+		return int(m.nAssigned) + len(m.extra.assigned)
+	}
+	return int(m.nAssigned)
+}
+
+func (m *member) assignedAt(k int) uint32 {
+	if k < len(m.assigned) {
+		return m.assigned[k]
+	}
+	return m.extra.assigned[k-len(m.assigned)]
+}
+
+func (m *member) observedLen() int {
+	if m.extra != nil {
+		return int(m.nObserved) + len(m.extra.observed)
+	}
+	return int(m.nObserved)
+}
+
+func (m *member) observedAt(k int) *observation {
+	if k == 0 {
+		return &m.observed
+	}
+	return &m.extra.observed[k-1]
+}
+
+// setFacts stores n's facts in m, interning its strings in names.
+func (m *member) setFacts(n *Node, names *interner) {
+	m.online = n.Online
+	m.offlineSince = nanos(n.OfflineSince)
+	m.extra = nil
+	m.nAssigned = uint8(min(len(n.Assigned), len(m.assigned)))
+	for k, rev := range n.Assigned {
+		if k < len(m.assigned) {
+			m.assigned[k] = names.id(rev)
+			continue
+		}
+		m.overflow().assigned = append(m.extra.assigned, names.id(rev))
+	}
+	m.nObserved = uint8(min(len(n.Observed), 1))
+	for k := range n.Observed {
+		in := &n.Observed[k]
+		o := observation{message: in.Message, readySince: nanos(in.ReadySince),
+			revision: names.id(in.Revision), phase: names.id(in.Phase), ready: in.Ready}
+		if k == 0 {
+			m.observed = o
+			continue
+		}
+		m.overflow().observed = append(m.extra.observed, o)
+	}
+}
+
+func (m *member) overflow() *overflow {
+	if m.extra == nil {
+		m.extra = &overflow{}
+	}
+	return m.extra
+}
+
+// Delta is one Tracker.Step's decision: what Step over every node returns,
+// with the assignments reduced to the nodes they change.
+type Delta struct {
+	// Assign holds only the nodes whose decided revisions differ from the
+	// Assigned of the facts last Set for them (sorted, as Step's).
+	Assign map[string][]string
+	// State is Step's Decision.State. Its maps are the tracker's: valid
+	// until the next call that changes the tracker; clone them to keep.
+	State State
+	// StateChanged: State differs from the state before this Step (the
+	// caller stores it only then).
+	StateChanged bool
+	Status       Status
+	Events       []Event
+	// RequeueAt is Step's RequeueAt (the same instant; its location may
+	// differ).
+	RequeueAt time.Time
+	// Full: the step visited every node.
+	Full bool
+}
+
+// NewTracker returns a tracker for a daemonset with strategy s and
+// persisted state st (copied), and no nodes.
+func NewTracker(s Strategy, st State) *Tracker {
+	return &Tracker{s: s, st: cloneState(st), full: true, index: map[string]int32{}, names: newInterner()}
+}
+
+// SetStrategy replaces the strategy (the spec changed); the next Step
+// visits every node.
+func (t *Tracker) SetStrategy(s Strategy) {
+	t.s = s
+	t.full = true
+}
+
+// SetState replaces the persisted state (copied) from outside: an operator's
+// pause, resume or promotion, a retarget, a stored rollback. The next Step
+// visits every node.
+func (t *Tracker) SetState(st State) {
+	t.st = cloneState(st)
+	t.full = true
+}
+
+// State is the current persisted state. Its maps are the tracker's:
+// callers must not modify them, and must clone them to keep them past the
+// next Step.
+func (t *Tracker) State() State { return t.st }
+
+// Len is the number of nodes that should run the daemonset.
+func (t *Tracker) Len() int { return len(t.members) }
+
+// Set adds or replaces one node's facts: the node should run the
+// daemonset. The tracker keeps no reference to n's slices.
+func (t *Tracker) Set(n Node) {
+	i, ok := t.index[n.Name]
+	if !ok {
+		i = int32(len(t.members))
+		t.members = append(t.members, member{name: n.Name, slot: -1, requeue: noTime})
+		t.index[n.Name] = i
+	}
+	m := &t.members[i]
+	m.setFacts(&n, &t.names)
+	t.markDirty(m)
+}
+
+// Remove forgets a node: it no longer should run the daemonset. Its
+// entries in the state stay, as Step leaves those of nodes it is not given.
+func (t *Tracker) Remove(name string) {
+	i, ok := t.index[name]
+	if !ok {
+		return
+	}
+	t.sum.add(t.members[i].part, -1)
+	if slot := t.members[i].slot; slot >= 0 {
+		t.unqueue(int(slot))
+	}
+	last := int32(len(t.members) - 1)
+	if i != last {
+		t.members[i] = t.members[last]
+		t.index[t.members[i].name] = i
+		if slot := t.members[i].slot; slot >= 0 {
+			t.queue[slot] = i
+		}
+	}
+	t.members[last] = member{}
+	t.members = t.members[:last]
+	delete(t.index, name)
+}
+
+// Step decides one pass at now (never before the last Step's now): what
+// Step(now, strategy, State(), every node Set) returns.
+func (t *Tracker) Step(now time.Time) Delta {
+	if !t.full {
+		if d, ok := t.stepChanged(now); ok {
+			return d
+		}
+	}
+	return t.stepAll(now)
+}
+
+func (t *Tracker) markDirty(m *member) {
+	if !m.dirty {
+		m.dirty = true
+		t.dirty = append(t.dirty, m.name)
+	}
+}
+
+// takeDirty returns the members to recompute at now, sorted by name, and
+// clears their marks.
+func (t *Tracker) takeDirty(now time.Time) []int32 {
+	at := now.UnixNano()
+	for len(t.queue) > 0 && t.members[t.queue[0]].requeue <= at {
+		m := &t.members[t.queue[0]]
+		t.unqueue(0)
+		t.markDirty(m)
+	}
+	idx := make([]int32, 0, len(t.dirty))
+	for _, name := range t.dirty {
+		if i, ok := t.index[name]; ok && t.members[i].dirty {
+			t.members[i].dirty = false
+			idx = append(idx, i)
+		}
+	}
+	t.dirty = t.dirty[:0]
+	slices.SortFunc(idx, func(a, b int32) int { return compareStrings(t.members[a].name, t.members[b].name) })
+	return idx
+}
+
+// stepChanged is Step over the dirty members only. It reports false, with
+// the tracker as it was, when the decision depends on more than them.
+func (t *Tracker) stepChanged(now time.Time) (Delta, bool) {
+	idx := t.takeDirty(now)
+	saved := t.st
+	journal := make([]entries, len(idx))
+	for k, i := range idx {
+		journal[k] = entriesOf(&t.st, t.members[i].name)
+	}
+	p := &pass{now: now, s: t.s, st: t.st, out: make(map[string][]string, len(idx)), total: len(t.members)}
+	views, nexts := t.judgeChanged(p, idx)
+	if p.thresholdCrossed() {
+		t.restore(saved, idx, journal)
+		return Delta{}, false
+	}
+	for k, i := range idx {
+		p.next = time.Time{}
+		t.setPart(i, p.decideOne(&views[k]))
+		nexts[k] = earliest(nexts[k], p.next)
+	}
+	d := Delta{}
+	p.status = t.sum.status
+	var batchNext time.Time
+	if p.batchCanMove(t.sum) {
+		batchNext, d.StateChanged = t.moveBatch(p, &d)
+	}
+	for k, i := range idx {
+		moved := !journal[k].equal(entriesOf(&p.st, t.members[i].name))
+		t.settle(i, nexts[k], moved, views[k].Assigned, p.out, &d)
+	}
+	p.next = time.Time{}
+	p.conclude()
+	t.st = p.st
+	d.State, d.Status, d.Events = p.st, p.status, p.events
+	d.RequeueAt = earliest(earliest(p.next, t.queueMin()), batchNext)
+	d.StateChanged = d.StateChanged || !scalarsEqual(saved, p.st) || t.entriesChanged(idx, journal)
+	return d, true
+}
+
+// judgeChanged builds the views of the members idx and records their
+// failures in p.st, returning the views and each one's requeue instant.
+func (t *Tracker) judgeChanged(p *pass, idx []int32) ([]nodeView, []time.Time) {
+	nodes := make([]Node, len(idx))
+	views := make([]nodeView, len(idx))
+	nexts := make([]time.Time, len(idx))
+	var revs []string
+	var obs []Instance
+	for k, i := range idx {
+		nodes[k], revs, obs = t.appendNode(&t.members[i], revs, obs)
+		p.next = time.Time{}
+		views[k] = p.viewOf(&nodes[k])
+		p.detectFailure(&views[k])
+		nexts[k] = p.next
+	}
+	return views, nexts
+}
+
+// decideOne assigns one node as the first loop of assign does and returns
+// its part.
+func (p *pass) decideOne(v *nodeView) part {
+	waiting := p.assignOne(v)
+	out := p.out[v.Name]
+	phase, unavailable := p.phaseOf(v, out)
+	return makePart(phase, unavailable, waiting, v.available, len(out) > 1, slices.Contains(out, p.st.Target))
+}
+
+// batchCanMove reports whether update would move a waiting node, given the
+// parts summed: only then do the decisions depend on every waiting node.
+func (p *pass) batchCanMove(sum totals) bool {
+	if p.s.OnDelete || p.held() || sum.waiting == 0 {
+		return false
+	}
+	if p.canaryLimit()-sum.onTarget <= 0 {
+		return false
+	}
+	if sum.waitingUnavailable > 0 {
+		return true // they move without spending budget
+	}
+	maxUnavailable, maxSurge := p.budget()
+	if maxSurge > 0 {
+		return sum.surging < maxSurge
+	}
+	return sum.status.Unavailable < maxUnavailable
+}
+
+// setPart replaces member i's part, in the sums and the waiting heaps.
+func (t *Tracker) setPart(i int32, pt part) {
+	m := &t.members[i]
+	t.sum.add(m.part, -1)
+	t.sum.add(pt, 1)
+	m.part = pt
+	t.enqueueWaiting(m)
+}
+
+// settle stores member i's requeue instant and reports its assignment in d
+// when it differs from what the node was Set with. A node whose entries
+// this step changed (moved), or whose assignment differs, is recomputed at
+// the next Step too: only a node that its own stages leave as it is keeps
+// its decision until its requeue instant.
+func (t *Tracker) settle(i int32, next time.Time, moved bool, assigned []string, out map[string][]string, d *Delta) {
+	m := &t.members[i]
+	t.setRequeue(i, nanos(next))
+	revs := out[m.name]
+	if !slices.Equal(revs, assigned) {
+		d.report(m.name, revs)
+	}
+	if moved || !slices.Equal(revs, assigned) {
+		t.markDirty(m)
+	}
+}
+
+func (d *Delta) report(node string, revs []string) {
+	if d.Assign == nil {
+		d.Assign = map[string][]string{}
+	}
+	d.Assign[node] = revs
+}
+
+// moveBatch is update over the waiting heaps: the unavailable waiting
+// nodes first, then the available ones, each in name order, while the
+// canary room and the budget allow, as update moves them. It adjusts
+// p.status to the moved nodes' new phases, reports them in d and marks
+// them for the next Step; it returns their earliest requeue instant and
+// whether it changed their entries in the state.
+func (t *Tracker) moveBatch(p *pass, d *Delta) (next time.Time, changed bool) {
+	maxUnavailable, maxSurge := p.budget()
+	unavailable, surging := t.sum.status.Unavailable, t.sum.surging
+	room := p.canaryLimit() - t.sum.onTarget
+	move := func(i int32, surge bool) {
+		p.next = time.Time{}
+		changed = t.moveOne(p, i, surge, d) || changed
+		next = earliest(next, p.next)
+		room--
+	}
+	for room > 0 {
+		i, ok := t.popWaiting(&t.waitingUnavailable, flagWaitingUnavailable)
+		if !ok {
+			break
+		}
+		move(i, false)
+	}
+	for room > 0 && (maxSurge > 0 && surging < maxSurge || maxSurge == 0 && unavailable < maxUnavailable) {
+		i, ok := t.popWaiting(&t.waitingAvailable, flagWaitingAvailable)
+		if !ok {
+			break
+		}
+		move(i, maxSurge > 0)
+		if maxSurge > 0 {
+			surging++
+		} else {
+			unavailable++
+		}
+	}
+	return next, changed
+}
+
+// moveOne assigns member i the target (beside its revisions for a surge
+// pair), as update does, and reports whether its entries changed.
+func (t *Tracker) moveOne(p *pass, i int32, surge bool, d *Delta) bool {
+	m := &t.members[i]
+	n, _, _ := t.appendNode(m, nil, nil)
+	v := p.viewOf(&n)
+	before := entriesOf(&p.st, m.name)
+	if surge {
+		p.out[m.name] = sortedPair(v.Assigned, p.st.Target)
+		p.markAssigned(m.name)
+	} else {
+		p.set(&v, p.st.Target)
+	}
+	phase, unavailable := p.phaseOf(&v, p.out[m.name])
+	p.status.add(phaseOfCode[m.part.phase], m.part.flags&flagUnavailable != 0, -1)
+	p.status.add(phase, unavailable, 1)
+	d.report(m.name, p.out[m.name])
+	t.markDirty(m)
+	return !before.equal(entriesOf(&p.st, m.name))
+}
+
+// restore undoes a stepChanged that gave up: the state's scalars and maps
+// as saved, and the entries of the members idx as journaled.
+func (t *Tracker) restore(saved State, idx []int32, journal []entries) {
+	for k, i := range idx {
+		journal[k].restore(&saved, t.members[i].name)
+	}
+	t.st = saved
+}
+
+func (t *Tracker) entriesChanged(idx []int32, journal []entries) bool {
+	for k, i := range idx {
+		if !journal[k].equal(entriesOf(&t.st, t.members[i].name)) {
+			return true
+		}
+	}
+	return false
+}
+
+// stepAll runs Step over every node and rebuilds every member's part.
+func (t *Tracker) stepAll(now time.Time) Delta {
+	nodes := t.allNodes()
+	before := t.st
+	dec := Step(now, t.s, t.st, nodes)
+	t.st = dec.State
+	t.full = false
+	t.rebuild(now, nodes)
+	d := Delta{State: dec.State, Status: dec.Status, Events: dec.Events, RequeueAt: dec.RequeueAt, Full: true,
+		StateChanged: !statesEqual(before, dec.State)}
+	for i := range nodes {
+		if revs := dec.Assign[nodes[i].Name]; !slices.Equal(revs, nodes[i].Assigned) {
+			if d.Assign == nil {
+				d.Assign = map[string][]string{}
+			}
+			d.Assign[nodes[i].Name] = revs
+			t.markDirty(&t.members[i])
+		}
+	}
+	return d
+}
+
+// rebuild recomputes every member's part and requeue instant after a full
+// Step at now: the per-node stages again, over the state Step returned.
+// A node those stages would change (an instance failed at its deadline
+// while available recovers at the next pass) keeps its entries as Step
+// left them and is recomputed at the next Step.
+func (t *Tracker) rebuild(now time.Time, nodes []Node) {
+	for _, name := range t.dirty {
+		if i, ok := t.index[name]; ok {
+			t.members[i].dirty = false
+		}
+	}
+	t.dirty = t.dirty[:0]
+	t.queue = t.queue[:0]
+	t.sum = totals{}
+	t.waitingAvailable, t.waitingUnavailable = t.waitingAvailable[:0], t.waitingUnavailable[:0]
+	p := &pass{now: now, s: t.s, st: t.st, out: make(map[string][]string, 1), total: len(t.members)}
+	for i := range t.members {
+		m := &t.members[i]
+		e := entriesOf(&p.st, m.name)
+		p.next = time.Time{}
+		v := p.viewOf(&nodes[i])
+		p.detectFailure(&v)
+		m.part, m.waiting = p.decideOne(&v), 0
+		t.sum.add(m.part, 1)
+		t.enqueueWaiting(m)
+		m.requeue, m.slot = nanos(p.next), -1
+		if m.requeue != noTime {
+			m.slot = int32(len(t.queue))
+			t.queue = append(t.queue, int32(i))
+		}
+		moved := !e.equal(entriesOf(&p.st, m.name))
+		if moved {
+			e.restore(&p.st, m.name)
+		}
+		if moved || !slices.Equal(p.out[m.name], nodes[i].Assigned) {
+			t.markDirty(m)
+		}
+		delete(p.out, m.name)
+	}
+	for k := len(t.queue)/2 - 1; k >= 0; k-- {
+		t.down(k)
+	}
+	slices.Sort(t.waitingAvailable) // a sorted slice is a heap
+	slices.Sort(t.waitingUnavailable)
+}
+
+// allNodes is every member as a Node, sharing two backing arrays.
+func (t *Tracker) allNodes() []Node {
+	nAssigned, nObserved := 0, 0
+	for i := range t.members {
+		nAssigned += t.members[i].assignedLen()
+		nObserved += t.members[i].observedLen()
+	}
+	nodes := make([]Node, len(t.members))
+	revs := make([]string, 0, nAssigned)
+	obs := make([]Instance, 0, nObserved)
+	for i := range t.members {
+		nodes[i], revs, obs = t.appendNode(&t.members[i], revs, obs)
+	}
+	return nodes
+}
+
+// appendNode expands m into a Node whose slices are appended to revs and
+// obs.
+func (t *Tracker) appendNode(m *member, revs []string, obs []Instance) (Node, []string, []Instance) {
+	n := Node{Name: m.name, Online: m.online, OfflineSince: fromNanos(m.offlineSince)}
+	start := len(revs)
+	for k := range m.assignedLen() {
+		revs = append(revs, t.names.str(m.assignedAt(k)))
+	}
+	n.Assigned = revs[start:len(revs):len(revs)]
+	start = len(obs)
+	for k := range m.observedLen() {
+		o := m.observedAt(k)
+		obs = append(obs, Instance{Revision: t.names.str(o.revision), Ready: o.ready,
+			ReadySince: fromNanos(o.readySince), Phase: t.names.str(o.phase), Message: o.message})
+	}
+	n.Observed = obs[start:len(obs):len(obs)]
+	return n, revs, obs
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}

@@ -1,0 +1,151 @@
+package rollout
+
+import "time"
+
+// part is a member's share of the counts, as of its last decision.
+type part struct {
+	phase uint8 // a phaseCode; 0: not counted yet
+	flags uint8
+}
+
+// Phases as stored in a part.
+const (
+	codeNone uint8 = iota
+	codeOffline
+	codeUpdated
+	codeFailed
+	codeUpdating
+	codeWaiting
+)
+
+var phaseOfCode = [...]Phase{codeOffline: PhaseOffline, codeUpdated: PhaseUpdated, codeFailed: PhaseFailed,
+	codeUpdating: PhaseUpdating, codeWaiting: PhaseWaiting}
+
+// Flags of a part.
+const (
+	flagUnavailable        uint8 = 1 << iota // reachable and not serving the daemon
+	flagWaitingAvailable                     // waits on an older revision, available
+	flagWaitingUnavailable                   // waits on an older revision, unavailable
+	flagSurging                              // assigned a surge pair
+	flagOnTarget                             // assigned the target
+)
+
+func makePart(phase Phase, unavailable, waiting, available, surging, onTarget bool) part {
+	pt := part{}
+	for code, ph := range phaseOfCode {
+		if ph == phase && code != int(codeNone) {
+			pt.phase = uint8(code)
+		}
+	}
+	set := func(flag uint8, on bool) {
+		if on {
+			pt.flags |= flag
+		}
+	}
+	set(flagUnavailable, unavailable)
+	set(flagWaitingAvailable, waiting && available)
+	set(flagWaitingUnavailable, waiting && !available)
+	set(flagSurging, surging)
+	set(flagOnTarget, onTarget)
+	return pt
+}
+
+// totals sums parts: the status counts and what update's budget reads.
+type totals struct {
+	status             Status // Offline, Updated, Updating, Waiting, Unavailable
+	waiting            int
+	waitingUnavailable int
+	surging            int
+	onTarget           int
+}
+
+// add counts pt delta times (1 or -1); a part not counted yet adds nothing.
+func (s *totals) add(pt part, delta int) {
+	if pt.phase == codeNone {
+		return
+	}
+	s.status.add(phaseOfCode[pt.phase], pt.flags&flagUnavailable != 0, delta)
+	count := func(flag uint8, n *int) {
+		if pt.flags&flag != 0 {
+			*n += delta
+		}
+	}
+	count(flagWaitingAvailable, &s.waiting)
+	count(flagWaitingUnavailable, &s.waiting)
+	count(flagWaitingUnavailable, &s.waitingUnavailable)
+	count(flagSurging, &s.surging)
+	count(flagOnTarget, &s.onTarget)
+}
+
+// entries are one node's entries in a State's maps.
+type entries struct {
+	assignedAt                           time.Time
+	failed, pending                      string
+	hasAssignedAt, hasFailed, hasPending bool
+	away, hasAway                        bool
+}
+
+func entriesOf(st *State, node string) entries {
+	e := entries{}
+	e.assignedAt, e.hasAssignedAt = st.AssignedAt[node]
+	e.failed, e.hasFailed = st.Failed[node]
+	e.pending, e.hasPending = st.Pending[node]
+	e.away, e.hasAway = st.Away[node]
+	return e
+}
+
+// restore puts e back into st's maps (a map that is nil held no entry).
+func (e entries) restore(st *State, node string) {
+	restoreEntry(st.AssignedAt, node, e.assignedAt, e.hasAssignedAt)
+	restoreEntry(st.Failed, node, e.failed, e.hasFailed)
+	restoreEntry(st.Pending, node, e.pending, e.hasPending)
+	restoreEntry(st.Away, node, e.away, e.hasAway)
+}
+
+func restoreEntry[V any](m map[string]V, node string, v V, ok bool) {
+	switch {
+	case m == nil:
+	case ok:
+		m[node] = v
+	default:
+		delete(m, node)
+	}
+}
+
+func (e entries) equal(o entries) bool {
+	return e.hasAssignedAt == o.hasAssignedAt && e.assignedAt.Equal(o.assignedAt) &&
+		e.hasFailed == o.hasFailed && e.failed == o.failed &&
+		e.hasPending == o.hasPending && e.pending == o.pending &&
+		e.hasAway == o.hasAway && e.away == o.away
+}
+
+// scalarsEqual compares every field of two states but their maps.
+func scalarsEqual(a, b State) bool {
+	return a.Target == b.Target && a.Stable == b.Stable && a.Previous == b.Previous &&
+		a.Paused == b.Paused && a.PauseReason == b.PauseReason && a.OperatorPaused == b.OperatorPaused &&
+		a.RolledBackFrom == b.RolledBackFrom && a.RollbackReason == b.RollbackReason &&
+		a.CanaryPromoted == b.CanaryPromoted && a.CanaryAvailableSince.Equal(b.CanaryAvailableSince) &&
+		a.Complete == b.Complete
+}
+
+// statesEqual compares two states, a nil map equal to an empty one and
+// instants equal whatever their location.
+func statesEqual(a, b State) bool {
+	return scalarsEqual(a, b) && mapsEqual(a.AssignedAt, b.AssignedAt, time.Time.Equal) &&
+		mapsEqual(a.Failed, b.Failed, func(x, y string) bool { return x == y }) &&
+		mapsEqual(a.Pending, b.Pending, func(x, y string) bool { return x == y }) &&
+		mapsEqual(a.Away, b.Away, func(x, y bool) bool { return x == y })
+}
+
+func mapsEqual[V any](a, b map[string]V, eq func(V, V) bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, va := range a {
+		vb, ok := b[k]
+		if !ok || !eq(va, vb) {
+			return false
+		}
+	}
+	return true
+}
