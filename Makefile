@@ -89,6 +89,14 @@ bench-scale: ## fleet scale benchmark: controller subprocess + simulated devices
 	  $(BIN)/edgeset-sim --bench --nodes $$n --ramp $(SCALE_RAMP) --report $(BIN)/bench-scale-$$n.json || exit 1; \
 	done
 
+.PHONY: bench-controller
+bench-controller: ## controller in process at 10,000 and 100,000 nodes x 20 daemonsets: one node's event (p50/p99 CPU), apply to all, heap per node (~10 min)
+	@for n in $${EDGESET_BENCH_NODES_LIST:-10000 100000}; do \
+	  echo "== $$n nodes"; \
+	  EDGESET_BENCH_NODES=$$n $(GO) test -count=1 -timeout 30m -run '^$$' -bench '^Benchmark(NodeEvent|ApplyAll)$$' -benchtime=1x ./controller/ || exit 1; \
+	done
+	$(GO) test -count=1 -run '^$$' -bench '^Benchmark(Tracker|StepFull|PlaceAssemble)' -benchmem ./controller/rollout/ ./controller/reconcile/
+
 .PHONY: bench-footprint
 bench-footprint: ## agent RSS and idle CPU with 5 daemons on the local Docker engine (~3 min; EDGESET_FOOTPRINT_WINDOW)
 	test/footprint.sh

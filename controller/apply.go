@@ -430,6 +430,10 @@ func (c *Controller) commit(out *applied) error {
 	}
 	for key := range out.deleted {
 		delete(c.state.daemonsets, key)
+		c.state.markDaemonSetLocked(key)
+	}
+	if len(out.configMaps) > 0 || len(out.secrets) > 0 || len(out.daemonSets) > 0 {
+		c.state.markConfigsLocked()
 	}
 	c.mu.Unlock()
 	for _, e := range out.events {

@@ -119,6 +119,7 @@ func (c *Controller) remember(rec store.DaemonSetRecord) error {
 		e.rollout = old.rollout
 	}
 	c.state.daemonsets[rec.Key()] = e
+	c.state.markDaemonSetLocked(rec.Key())
 	return nil
 }
 
@@ -220,6 +221,7 @@ func (c *Controller) DeleteDaemonSet(ctx context.Context, key string, orphan boo
 		}
 		c.mu.Lock()
 		e.rec = rec
+		c.state.markDaemonSetLocked(key)
 		c.mu.Unlock()
 	} else {
 		if err := c.store.DeleteDaemonSet(key); err != nil {
@@ -227,6 +229,7 @@ func (c *Controller) DeleteDaemonSet(ctx context.Context, key string, orphan boo
 		}
 		c.mu.Lock()
 		delete(c.state.daemonsets, key)
+		c.state.markDaemonSetLocked(key)
 		c.mu.Unlock()
 	}
 	c.events.add(dsObject(key), schema.EventNormal, "Deleted", fmt.Sprintf("deleted (orphan=%t)", orphan))
@@ -359,6 +362,7 @@ func (c *Controller) deleteNodeLocked(name string) (mqttclient.Message, error) {
 	c.state.deletedNodes[name] = true
 	c.state.current[name] = reconcile.NodeDesired{Generation: rec.Generation, Instances: rec.Instances}
 	c.state.topics.dirty = true
+	c.state.markNodeLocked(name)
 	return desiredMessage(name, c.state.current[name]), nil
 }
 

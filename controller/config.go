@@ -106,6 +106,10 @@ type Config struct {
 	// RepublishRate bounds desired-state publishes per second when the
 	// controller republishes the whole fleet after (re)connecting.
 	RepublishRate int `mapstructure:"republish-rate"`
+	// FullPassInterval is how often a reconcile pass decides every node
+	// and daemonset from scratch, the level-triggered safety net under the
+	// incremental passes that decide only what an event changed.
+	FullPassInterval time.Duration `mapstructure:"full-pass-interval"`
 	// MaxEvents bounds the stored events.
 	MaxEvents int `mapstructure:"max-events"`
 	// MaxEventsPerNode bounds the stored events one node's reports
@@ -146,6 +150,7 @@ const (
 	DefaultAPIAddr          = "127.0.0.1:8080"
 	DefaultNodeOfflineGrace = 40 * time.Second
 	DefaultRepublishRate    = 5000
+	DefaultFullPassInterval = 5 * time.Minute
 	DefaultMaxEvents        = 10000
 	// Event limits per node.
 	DefaultNodeEventRate     = 10
@@ -188,6 +193,9 @@ func (c *Config) ApplyDefaults() {
 	}
 	if c.RepublishRate == 0 {
 		c.RepublishRate = DefaultRepublishRate
+	}
+	if c.FullPassInterval == 0 {
+		c.FullPassInterval = DefaultFullPassInterval
 	}
 	if c.MaxEvents == 0 {
 		c.MaxEvents = DefaultMaxEvents
@@ -291,6 +299,9 @@ func (c *Config) Validate() error {
 		bad("node-offline-grace", "must not be negative, got %s", c.NodeOfflineGrace)
 	}
 	c.validateMQTTLimits(bad)
+	if c.FullPassInterval < 0 {
+		bad("full-pass-interval", "must not be negative, got %s", c.FullPassInterval)
+	}
 	if c.RepublishRate < 0 {
 		bad("republish-rate", "must not be negative, got %d", c.RepublishRate)
 	}

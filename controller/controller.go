@@ -14,11 +14,13 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/controller/decider"
 	"github.com/edgeset/edgeset/controller/registry"
 	"github.com/edgeset/edgeset/controller/store"
 	"github.com/edgeset/edgeset/internal/loglimit"
@@ -65,6 +67,12 @@ type Controller struct {
 	passMu sync.Mutex
 	mu     sync.Mutex // guards state
 	state  *fleetState
+	// decider is the incremental decision state, owned by the reconcile
+	// pass (passMu held); nil until the first pass, and after a pass that
+	// could not store its decision (rebuilt from state by the next one).
+	decider *decider.Decider
+	// lastFull is when the last full pass ran (passMu held).
+	lastFull time.Time
 
 	// sources is the manifests directory's bookkeeping (manifests.go).
 	sources sourceTable

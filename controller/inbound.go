@@ -81,7 +81,7 @@ func (c *Controller) onStatus(node string, payload []byte) error {
 		return err
 	}
 	if c.registry.ApplyStatus(st, time.Now()) {
-		c.markNodeDirty(node)
+		c.markNodeChanged(node)
 		c.wake()
 	}
 	return nil
@@ -96,7 +96,7 @@ func (c *Controller) onPresence(node string, payload []byte) error {
 		return err
 	}
 	if c.registry.ApplyPresence(p, time.Now()) {
-		c.markNodeDirty(node)
+		c.markNodeChanged(node)
 		c.events.addFromNode(node, store.Event{Type: schema.EventNormal, Reason: presenceReason(p.Online), Object: nodeObject(node), Message: presenceMessage(p.Online)})
 		c.wake()
 	}
@@ -140,6 +140,7 @@ func (c *Controller) onObserved(node string, payload []byte) error {
 	if !ahead && !stale {
 		receivedReadySince(&obs, old, had, now)
 		c.state.observed[node] = obs
+		c.state.markNodeLocked(node)
 	}
 	c.mu.Unlock()
 	if ahead {
@@ -238,9 +239,12 @@ func (c *Controller) onNodeEvent(node string, payload []byte) error {
 	return nil
 }
 
-func (c *Controller) markNodeDirty(node string) {
+// markNodeChanged records that the registry's record of node changed: it
+// is stored at the next flush and decided at the next pass.
+func (c *Controller) markNodeChanged(node string) {
 	c.mu.Lock()
 	c.state.dirtyNodes[node] = true
+	c.state.markNodeLocked(node)
 	c.mu.Unlock()
 }
 

@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"reflect"
 	"time"
 
+	"github.com/edgeset/edgeset/controller/decider"
 	"github.com/edgeset/edgeset/controller/reconcile"
 	"github.com/edgeset/edgeset/controller/rollout"
 	"github.com/edgeset/edgeset/controller/store"
@@ -77,37 +76,59 @@ func resetTimer(t *time.Timer, at time.Time) {
 	t.Reset(max(time.Until(at), 0))
 }
 
-// pass decides over a snapshot and applies the decision: durable first,
-// then published. It returns when the next pass is due by the clock alone.
+// pass feeds the decider what changed since the last pass, decides, and
+// applies the decision: durable first, then published. It returns when
+// the next pass is due by the clock alone. A pass whose decision could not
+// be stored leaves the decider to be rebuilt from the working state, which
+// the failed write did not change.
 func (c *Controller) pass(ctx context.Context) (time.Time, error) {
 	c.passMu.Lock()
 	defer c.passMu.Unlock()
 	start := time.Now()
 	c.mu.Lock()
-	snap := c.snapshotLocked(start)
-	snap.Observed = maps.Clone(c.state.observed)
+	w := c.state.takeWorkLocked()
+	if start.Sub(c.lastFull) >= c.cfg.FullPassInterval {
+		w.all = true
+	}
 	c.mu.Unlock()
-
-	d := decide(snap)
-	if err := c.apply(ctx, snap, d); err != nil {
+	if w.all || c.decider == nil {
+		c.lastFull = start
+	}
+	c.feed(w, start)
+	d := c.decider.Decide(start)
+	if err := c.apply(ctx, start, d); err != nil {
+		c.decider = nil
 		return time.Time{}, err
 	}
-	c.metrics.observePass(time.Since(start), len(d.Plan.Desired))
-	return d.RequeueAt, nil
+	c.metrics.observePass(time.Since(start), len(d.Desired), d.Placed, d.Full)
+	next := d.RequeueAt
+	if full := c.lastFull.Add(c.cfg.FullPassInterval); next.IsZero() || full.Before(next) {
+		next = full
+	}
+	return next, nil
 }
 
-// apply stores the decision, then publishes it.
-func (c *Controller) apply(ctx context.Context, snap snapshot, d decision) error {
-	if err := c.applyRollouts(snap, d); err != nil {
-		return err
-	}
-	msgs, err := c.applyDesired(snap.Now, d.Plan)
+// apply stores the decision in one transaction (rollout states, desired
+// states, forgotten nodes), records it in the working state, then
+// publishes it.
+func (c *Controller) apply(ctx context.Context, now time.Time, d decider.Decision) error {
+	gens, rollbacks, err := c.storeDecision(now, d)
 	if err != nil {
 		return err
 	}
-	c.recordChanges(d.Plan)
-	c.setStatus(d)
-	if c.clearsDeletedNodes(d.Plan) {
+	for _, rec := range rollbacks {
+		if err := c.remember(rec); err != nil {
+			return err
+		}
+	}
+	c.recordRollouts(d)
+	msgs, err := c.commitDecision(d, gens)
+	if err != nil {
+		return err
+	}
+	c.recordChanges(d)
+	c.setStatus()
+	if len(d.Forget) == 0 && c.clearsDeletedNodes(d) {
 		c.wake() // the next pass forgets them, once their empty state is out
 	}
 	if len(msgs) > 0 {
@@ -118,43 +139,78 @@ func (c *Controller) apply(ctx context.Context, snap snapshot, d decision) error
 	return nil
 }
 
-// applyRollouts stores every rollout state that changed, records its
-// events, and makes a rolled-back revision the daemonset's current one.
-func (c *Controller) applyRollouts(snap snapshot, d decision) error {
-	for _, ds := range snap.DaemonSets {
-		r, ok := d.Rollouts[ds.Key]
-		if !ok {
-			continue
-		}
-		for _, e := range r.Events {
-			c.events.add(dsObject(ds.Key), eventType(e.Warning), e.Reason, rolloutMessage(e))
-		}
-		if reflect.DeepEqual(r.State, ds.Rollout) {
-			continue
-		}
-		if err := c.storeRollout(ds, r.State, snap.Now); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// storeRollout stores a rollout state; a rollback (the state moved to
-// another target) is stored with the daemonset's template, current and
-// rejected revision in one transaction by storeRollback.
-func (c *Controller) storeRollout(ds dsSnapshot, st rollout.State, now time.Time) error {
-	if st.Target != ds.Revision {
-		return c.storeRollback(ds.Key, st, now) // rollouts.go
-	}
-	if err := c.store.PutRollout(ds.Key, st); err != nil {
-		return err
+// storeDecision writes one decision in one store transaction: every
+// rollout state that changed (a rollback with the daemonset's template,
+// current and rejected revision), every changed desired state (generations
+// assigned by the store, monotonic per node across restarts and
+// deletions), and the removal of forgotten nodes. passMu is held, so no
+// API change to a daemonset or rollout interleaves. It returns the
+// generations and the daemonset records a rollback changed.
+func (c *Controller) storeDecision(now time.Time, d decider.Decision) (map[string]uint64, []store.DaemonSetRecord, error) {
+	recs := make(map[string]store.DesiredRecord, len(d.Desired))
+	for node, nd := range d.Desired {
+		recs[node] = store.DesiredRecord{Node: node, Instances: nd.Instances,
+			ConfigMaps: nd.ConfigMaps, Secrets: nd.Secrets, PublishedAt: now}
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.state.daemonsets[ds.Key]; ok { // else deleted meanwhile
-		e.rollout = st
+	revisions := map[string]string{}
+	for key, r := range d.Rollouts {
+		if e, ok := c.state.daemonsets[key]; ok && r.StateChanged {
+			revisions[key] = e.rec.CurrentRevision
+		}
 	}
-	return nil
+	c.mu.Unlock()
+	var gens map[string]uint64
+	var rollbacks []store.DaemonSetRecord
+	storeStart := time.Now()
+	err := c.store.Update(false, func(tx *store.Txn) error {
+		gens, rollbacks = nil, nil
+		for _, key := range sortedKeys(revisions) {
+			st := d.Rollouts[key].State
+			if st.Target == revisions[key] {
+				if err := tx.PutRollout(key, st); err != nil {
+					return err
+				}
+				continue
+			}
+			rec, err := rollbackTxn(tx, key, st, now) // rollouts.go
+			if err != nil {
+				return err
+			}
+			rollbacks = append(rollbacks, rec)
+		}
+		for _, node := range d.Forget {
+			if err := tx.DeleteDesired(node); err != nil {
+				return err
+			}
+		}
+		var err error
+		gens, err = tx.PutDesiredBatch(recs)
+		return err
+	})
+	if len(d.Desired) > 0 {
+		c.metrics.storeWrite.Observe(time.Since(storeStart).Seconds())
+	}
+	return gens, rollbacks, err
+}
+
+// recordRollouts records every stepped rollout's events and keeps each
+// changed state in the daemonset's entry.
+func (c *Controller) recordRollouts(d decider.Decision) {
+	for _, key := range sortedKeys(d.Rollouts) {
+		r := d.Rollouts[key]
+		for _, e := range r.Events {
+			c.events.add(dsObject(key), eventType(e.Warning), e.Reason, rolloutMessage(e))
+		}
+		if !r.StateChanged {
+			continue
+		}
+		c.mu.Lock()
+		if e, ok := c.state.daemonsets[key]; ok { // else deleted meanwhile
+			e.rollout = r.State
+		}
+		c.mu.Unlock()
+	}
 }
 
 func eventType(warning bool) string {
@@ -171,45 +227,33 @@ func rolloutMessage(e rollout.Event) string {
 	return e.Message
 }
 
-// applyDesired stores every changed desired state (generations assigned by
-// the store, monotonic per node across restarts and deletions), updates the
-// in-memory copy, and returns the messages to publish: new revisions
-// first, then the desired states.
-func (c *Controller) applyDesired(now time.Time, plan reconcile.Output) ([]mqttclient.Message, error) {
-	if err := c.forget(plan.Forget); err != nil {
-		return nil, err
-	}
-	if len(plan.Desired) == 0 {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if !c.state.topics.dirty {
-			return nil, nil
-		}
-		publish, clear := c.configTopicsLocked()
-		return append(publish, clear...), nil
-	}
-	recs := make(map[string]store.DesiredRecord, len(plan.Desired))
-	for node, nd := range plan.Desired {
-		recs[node] = store.DesiredRecord{Node: node, Instances: nd.Instances,
-			ConfigMaps: nd.ConfigMaps, Secrets: nd.Secrets, PublishedAt: now}
-	}
-	storeStart := time.Now()
-	gens, err := c.store.PutDesiredBatch(recs)
-	c.metrics.storeWrite.Observe(time.Since(storeStart).Seconds())
+// commitDecision records a stored decision in the working state (desired
+// states with their generations, forgotten nodes) and in the decider, and
+// returns the messages to publish: new revisions first, then config
+// objects, the desired states, and the config topics to clear.
+func (c *Controller) commitDecision(d decider.Decision, gens map[string]uint64) ([]mqttclient.Message, error) {
+	revMsgs, err := c.newRevisions(d.Desired)
 	if err != nil {
 		return nil, err
 	}
-	revMsgs, err := c.newRevisions(plan.Desired)
-	if err != nil {
-		return nil, err
-	}
-	msgs := revMsgs
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for _, node := range d.Forget {
+		delete(c.state.current, node)
+		delete(c.state.observed, node)
+		delete(c.state.deletedNodes, node)
+		c.state.topics.dirty = true
+		c.decider.Forget(node)
+	}
+	if len(d.Desired) == 0 && !c.state.topics.dirty {
+		return nil, nil
+	}
+	committed := make(map[string]reconcile.NodeDesired, len(d.Desired))
 	var desired []mqttclient.Message
-	for node, nd := range plan.Desired {
+	for _, node := range sortedKeys(d.Desired) {
+		nd := d.Desired[node]
 		nd.Generation = gens[node]
-		c.state.current[node] = nd
+		committed[node] = nd
 		m := desiredMessage(node, nd)
 		if !deliverable(m) {
 			c.desiredTooLarge(node, nd, m)
@@ -217,10 +261,11 @@ func (c *Controller) applyDesired(now time.Time, plan reconcile.Output) ([]mqttc
 		}
 		desired = append(desired, m)
 	}
+	c.commitLocked(committed)
 	// Config objects go before the desired states that reference them;
 	// the topics nobody references any more are cleared after them.
 	publish, clear := c.configTopicsLocked()
-	msgs = append(msgs, publish...)
+	msgs := append(revMsgs, publish...)
 	msgs = append(msgs, desired...)
 	return append(msgs, clear...), nil
 }
@@ -239,10 +284,10 @@ func (c *Controller) newRevisions(desired map[string]reconcile.NodeDesired) ([]m
 	}
 	c.mu.Unlock()
 	var msgs []mqttclient.Message
-	for hash, ds := range need {
-		rev, err := c.store.GetRevision(ds, hash)
+	for _, hash := range sortedKeys(need) {
+		rev, err := c.store.GetRevision(need[hash], hash)
 		if err != nil {
-			return nil, fmt.Errorf("load revision %s of %s: %w", hash, ds, err)
+			return nil, fmt.Errorf("load revision %s of %s: %w", hash, need[hash], err)
 		}
 		wire := rev.Wire()
 		c.mu.Lock()
@@ -253,43 +298,27 @@ func (c *Controller) newRevisions(desired map[string]reconcile.NodeDesired) ([]m
 	return msgs, nil
 }
 
-// clearsDeletedNodes reports whether the plan publishes the empty desired
-// state of a node the operator deleted.
-func (c *Controller) clearsDeletedNodes(plan reconcile.Output) bool {
+// clearsDeletedNodes reports whether the decision publishes the empty
+// desired state of a node the operator deleted.
+func (c *Controller) clearsDeletedNodes(d decider.Decision) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for node := range c.state.deletedNodes {
-		if _, ok := plan.Desired[node]; ok {
+		if _, ok := d.Desired[node]; ok {
 			return true
 		}
 	}
 	return false
 }
 
-// forget drops deleted nodes whose empty desired state was published.
-func (c *Controller) forget(nodes []string) error {
-	for _, node := range nodes {
-		if err := c.store.DeleteDesired(node); err != nil {
-			return err
-		}
-		c.mu.Lock()
-		delete(c.state.current, node)
-		delete(c.state.observed, node)
-		delete(c.state.deletedNodes, node)
-		c.state.topics.dirty = true
-		c.mu.Unlock()
-	}
-	return nil
-}
-
 // summariseAbove is the number of changes of one kind and daemonset past
 // which one summary event replaces per-node events.
 const summariseAbove = 10
 
-// recordChanges turns the plan's changes into events, one per node for
+// recordChanges turns the decision's changes into events, one per node for
 // small changes and one summary per daemonset for fleet-wide ones.
-func (c *Controller) recordChanges(plan reconcile.Output) {
-	for _, group := range [][]reconcile.Change{plan.Scheduled, plan.Updated, plan.Unscheduled, plan.Evicted} {
+func (c *Controller) recordChanges(d decider.Decision) {
+	for _, group := range [][]reconcile.Change{d.Scheduled, d.Updated, d.Unscheduled, d.Evicted} {
 		byDS := map[string][]reconcile.Change{}
 		for _, ch := range group {
 			byDS[ch.DaemonSet] = append(byDS[ch.DaemonSet], ch)
@@ -322,17 +351,16 @@ func (c *Controller) recordDaemonSetChanges(ds string, changes []reconcile.Chang
 	}
 }
 
-// setStatus records every daemonset's status.
-func (c *Controller) setStatus(d decision) {
+// setStatus records every daemonset's status as of the last decision.
+func (c *Controller) setStatus() {
+	decided := c.decider.Status()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	status := make(map[string]dsStatus, len(d.Plan.Status))
-	for key, st := range d.Plan.Status {
-		status[key] = dsStatus{DaemonSetStatus: st, Rollout: d.Rollouts[key].Status}
+	status := make(map[string]dsStatus, len(decided))
+	for key, st := range decided {
+		status[key] = dsStatus{DaemonSetStatus: st.DaemonSetStatus, Rollout: st.Rollout}
 	}
 	c.state.status = status
-	online, known := c.registry.Counts()
-	c.metrics.setFleet(online, known-online, status, c.state.observed)
 }
 
 // flushNodesLoop stores the announcements and presence of nodes that

@@ -9,18 +9,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/edgeset/edgeset/controller/api"
-	"github.com/edgeset/edgeset/schema"
 )
 
 // metrics are the controller's Prometheus metrics, on its own registry.
 type metrics struct {
 	reg *prometheus.Registry
 
-	nodes            *prometheus.GaugeVec
-	daemonsets       prometheus.Gauge
-	instances        *prometheus.GaugeVec
 	passDuration     prometheus.Histogram
 	passChanged      prometheus.Histogram
+	passPlaced       prometheus.Histogram
+	fullPasses       prometheus.Counter
 	storeWrite       prometheus.Histogram
 	messagesIn       prometheus.Counter
 	messagesRejected prometheus.Counter
@@ -50,13 +48,15 @@ type metrics struct {
 func newMetrics() *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	f := factory{m.reg}
-	m.nodes = f.gaugeVec("edgeset_nodes", "Known nodes by presence.", "state")
-	m.daemonsets = f.gauge("edgeset_daemonsets", "Declared daemonsets.")
-	m.instances = f.gaugeVec("edgeset_instances", "Instances reported by agents, by phase.", "phase")
 	m.passDuration = f.histogram("edgeset_reconcile_duration_seconds", "Duration of a reconcile pass (decide, store, publish).",
 		prometheus.ExponentialBuckets(0.001, 2, 14))
 	m.passChanged = f.histogram("edgeset_reconcile_changed_nodes", "Nodes whose desired state changed in a pass.",
 		prometheus.ExponentialBuckets(1, 4, 9))
+	m.passPlaced = f.histogram("edgeset_reconcile_placed_nodes",
+		"Nodes a pass placed and assembled: those an event touched, or every node in a full pass.",
+		prometheus.ExponentialBuckets(1, 4, 10))
+	m.fullPasses = f.counter("edgeset_reconcile_full_passes_total",
+		"Reconcile passes that decided every node and daemonset from scratch (start, full-pass-interval, after a failed store write).")
 	m.storeWrite = f.histogram("edgeset_store_write_duration_seconds", "Duration of durable store writes of a pass.",
 		prometheus.ExponentialBuckets(0.0005, 2, 14))
 	m.messagesIn = f.counter("edgeset_mqtt_messages_in_total", "MQTT messages received from the fleet.")
@@ -119,6 +119,7 @@ func (o apiObserver) AcceptFailed()             { o.m.apiAcceptErrors.Inc() }
 // (wake-ups coalesce into at most one) and, with an external broker, the
 // messages waiting in the client's coalescing inbox.
 func (m *metrics) addQueueGauges(c *Controller) {
+	m.reg.MustRegister(newFleetCollector(c))
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "edgeset_reconcile_pending", Help: "1 while a reconcile pass is requested and not yet started.",
 	}, func() float64 { return float64(len(c.kick)) }))
@@ -137,25 +138,55 @@ func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
-func (m *metrics) observePass(d time.Duration, changed int) {
+// observePass records one reconcile pass: its duration, the nodes whose
+// desired state changed, the nodes it placed, and whether it was full.
+func (m *metrics) observePass(d time.Duration, changed, placed int, full bool) {
 	m.passDuration.Observe(d.Seconds())
 	m.passChanged.Observe(float64(changed))
+	m.passPlaced.Observe(float64(placed))
+	if full {
+		m.fullPasses.Inc()
+	}
 }
 
-// setFleet refreshes the gauges from the latest pass.
-func (m *metrics) setFleet(online, offline int, status map[string]dsStatus, observed map[string]schema.ObservedState) {
-	m.nodes.WithLabelValues("online").Set(float64(online))
-	m.nodes.WithLabelValues("offline").Set(float64(offline))
-	m.daemonsets.Set(float64(len(status)))
+// fleetCollector reports the fleet's gauges (nodes by presence,
+// daemonsets, instances by phase) when scraped, from the working state:
+// a reconcile pass then costs nothing per node for them.
+type fleetCollector struct {
+	c                            *Controller
+	nodes, daemonsets, instances *prometheus.Desc
+}
+
+func newFleetCollector(c *Controller) fleetCollector {
+	return fleetCollector{c: c,
+		nodes:      prometheus.NewDesc("edgeset_nodes", "Known nodes by presence.", []string{"state"}, nil),
+		daemonsets: prometheus.NewDesc("edgeset_daemonsets", "Declared daemonsets.", nil, nil),
+		instances:  prometheus.NewDesc("edgeset_instances", "Instances reported by agents, by phase.", []string{"phase"}, nil),
+	}
+}
+
+func (f fleetCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- f.nodes
+	ch <- f.daemonsets
+	ch <- f.instances
+}
+
+func (f fleetCollector) Collect(ch chan<- prometheus.Metric) {
+	online, known := f.c.registry.Counts()
+	ch <- prometheus.MustNewConstMetric(f.nodes, prometheus.GaugeValue, float64(online), "online")
+	ch <- prometheus.MustNewConstMetric(f.nodes, prometheus.GaugeValue, float64(known-online), "offline")
+	f.c.mu.Lock()
+	daemonsets := len(f.c.state.status)
 	phases := map[string]int{}
-	for _, obs := range observed {
+	for _, obs := range f.c.state.observed {
 		for _, in := range obs.Instances {
 			phases[in.Phase]++
 		}
 	}
-	m.instances.Reset()
+	f.c.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(f.daemonsets, prometheus.GaugeValue, float64(daemonsets))
 	for phase, n := range phases {
-		m.instances.WithLabelValues(phase).Set(float64(n))
+		ch <- prometheus.MustNewConstMetric(f.instances, prometheus.GaugeValue, float64(n), phase)
 	}
 }
 

@@ -57,6 +57,7 @@ func (c *Controller) updateNodeLocked(name string, patch api.NodePatch) error {
 		return err
 	}
 	c.registry.SetOverrides(name, overridesFromStore(o), o.UpdatedAt)
+	c.markNode(name)
 	return nil
 }
 

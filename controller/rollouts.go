@@ -85,6 +85,7 @@ func (c *Controller) setRolloutState(e *dsEntry, action string) error {
 	}
 	c.mu.Lock()
 	e.rollout = st
+	c.state.markDaemonSetLocked(e.rec.Key())
 	c.mu.Unlock()
 	c.events.add(dsObject(e.rec.Key()), schema.EventNormal, "Rollout"+titleCase(action), "rollout "+action+" by the operator")
 	return nil
@@ -163,40 +164,29 @@ func (c *Controller) retry(e *dsEntry) error {
 	return c.reapply(&ds, fmt.Sprintf("rollout retry of revision %d", rev.Number), applyRequest{keepSource: true, retry: true})
 }
 
-// storeRollback records an automatic rollback in one transaction: the
-// rollout state; the daemonset's template and current revision become
-// those of the revision rolled back to, so that the live object shows what
-// runs (and a diff of the rejected manifest shows the difference); and the
-// rejected revision with why.
-func (c *Controller) storeRollback(key string, st rollout.State, now time.Time) error {
-	var rec store.DaemonSetRecord
-	err := c.store.Update(false, func(tx *store.Txn) error {
-		if err := tx.PutRollout(key, st); err != nil {
-			return err
-		}
-		to, err := tx.GetRevision(key, st.Target)
-		if err != nil {
-			return err
-		}
-		rejected := store.RejectedRevision{Hash: st.RolledBackFrom, Reason: st.RollbackReason, Time: now}
-		if bad, err := tx.GetRevision(key, st.RolledBackFrom); err == nil {
-			rejected.Number = bad.Number
-		}
-		rec, err = tx.RollBack(key, liveTemplate(to.Template), to.Hash, rejected, now)
-		return err
-	})
+// rollbackTxn records an automatic rollback within the transaction of
+// the decision that made it: the rollout state; the daemonset's template
+// and current revision become those of the revision rolled back to, so
+// that the live object shows what runs (and a diff of the rejected
+// manifest shows the difference); and the rejected revision with why. It
+// returns the daemonset's new record.
+func rollbackTxn(tx *store.Txn, key string, st rollout.State, now time.Time) (store.DaemonSetRecord, error) {
+	if err := tx.PutRollout(key, st); err != nil {
+		return store.DaemonSetRecord{}, err
+	}
+	to, err := tx.GetRevision(key, st.Target)
 	if err != nil {
-		return fmt.Errorf("record rollback of daemonset %s: %w", key, err)
+		return store.DaemonSetRecord{}, fmt.Errorf("record rollback of daemonset %s: %w", key, err)
 	}
-	if err := c.remember(rec); err != nil {
-		return err
+	rejected := store.RejectedRevision{Hash: st.RolledBackFrom, Reason: st.RollbackReason, Time: now}
+	if bad, err := tx.GetRevision(key, st.RolledBackFrom); err == nil {
+		rejected.Number = bad.Number
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.state.daemonsets[key]; ok {
-		e.rollout = st
+	rec, err := tx.RollBack(key, liveTemplate(to.Template), to.Hash, rejected, now)
+	if err != nil {
+		return store.DaemonSetRecord{}, fmt.Errorf("record rollback of daemonset %s: %w", key, err)
 	}
-	return nil
+	return rec, nil
 }
 
 // rejectedMessage tells an operator who applies a rejected template again
@@ -328,6 +318,7 @@ func (c *Controller) DeleteInstance(ctx context.Context, key, node string) error
 	c.mu.Lock()
 	c.state.current[node] = reconcile.NodeDesired{Generation: rec.Generation, Instances: kept,
 		ConfigMaps: cur.ConfigMaps, Secrets: cur.Secrets}
+	c.state.markNodeLocked(node)
 	c.mu.Unlock()
 	c.events.add(dsObject(key), schema.EventNormal, "InstanceDeleted", "instance on node "+node+" deleted by the operator")
 	c.wake()

@@ -40,6 +40,8 @@ type fleetState struct {
 	// state that is merely unknown to the registry (a restarted controller
 	// that has not heard from it yet) keeps its desired state untouched.
 	deletedNodes map[string]bool
+	// work marks what changed since the last reconcile pass (work.go).
+	work work
 }
 
 // dsEntry is a daemonset with what the controller derived from it.
@@ -75,6 +77,7 @@ func loadFleetState(st *store.Store, reg *registry.Registry, grace time.Duration
 		secrets:      map[string]store.SecretRecord{},
 		revisionRefs: map[string]schema.ConfigRefs{},
 		topics:       newConfigTopics(),
+		work:         newWork(),
 	}
 	steps := []func(*store.Store, *registry.Registry, time.Duration) error{
 		fs.loadDaemonSets, fs.loadConfigs, fs.loadDesired, fs.loadNodes,
@@ -168,41 +171,4 @@ func (fs *fleetState) loadNodes(st *store.Store, reg *registry.Registry, _ time.
 
 func overridesFromStore(o store.NodeOverrides) registry.Overrides {
 	return registry.Overrides{Labels: o.Labels, Taints: o.Taints, RemovedTaints: o.RemovedTaints, Unschedulable: o.Unschedulable}
-}
-
-// plannableLocked is the part of the current desired states a pass may
-// change: that of registered nodes and of nodes the operator deleted.
-func (c *Controller) plannableLocked(nodes []schema.Node) map[string]reconcile.NodeDesired {
-	out := make(map[string]reconcile.NodeDesired, len(nodes)+len(c.state.deletedNodes))
-	for _, n := range nodes {
-		if d, ok := c.state.current[n.Name]; ok {
-			out[n.Name] = d
-		}
-	}
-	for node := range c.state.deletedNodes {
-		if d, ok := c.state.current[node]; ok {
-			out[node] = d
-		}
-	}
-	return out
-}
-
-// snapshotLocked captures what a reconcile pass decides on.
-func (c *Controller) snapshotLocked(now time.Time) snapshot {
-	nodes, changeAt := c.registry.Snapshot(now, c.cfg.NodeOfflineGrace)
-	s := snapshot{
-		Now: now, Nodes: nodes, NodesChangeAt: changeAt,
-		Current:  c.plannableLocked(nodes),
-		Observed: c.state.observed,
-		Configs:  c.configsLocked(),
-	}
-	s.Online, s.OfflineSince = c.registry.Presence()
-	for key, e := range c.state.daemonsets {
-		s.DaemonSets = append(s.DaemonSets, dsSnapshot{
-			Key: key, Policy: e.policy, Revision: e.rec.CurrentRevision,
-			MinReadySeconds: e.rec.DaemonSet.Spec.MinReadySeconds,
-			Strategy:        e.strategy, Rollout: e.rollout, Orphan: e.orphan(),
-		})
-	}
-	return s
 }

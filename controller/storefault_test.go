@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/controller/decider"
 	"github.com/edgeset/edgeset/controller/rollout"
 	"github.com/edgeset/edgeset/controller/store"
 	"github.com/edgeset/edgeset/schema"
@@ -82,7 +83,7 @@ func TestFlushNodesKeepsDirtyOnFailure(t *testing.T) {
 	for i := range 3 {
 		name := fmt.Sprintf("n%d", i)
 		c.registry.ApplyStatus(schema.NodeStatus{Node: name}, time.Now())
-		c.markNodeDirty(name)
+		c.markNodeChanged(name)
 	}
 	c.store.FailWrites(func() error { return errDiskFull })
 	c.flushNodes()
@@ -312,8 +313,6 @@ func TestStoreRolloutAllOrNothing(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.ApplyManifests(ctx, "ds.yaml", []byte(dsYAML("one", "one:2")), api.ApplyOptions{})
 	require.NoError(t, err)
-	rec, err := c.store.GetDaemonSet("files/one")
-	require.NoError(t, err)
 	rev1, err := c.store.ListRevisions("files/one")
 	require.NoError(t, err)
 	require.Len(t, rev1, 2)
@@ -331,7 +330,9 @@ func TestStoreRolloutAllOrNothing(t *testing.T) {
 	before, err := state()
 	require.NoError(t, err)
 	allOrNothing(t, c, func() error {
-		return c.storeRollout(dsSnapshot{Key: "files/one", Revision: rec.CurrentRevision}, back, time.Now())
+		_, _, err := c.storeDecision(time.Now(), decider.Decision{
+			Rollouts: map[string]rollout.Delta{"files/one": {State: back, StateChanged: true}}})
+		return err
 	}, func() error {
 		if now, err := state(); err != nil || now != before {
 			return fmt.Errorf("store holds %s (%v), want %s", now, err, before)

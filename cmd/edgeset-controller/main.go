@@ -104,6 +104,7 @@ func addFlags(f *pflag.FlagSet) {
 	f.Duration("api-auth-log-interval", controller.DefaultAPIAuthLogInterval, "API: at most one log line about failed authentications per source and interval, and one about refused connections")
 	f.Duration("node-offline-grace", controller.DefaultNodeOfflineGrace, "how long a node may be disconnected before it is tainted unreachable")
 	f.Int("republish-rate", controller.DefaultRepublishRate, "desired-state messages per second when republishing the fleet")
+	f.Duration("full-pass-interval", controller.DefaultFullPassInterval, "how often a reconcile pass decides every node and daemonset from scratch (safety net under incremental passes)")
 	f.Int("max-events", controller.DefaultMaxEvents, "events kept in the store")
 	f.Int("max-events-per-node", 0, "events caused by one node kept in the store; its newest evicts its oldest (0: a tenth of --max-events)")
 	f.Int("max-node-events", 0, "events caused by nodes kept in the store, all nodes together; past it the oldest node-caused event is trimmed, never the controller's own (0: half of --max-events)")

@@ -247,6 +247,21 @@ func (r *Registry) Snapshot(now time.Time, grace time.Duration) ([]schema.Node, 
 	return nodes, next
 }
 
+// Node returns the effective model of one registered node (see Snapshot,
+// whose cache it shares: the node is read-only) and when it next changes
+// by itself; ok is false for a node that is unknown or has not announced
+// a status.
+func (r *Registry) Node(name string, now time.Time, grace time.Duration) (node schema.Node, changeAt time.Time, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec, found := r.nodes[name]
+	if !found || rec.in.Status == nil {
+		return schema.Node{}, time.Time{}, false
+	}
+	node, changeAt = rec.effective(now, grace)
+	return node, changeAt, true
+}
+
 // States returns the presence summary of every known node, sorted by name.
 func (r *Registry) States() []NodeState {
 	r.mu.Lock()

@@ -70,21 +70,10 @@ func (t *Txn) PutDesired(node string, rec DesiredRecord) (DesiredRecord, error) 
 // none, with the generation rules of PutDesired, and returns the generation
 // stored for each node.
 func (s *Store) PutDesiredBatch(recs map[string]DesiredRecord) (map[string]uint64, error) {
-	gens := make(map[string]uint64, len(recs))
-	err := s.update(func(tx *bbolt.Tx) error {
-		w, err := newDesiredWriter(tx)
-		if err != nil {
-			return err
-		}
-		// Sorted keys: deterministic and cheaper for the B+tree.
-		for _, node := range slices.Sorted(maps.Keys(recs)) {
-			stored, err := w.put(node, recs[node])
-			if err != nil {
-				return err
-			}
-			gens[node] = stored.Generation
-		}
-		return nil
+	var gens map[string]uint64
+	err := s.update(func(tx *bbolt.Tx) (err error) {
+		gens, err = (&Txn{tx: tx}).PutDesiredBatch(recs)
+		return err
 	})
 	if err != nil {
 		return nil, s.wrap(err, "put desired state of %d nodes", len(recs))
@@ -174,6 +163,26 @@ func (s *Store) ListDesired() ([]DesiredRecord, error) {
 	})
 	return recs, s.wrap(err, "list desired states")
 }
+
+// PutDesiredBatch is Store.PutDesiredBatch within the transaction.
+func (t *Txn) PutDesiredBatch(recs map[string]DesiredRecord) (map[string]uint64, error) {
+	gens := make(map[string]uint64, len(recs))
+	w, err := newDesiredWriter(t.tx)
+	if err != nil {
+		return nil, err
+	}
+	for _, node := range slices.Sorted(maps.Keys(recs)) {
+		stored, err := w.put(node, recs[node])
+		if err != nil {
+			return nil, err
+		}
+		gens[node] = stored.Generation
+	}
+	return gens, nil
+}
+
+// DeleteDesired is Store.DeleteDesired within the transaction.
+func (t *Txn) DeleteDesired(node string) error { return deleteKey(t.tx, bucketDesired, node) }
 
 // DeleteDesired removes the node's desired record but keeps its generation
 // high-water mark, so a node that comes back continues above it. An absent

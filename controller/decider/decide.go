@@ -1,0 +1,326 @@
+package decider
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/edgeset/edgeset/controller/reconcile"
+	"github.com/edgeset/edgeset/controller/rollout"
+	"github.com/edgeset/edgeset/schema"
+)
+
+// Decision is what one Decide decided.
+type Decision struct {
+	// Desired holds the nodes whose desired state changes, each with the
+	// generation of its current state plus one (the store assigns the
+	// real one: see Commit).
+	Desired map[string]reconcile.NodeDesired
+	// Forget lists deleted nodes whose empty desired state was published.
+	Forget []string
+	// The changes, for events (see reconcile.Output).
+	Scheduled, Updated, Unscheduled, Evicted []reconcile.Change
+	// Rollouts holds the step of every daemonset whose rollout was
+	// stepped; the others are unchanged.
+	Rollouts map[string]rollout.Delta
+	// RequeueAt is the earliest instant at which the clock alone changes a
+	// decision (now itself when a rollout asks to be stepped again at
+	// once); zero if none.
+	RequeueAt time.Time
+	// Placed counts the nodes placed and assembled; Full tells a decision
+	// over every node from scratch.
+	Placed int
+	Full   bool
+}
+
+// Decide decides at now over the inputs set so far and returns what
+// changes. The decider assumes the decision is applied: Commit then tells
+// it the generations the store assigned, and Forget the nodes dropped.
+//
+// Stage three places a node again rather than keeping every node's
+// placement from stage one: a placement is a few microseconds to compute
+// and kilobytes to keep, and a change of one daemonset places every node.
+func (d *Decider) Decide(now time.Time) Decision {
+	out := Decision{Desired: map[string]reconcile.NodeDesired{}, Rollouts: map[string]rollout.Delta{}, Full: d.full}
+	d.Due(now)
+	d.now = now
+	d.newPlanner(now)
+	todo := d.todo()
+	assemble := make(map[string]bool, len(todo))
+	for _, name := range todo {
+		if n := d.nodes[name]; n.Model != nil {
+			d.place(n)
+			assemble[name] = true
+		} else {
+			d.unplace(n)
+		}
+	}
+	d.stepRollouts(now, &out, assemble)
+	for name := range assemble {
+		d.assemble(d.nodes[name], &out)
+	}
+	for _, name := range todo {
+		if n := d.nodes[name]; n != nil && n.Model == nil {
+			d.deleted(n, &out)
+		}
+	}
+	out.Placed = len(assemble)
+	clear(d.dirty)
+	d.full, d.replace = false, false
+	out.RequeueAt = d.requeueAt()
+	sortChanges(&out)
+	return out
+}
+
+// newPlanner compiles the planner over the daemonsets as they are now.
+func (d *Decider) newPlanner(now time.Time) {
+	states := make([]reconcile.DaemonSetState, 0, len(d.ds))
+	for _, ds := range d.ds {
+		st := reconcile.DaemonSetState{Key: ds.Key, CurrentRevision: ds.Revision, MinReadySeconds: ds.MinReadySeconds, Orphan: ds.Orphan}
+		if !ds.Orphan {
+			st.Policy = ds.Policy
+		}
+		states = append(states, st)
+	}
+	d.planner = reconcile.NewPlanner(now, states, d.configs)
+	d.plannerK = d.plannerK[:0]
+	for _, st := range d.planner.DaemonSets() {
+		d.plannerK = append(d.plannerK, d.ds[st.Key].slot)
+	}
+}
+
+// todo lists the nodes this decision places: every node after a change
+// that concerns them all, the dirty ones otherwise.
+func (d *Decider) todo() []string {
+	if d.full || d.replace {
+		return keys(d.nodes)
+	}
+	out := make([]string, 0, len(d.dirty))
+	for name := range d.dirty {
+		if _, ok := d.nodes[name]; ok {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// place runs stage one for a registered node and tells every daemonset's
+// tracker whether the node is one of its nodes, with its facts.
+func (d *Decider) place(n *node) {
+	pl := &d.scratch
+	d.planner.Place(n.Model, n.Current, pl)
+	d.grow(n)
+	for k, slot := range d.plannerK {
+		ds := d.slots[slot]
+		if ds.tracker == nil {
+			continue
+		}
+		switch p := &pl.DaemonSets[k]; {
+		case p.Runs:
+			ds.tracker.Set(rolloutNode(n, ds.Key, p.Have))
+			n.member[slot] = true
+		case n.member[slot]:
+			ds.tracker.Remove(n.Name)
+			n.member[slot] = false
+		default:
+			continue
+		}
+		ds.step = true
+	}
+}
+
+// grow sizes a node's per-slot tables for the daemonsets there are.
+func (d *Decider) grow(n *node) {
+	for len(n.bits) < len(d.slots) {
+		n.bits = append(n.bits, 0)
+		n.member = append(n.member, false)
+	}
+}
+
+// rolloutNode describes node n for the rollout of daemonset key, given the
+// instances of it n was last asked to run.
+func rolloutNode(n *node, key string, have []schema.DesiredInstance) rollout.Node {
+	rn := rollout.Node{Name: n.Name, Online: n.Online}
+	if !n.Online {
+		rn.OfflineSince = n.OfflineSince
+	}
+	for _, in := range have {
+		rn.Assigned = append(rn.Assigned, in.Revision)
+	}
+	slices.Sort(rn.Assigned)
+	for _, obs := range n.Observed {
+		if obs.DaemonSet != key {
+			continue
+		}
+		inst := rollout.Instance{Revision: obs.Revision, Ready: obs.Ready, Phase: obs.Phase, Message: obs.Message}
+		if obs.ReadySince != nil {
+			inst.ReadySince = *obs.ReadySince
+		}
+		rn.Observed = append(rn.Observed, inst)
+	}
+	return rn
+}
+
+// stepRollouts runs stage two: the rollout step of every daemonset whose
+// nodes, strategy or state changed, or whose instant has come. Nodes a
+// step moves are assembled too.
+func (d *Decider) stepRollouts(now time.Time, out *Decision, assemble map[string]bool) {
+	for _, ds := range d.ds {
+		if ds.tracker == nil {
+			continue
+		}
+		if d.full {
+			ds.tracker.SetState(ds.tracker.State()) // step over every node
+		}
+		if !d.full && !ds.step && (ds.due.IsZero() || ds.due.After(now)) {
+			continue
+		}
+		delta := ds.tracker.Step(now)
+		// A step that changed the state may change it again at the next
+		// one without any new input (an instance that failed its deadline
+		// while available recovers): a full pass, which steps every
+		// rollout, would; so does this one.
+		ds.last, ds.due, ds.step = delta, delta.RequeueAt, delta.StateChanged
+		out.Rollouts[ds.Key] = delta
+		for name := range delta.Assign {
+			if n, ok := d.nodes[name]; ok && n.Model != nil {
+				assemble[name] = true
+			}
+		}
+	}
+}
+
+// assemble runs stage three for one node: its desired state, the changes,
+// its status contributions and when the clock next changes it.
+func (d *Decider) assemble(n *node, out *Decision) {
+	pl, res := &d.scratch, &d.result
+	d.planner.Place(n.Model, n.Current, pl)
+	revs := func(k int) []string {
+		ds := d.slots[d.plannerK[k]]
+		if a, ok := out.Rollouts[ds.Key].Assign[n.Name]; ok {
+			return a
+		}
+		if have := pl.DaemonSets[k].Have; len(have) > 0 {
+			revs := make([]string, len(have))
+			for i, in := range have {
+				revs[i] = in.Revision
+			}
+			return revs
+		}
+		return []string{ds.tracker.State().Target}
+	}
+	d.planner.Assemble(pl, n.HasCurrent, revs, n.Observed, n.Online, res)
+	for k, slot := range d.plannerK {
+		ds := d.slots[slot]
+		ds.status.Sub(n.bits[slot])
+		n.bits[slot] = res.Status[k]
+		ds.status.Add(n.bits[slot])
+	}
+	if res.Changed {
+		out.Desired[n.Name] = res.Desired
+	}
+	out.Scheduled = append(out.Scheduled, res.Scheduled...)
+	out.Updated = append(out.Updated, res.Updated...)
+	out.Unscheduled = append(out.Unscheduled, res.Unscheduled...)
+	out.Evicted = append(out.Evicted, res.Evicted...)
+	d.schedule(n, earliestAfter(d.now, res.RequeueAt, n.ModelChangeAt))
+}
+
+// unplace takes a node that is not registered out of every daemonset's
+// status and rollout: it contributes nothing, as a node a full pass does
+// not place.
+func (d *Decider) unplace(n *node) {
+	d.schedule(n, time.Time{})
+	for slot, b := range n.bits {
+		if ds := d.slots[slot]; ds != nil {
+			ds.status.Sub(b)
+		}
+		n.bits[slot] = 0
+	}
+	for slot, in := range n.member {
+		if ds := d.slots[slot]; in && ds != nil && ds.tracker != nil {
+			ds.tracker.Remove(n.Name)
+			ds.step = true
+		}
+		n.member[slot] = false
+	}
+}
+
+// deleted handles a node that is not registered: a deleted one gets its
+// empty desired state once, then is forgotten; one merely unknown keeps
+// its state untouched.
+func (d *Decider) deleted(n *node, out *Decision) {
+	if !n.Deleted || !n.HasCurrent {
+		return
+	}
+	desired, publish, forget, changes := d.planner.Deleted(n.Name, n.Current)
+	switch {
+	case forget:
+		out.Forget = append(out.Forget, n.Name)
+	case publish:
+		out.Desired[n.Name] = desired
+		out.Unscheduled = append(out.Unscheduled, changes...)
+	}
+}
+
+// requeueAt is the earliest instant at which a node or a rollout changes
+// by the clock alone: after now for nodes, now itself for a rollout whose
+// last step changed its state (it is stepped again, see stepRollouts) or
+// that asks to be stepped again at once; zero if none.
+func (d *Decider) requeueAt() time.Time {
+	at := d.nextNode()
+	for _, ds := range d.ds {
+		if ds.tracker == nil {
+			continue
+		}
+		due := ds.due
+		if ds.step {
+			due = d.now
+		}
+		if !due.IsZero() && (at.IsZero() || due.Before(at)) {
+			at = due
+		}
+	}
+	return at
+}
+
+// earliestAfter returns the earliest of a and b that is after now; zero
+// if neither is.
+func earliestAfter(now time.Time, a, b time.Time) time.Time {
+	if !a.After(now) {
+		a = time.Time{}
+	}
+	if !b.After(now) {
+		b = time.Time{}
+	}
+	switch {
+	case a.IsZero():
+		return b
+	case b.IsZero() || a.Before(b):
+		return a
+	}
+	return b
+}
+
+// sortChanges orders every change list by node, then daemonset, so a
+// decision does not depend on map order.
+func sortChanges(out *Decision) {
+	by := func(a, b reconcile.Change) int {
+		if c := strings.Compare(a.Node, b.Node); c != 0 {
+			return c
+		}
+		return strings.Compare(a.DaemonSet, b.DaemonSet)
+	}
+	for _, cs := range []*[]reconcile.Change{&out.Scheduled, &out.Updated, &out.Unscheduled, &out.Evicted} {
+		slices.SortStableFunc(*cs, by)
+	}
+	slices.Sort(out.Forget)
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

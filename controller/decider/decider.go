@@ -1,0 +1,335 @@
+// Package decider decides every node's desired state and every daemonset's
+// rollout, incrementally: it keeps what its last decision was built on
+// (each node's placement facts and status contribution, each daemonset's
+// rollout tracker, when the clock alone changes something) and a decision
+// recomputes only what the inputs set since the last one can change.
+//
+//   - A node's facts (model, presence, observed state, published state):
+//     that node against every daemonset.
+//   - A daemonset's placement or template: that daemonset against every
+//     node. Its rollout strategy or state alone: its rollout step only.
+//   - The clock reaching an instant a decision named (a toleration or an
+//     offline grace running out, an instance becoming available, a
+//     progress deadline): the nodes or daemonsets it concerns.
+//
+// Each decision runs three pure stages, each once per node it touches:
+// place (reconcile.Planner.Place), rollout step (rollout.Tracker.Step, over
+// the daemonset's nodes), assemble (reconcile.Planner.Assemble). MarkAll
+// makes the next decision a full one over every node and daemonset: the
+// level-triggered safety net the controller runs periodically. Whatever
+// the inputs, an incremental decision equals the full one (the property
+// test holds the two side by side).
+//
+// The Decider does no I/O and reads no clock; it is not safe for
+// concurrent use: one goroutine (the controller's reconcile loop) owns it.
+package decider
+
+import (
+	"maps"
+	"time"
+
+	"github.com/edgeset/edgeset/controller/reconcile"
+	"github.com/edgeset/edgeset/controller/rollout"
+	"github.com/edgeset/edgeset/schema"
+)
+
+// DaemonSet is one daemonset as the decider sees it.
+type DaemonSet struct {
+	// Key is "namespace/name".
+	Key string
+	// Policy decides placement; a new Policy value (another pointer) is a
+	// changed placement. Unused for an orphan.
+	Policy reconcile.Placer
+	// Revision is the hash of the current template.
+	Revision        string
+	MinReadySeconds int32
+	Strategy        rollout.Strategy
+	// Rollout is the persisted rollout state. SetDaemonSet takes it only
+	// when it differs from the tracker's (an operator's pause, a stored
+	// rollback): the decider's own decisions carry it otherwise.
+	Rollout rollout.State
+	// Orphan marks a daemonset deleted without cascading: its instances
+	// stay as they are.
+	Orphan bool
+}
+
+// Node is what the decider needs of one node.
+type Node struct {
+	Name string
+	// Model is the effective node (registry.Effective); nil for a node
+	// that is not registered: the operator deleted it, or the controller
+	// knows its published state but has not heard from it since it
+	// started. A deleted node (Deleted) gets an empty desired state once;
+	// an unregistered one keeps what it has, untouched.
+	Model *schema.Node
+	// ModelChangeAt is when Model changes by itself (an offline grace
+	// running out); zero if never.
+	ModelChangeAt time.Time
+	// Deleted marks a node the operator deleted.
+	Deleted      bool
+	Online       bool
+	OfflineSince time.Time
+	// Current is what was last published to the node; HasCurrent says
+	// whether anything was.
+	Current    reconcile.NodeDesired
+	HasCurrent bool
+	// Observed is what the node last reported it runs.
+	Observed []schema.InstanceStatus
+}
+
+// Decider holds the decision state of one fleet. Create it with New.
+type Decider struct {
+	ds      map[string]*daemonSet // by key
+	slots   []*daemonSet          // by slot; nil where free
+	nodes   map[string]*node
+	configs reconcile.Configs
+
+	dirty    map[string]bool // nodes to place and assemble again
+	replace  bool            // every node is dirty (a placement, template or config change)
+	full     bool            // MarkAll: every node and every rollout from scratch
+	requeue  requeueHeap
+	now      time.Time          // of the decision under way
+	planner  *reconcile.Planner // of the decision under way
+	plannerK []int              // slot of each of planner's daemonsets
+	scratch  reconcile.Placement
+	result   reconcile.NodeResult
+}
+
+// daemonSet is one daemonset's decision state.
+type daemonSet struct {
+	DaemonSet
+	slot    int
+	tracker *rollout.Tracker // nil for an orphan
+	// status sums every node's contribution (node.bits[slot]).
+	status reconcile.DaemonSetStatus
+	// last is the last rollout step's outcome; due is when the clock
+	// alone changes it (zero if never); step asks for a step next time.
+	last rollout.Delta
+	due  time.Time
+	step bool
+}
+
+// node is one node's decision state.
+type node struct {
+	Node
+	// bits is the node's contribution to each daemonset's status, by slot;
+	// member says, by slot, whether the node is one of the daemonset's
+	// rollout nodes (it runs the daemonset).
+	bits   []reconcile.StatusBits
+	member []bool
+	// next is when the clock alone changes the node's plan (zero if never).
+	next time.Time
+}
+
+// New returns an empty Decider.
+func New() *Decider {
+	return &Decider{ds: map[string]*daemonSet{}, nodes: map[string]*node{}, dirty: map[string]bool{}}
+}
+
+// SetDaemonSet adds or replaces a daemonset. A new placement, template,
+// minReadySeconds or orphan flag plans it against every node; a new
+// strategy or rollout state alone only steps its rollout.
+func (d *Decider) SetDaemonSet(in DaemonSet) {
+	ds, ok := d.ds[in.Key]
+	if !ok {
+		ds = &daemonSet{DaemonSet: in, slot: d.freeSlot()}
+		d.slots[ds.slot] = ds
+		d.ds[in.Key] = ds
+		if !in.Orphan {
+			ds.tracker = rollout.NewTracker(in.Strategy, in.Rollout.Retarget(in.Revision))
+		}
+		d.replace, ds.step = true, true
+		return
+	}
+	prev := ds.DaemonSet
+	ds.DaemonSet = in
+	if prev.Policy != in.Policy || prev.Revision != in.Revision || prev.MinReadySeconds != in.MinReadySeconds || prev.Orphan != in.Orphan {
+		d.replace = true
+	}
+	if in.Orphan {
+		d.setTracker(ds, nil)
+		return
+	}
+	if ds.tracker == nil {
+		d.setTracker(ds, rollout.NewTracker(in.Strategy, in.Rollout.Retarget(in.Revision)))
+		d.replace, ds.step = true, true
+		return
+	}
+	if !strategyEqual(prev.Strategy, in.Strategy) {
+		ds.tracker.SetStrategy(in.Strategy)
+		ds.step = true
+	}
+	st := ds.tracker.State()
+	if want := in.Rollout.Retarget(in.Revision); !stateEqual(st, want) {
+		ds.tracker.SetState(want)
+		ds.step = true
+	}
+}
+
+// setTracker replaces ds's tracker, which starts without nodes: every
+// node is placed again and joins the new one.
+func (d *Decider) setTracker(ds *daemonSet, t *rollout.Tracker) {
+	ds.tracker = t
+	for _, n := range d.nodes {
+		if ds.slot < len(n.member) {
+			n.member[ds.slot] = false
+		}
+	}
+	d.replace = true
+}
+
+// freeSlot returns an unused slot, growing the table when none is free.
+func (d *Decider) freeSlot() int {
+	for i, ds := range d.slots {
+		if ds == nil {
+			return i
+		}
+	}
+	d.slots = append(d.slots, nil)
+	return len(d.slots) - 1
+}
+
+// RemoveDaemonSet forgets a daemonset: its instances are removed from
+// every node (as reconcile removes those of a daemonset it is not given).
+func (d *Decider) RemoveDaemonSet(key string) {
+	ds, ok := d.ds[key]
+	if !ok {
+		return
+	}
+	delete(d.ds, key)
+	d.slots[ds.slot] = nil
+	for _, n := range d.nodes {
+		if ds.slot < len(n.bits) {
+			n.bits[ds.slot], n.member[ds.slot] = 0, false
+		}
+	}
+	d.replace = true
+}
+
+// SetNode replaces one node's facts. A node neither registered, deleted
+// nor published to is forgotten.
+func (d *Decider) SetNode(in Node) {
+	n, ok := d.nodes[in.Name]
+	if in.Model == nil && !in.HasCurrent {
+		if ok {
+			d.dropNode(n)
+		}
+		return
+	}
+	if !ok {
+		n = &node{}
+		d.nodes[in.Name] = n
+	}
+	n.Node = in
+	d.dirty[in.Name] = true
+}
+
+// Commit records what was published to node: the desired state of the
+// last decision with the generation the store assigned. The node is
+// planned again at the next decision, as a full pass would see it.
+func (d *Decider) Commit(name string, nd reconcile.NodeDesired) {
+	if n, ok := d.nodes[name]; ok {
+		n.Current, n.HasCurrent = nd, true
+		d.dirty[name] = true
+	}
+}
+
+// Forget drops a deleted node whose empty desired state was published.
+func (d *Decider) Forget(name string) {
+	if n, ok := d.nodes[name]; ok {
+		d.dropNode(n)
+	}
+}
+
+// dropNode removes n and its contributions.
+func (d *Decider) dropNode(n *node) {
+	for slot, b := range n.bits {
+		if ds := d.slots[slot]; ds != nil {
+			ds.status.Sub(b)
+		}
+	}
+	for slot, in := range n.member {
+		if ds := d.slots[slot]; in && ds != nil && ds.tracker != nil {
+			ds.tracker.Remove(n.Name)
+			ds.step = true
+		}
+	}
+	delete(d.nodes, n.Name)
+	delete(d.dirty, n.Name)
+}
+
+// SetConfigs replaces what resolves the config objects of desired states.
+// Any node may reference a changed object: every node is assembled again.
+func (d *Decider) SetConfigs(c reconcile.Configs) {
+	d.configs = c
+	d.replace = true
+}
+
+// MarkAll makes the next decision a full one: every node placed and
+// assembled, every rollout stepped over all its nodes.
+func (d *Decider) MarkAll() { d.full = true }
+
+// Nodes is how many nodes the decider holds.
+func (d *Decider) Nodes() int { return len(d.nodes) }
+
+// Pending reports whether inputs set since the last decision wait for one.
+func (d *Decider) Pending() bool {
+	if d.full || d.replace || len(d.dirty) > 0 {
+		return true
+	}
+	for _, ds := range d.ds {
+		if ds.step {
+			return true
+		}
+	}
+	return false
+}
+
+// Status is one daemonset's status: the Kubernetes counts and its rollout.
+type Status struct {
+	reconcile.DaemonSetStatus
+	Rollout rollout.Status
+}
+
+// Status returns the status of every daemonset that is not an orphan, as
+// of the last decision.
+func (d *Decider) Status() map[string]Status {
+	out := make(map[string]Status, len(d.ds))
+	for key, ds := range d.ds {
+		if ds.Orphan {
+			continue
+		}
+		st := ds.status
+		st.NumberUnavailable = max(st.DesiredNumberScheduled-st.NumberAvailable, 0)
+		out[key] = Status{DaemonSetStatus: st, Rollout: ds.last.Status}
+	}
+	return out
+}
+
+func strategyEqual(a, b rollout.Strategy) bool {
+	return a.OnDelete == b.OnDelete && a.MaxUnavailable == b.MaxUnavailable && a.MaxSurge == b.MaxSurge &&
+		a.MinReady == b.MinReady && a.OfflineGrace == b.OfflineGrace && a.ProgressDeadline == b.ProgressDeadline &&
+		ptrEqual(a.FailureThreshold, b.FailureThreshold) && a.AutoRollback == b.AutoRollback && a.Paused == b.Paused &&
+		ptrEqual(a.CanaryNodes, b.CanaryNodes) && a.CanaryAutoPromote == b.CanaryAutoPromote
+}
+
+func ptrEqual[T comparable](a, b *T) bool {
+	return a == b || a != nil && b != nil && *a == *b
+}
+
+// stateEqual compares rollout states; the maps grow with the fleet, so
+// lengths are compared first.
+func stateEqual(a, b rollout.State) bool {
+	if len(a.AssignedAt) != len(b.AssignedAt) || len(a.Failed) != len(b.Failed) ||
+		len(a.Pending) != len(b.Pending) || len(a.Away) != len(b.Away) {
+		return false
+	}
+	if a.Target != b.Target || a.Stable != b.Stable || a.Previous != b.Previous || a.Paused != b.Paused ||
+		a.PauseReason != b.PauseReason || a.OperatorPaused != b.OperatorPaused || a.RolledBackFrom != b.RolledBackFrom ||
+		a.RollbackReason != b.RollbackReason || a.CanaryPromoted != b.CanaryPromoted ||
+		!a.CanaryAvailableSince.Equal(b.CanaryAvailableSince) || a.Complete != b.Complete {
+		return false
+	}
+	return maps.EqualFunc(a.AssignedAt, b.AssignedAt, time.Time.Equal) && maps.Equal(a.Failed, b.Failed) &&
+		maps.Equal(a.Pending, b.Pending) && maps.Equal(a.Away, b.Away)
+}

@@ -1,0 +1,368 @@
+package decider
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgeset/edgeset/controller/placement"
+	"github.com/edgeset/edgeset/controller/reconcile"
+	"github.com/edgeset/edgeset/controller/rollout"
+	"github.com/edgeset/edgeset/schema"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func ptr[T any](v T) *T { return &v }
+
+// world models the controller around a Decider: the daemonsets and their
+// persisted rollout state, every node's facts, and agents that report
+// what they were asked to run. Each event feeds the decider only what it
+// touched, as the controller's marks do.
+type world struct {
+	t         *testing.T
+	r         *rand.Rand
+	now       time.Time
+	ds        map[string]DaemonSet
+	nodes     map[string]Node
+	cfg       reconcile.Configs
+	revisions int
+}
+
+func newWorld(t *testing.T, r *rand.Rand) *world {
+	w := &world{t: t, r: r, now: t0, ds: map[string]DaemonSet{}, nodes: map[string]Node{}}
+	for i := range 1 + r.IntN(4) {
+		w.ds[fmt.Sprintf("default/ds-%d", i)] = w.randomDaemonSet(fmt.Sprintf("ds-%d", i))
+	}
+	for i := range 1 + r.IntN(25) {
+		w.nodes[fmt.Sprintf("n%02d", i)] = w.randomNode(fmt.Sprintf("n%02d", i))
+	}
+	return w
+}
+
+func (w *world) randomDaemonSet(name string) DaemonSet {
+	r := w.r
+	spec := schema.DaemonSetSpec{MinReadySeconds: int32(r.IntN(2) * 30)}
+	switch r.IntN(3) {
+	case 1:
+		spec.Template.Spec.NodeSelector = map[string]string{"role": "edge"}
+	case 2:
+		spec.Template.Spec.NodeSelector = map[string]string{"zone": "a"}
+	}
+	if r.IntN(2) == 0 {
+		tol := schema.Toleration{Key: "dedicated", Operator: schema.TolerationOpExists, Effect: schema.TaintNoExecute}
+		if r.IntN(2) == 0 {
+			tol.TolerationSeconds = ptr(int64(60 * r.IntN(5)))
+		}
+		spec.Template.Spec.Tolerations = append(spec.Template.Spec.Tolerations, tol)
+	}
+	spec.Template.Spec.Containers = []schema.Container{{Name: "c", Image: "busybox"}}
+	spec.UpdateStrategy.RollingUpdate = &schema.RollingUpdateDaemonSet{MaxUnavailable: ptr(schema.FromInt(int32(1 + r.IntN(3))))}
+	if r.IntN(3) == 0 {
+		spec.UpdateStrategy.RollingUpdate.MaxSurge = ptr(schema.FromInt(1))
+		spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptr(schema.FromInt(0))
+	}
+	if r.IntN(4) == 0 {
+		spec.UpdateStrategy.Type = schema.OnDeleteStrategy
+	}
+	if r.IntN(3) == 0 {
+		spec.Rollout = &schema.RolloutPolicy{ProgressDeadlineSeconds: ptr(int32(60 * (1 + r.IntN(3))))}
+		if r.IntN(2) == 0 {
+			spec.Rollout.FailureThreshold = ptr(schema.FromInt(int32(1 + r.IntN(2))))
+			spec.Rollout.AutoRollback = r.IntN(2) == 0
+		}
+		if r.IntN(3) == 0 {
+			spec.Rollout.Canary = &schema.CanaryPolicy{Nodes: ptr(schema.FromInt(1)), AutoPromoteSeconds: int32(30 * r.IntN(2))}
+		}
+	}
+	ds := &schema.DaemonSet{
+		TypeMeta: schema.TypeMeta{APIVersion: schema.APIVersionApps, Kind: schema.KindDaemonSet},
+		Metadata: schema.ObjectMeta{Name: name, Namespace: "default"},
+		Spec:     spec,
+	}
+	p, err := placement.Compile(ds)
+	require.NoError(w.t, err)
+	w.revisions++
+	return DaemonSet{Key: ds.Key(), Policy: p, Revision: fmt.Sprintf("rev%d", w.revisions),
+		MinReadySeconds: spec.MinReadySeconds, Strategy: rollout.FromSpec(&spec, 40*time.Second)}
+}
+
+func (w *world) randomNode(name string) Node {
+	r := w.r
+	m := schema.Node{Name: name, Labels: map[string]string{}, Unschedulable: r.IntN(6) == 0}
+	if r.IntN(3) > 0 {
+		m.Labels["role"] = []string{"edge", "gateway"}[r.IntN(2)]
+	}
+	if r.IntN(3) > 0 {
+		m.Labels["zone"] = []string{"a", "b"}[r.IntN(2)]
+	}
+	if r.IntN(4) == 0 {
+		m.Taints = append(m.Taints, schema.Taint{Key: "dedicated", Effect: schema.TaintNoExecute, TimeAdded: ptr(w.now)})
+	}
+	n := Node{Name: name, Model: &m, Online: r.IntN(5) > 0}
+	if !n.Online {
+		n.OfflineSince = w.now.Add(-time.Duration(r.IntN(120)) * time.Second)
+	}
+	if old, ok := w.nodes[name]; ok {
+		n.Current, n.HasCurrent, n.Observed = old.Current, old.HasCurrent, old.Observed
+	}
+	return n
+}
+
+// feedAll gives a fresh decider everything: what a full pass decides on.
+func (w *world) feedAll(d *Decider) {
+	d.SetConfigs(w.cfg)
+	for _, key := range slices.Sorted(maps.Keys(w.ds)) {
+		d.SetDaemonSet(w.ds[key])
+	}
+	for _, name := range slices.Sorted(maps.Keys(w.nodes)) {
+		d.SetNode(w.nodes[name])
+	}
+	d.MarkAll()
+}
+
+// event changes one random thing and feeds inc what it touched.
+func (w *world) event(inc *Decider) {
+	r := w.r
+	names := slices.Sorted(maps.Keys(w.nodes))
+	keys := slices.Sorted(maps.Keys(w.ds))
+	pickNode := func() string { return names[r.IntN(len(names))] }
+	switch k := r.IntN(100); {
+	case k < 25 && len(names) > 0: // agents report what they were asked
+		name := pickNode()
+		n := w.nodes[name]
+		n.Observed = w.report(n)
+		w.setNode(inc, n)
+	case k < 35 && len(names) > 0: // new labels, taints, cordon
+		w.setNode(inc, w.randomNode(pickNode()))
+	case k < 45 && len(names) > 0: // presence
+		n := w.nodes[pickNode()]
+		n.Online = !n.Online
+		n.OfflineSince = time.Time{}
+		if !n.Online {
+			n.OfflineSince = w.now
+		}
+		w.setNode(inc, n)
+	case k < 50: // a node joins
+		w.setNode(inc, w.randomNode(fmt.Sprintf("n%02d", 30+r.IntN(20))))
+	case k < 54 && len(names) > 0: // the operator deletes a node
+		n := w.nodes[pickNode()]
+		n.Model, n.Deleted = nil, true
+		if n.HasCurrent {
+			n.Current = reconcile.NodeDesired{Generation: n.Current.Generation + 1, Instances: []schema.DesiredInstance{}}
+		}
+		w.setNode(inc, n)
+	case k < 62 && len(keys) > 0: // a new revision
+		ds := w.ds[keys[r.IntN(len(keys))]]
+		w.revisions++
+		ds.Revision = fmt.Sprintf("rev%d", w.revisions)
+		w.setDaemonSet(inc, ds)
+	case k < 66 && len(keys) > 0: // a new placement and strategy
+		key := keys[r.IntN(len(keys))]
+		ds := w.randomDaemonSet(key[len("default/"):])
+		ds.Rollout, ds.Revision = w.ds[key].Rollout, w.ds[key].Revision
+		w.setDaemonSet(inc, ds)
+	case k < 70 && len(keys) > 0: // pause, resume, promote
+		ds := w.ds[keys[r.IntN(len(keys))]]
+		st := ds.Rollout
+		switch r.IntN(3) {
+		case 0:
+			st.OperatorPaused = true
+		case 1:
+			st.OperatorPaused, st.Paused, st.PauseReason, st.Failed = false, false, "", nil
+		case 2:
+			st.CanaryPromoted = true
+		}
+		ds.Rollout = st
+		w.setDaemonSet(inc, ds)
+	case k < 72: // a daemonset is created
+		ds := w.randomDaemonSet(fmt.Sprintf("ds-%d", 5+r.IntN(3)))
+		w.setDaemonSet(inc, ds)
+	case k < 74 && len(keys) > 0: // or deleted
+		key := keys[r.IntN(len(keys))]
+		delete(w.ds, key)
+		inc.RemoveDaemonSet(key)
+	case k < 76 && len(keys) > 0: // orphaned
+		ds := w.ds[keys[r.IntN(len(keys))]]
+		ds.Orphan = true
+		w.setDaemonSet(inc, ds)
+	case k < 80:
+		w.configs(inc)
+	default: // the clock alone
+		w.now = w.now.Add(time.Duration(r.IntN(90)) * time.Second)
+	}
+}
+
+func (w *world) setNode(inc *Decider, n Node) {
+	if n.Model == nil && !n.HasCurrent {
+		delete(w.nodes, n.Name)
+	} else {
+		w.nodes[n.Name] = n
+	}
+	inc.SetNode(n)
+}
+
+func (w *world) setDaemonSet(inc *Decider, ds DaemonSet) {
+	w.ds[ds.Key] = ds
+	inc.SetDaemonSet(ds)
+}
+
+// configs gives revisions random references to config objects.
+func (w *world) configs(inc *Decider) {
+	c := reconcile.Configs{Refs: map[string]schema.ConfigRefs{}, ConfigMaps: map[string]string{}}
+	for _, ds := range w.ds {
+		if w.r.IntN(2) == 0 {
+			c.Refs[ds.Revision] = schema.ConfigRefs{ConfigMaps: []string{"cfg"}}
+		}
+	}
+	c.ConfigMaps["default/cfg"] = fmt.Sprintf("h%d", w.r.IntN(3))
+	w.cfg = c
+	inc.SetConfigs(c)
+}
+
+// report is what n's agent reports: each instance it was asked to run,
+// mostly ready.
+func (w *world) report(n Node) []schema.InstanceStatus {
+	var out []schema.InstanceStatus
+	for _, in := range n.Current.Instances {
+		st := schema.InstanceStatus{DaemonSet: in.DaemonSet, Revision: in.Revision, Phase: schema.PhaseRunning}
+		switch w.r.IntN(6) {
+		case 0:
+			st.Phase = schema.PhaseCrashLoopBackOff
+		case 1:
+			st.Phase = schema.PhaseFailed
+		default:
+			st.Ready = true
+			st.ReadySince = ptr(w.now.Add(-time.Duration(w.r.IntN(60)) * time.Second))
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// apply applies a decision as the controller does: desired states stored
+// with the next generation, rollout states persisted, deleted nodes
+// forgotten.
+func (w *world) apply(inc *Decider, d Decision) {
+	for name, nd := range d.Desired {
+		n := w.nodes[name]
+		n.Current, n.HasCurrent = nd, true
+		w.nodes[name] = n
+		inc.Commit(name, nd)
+	}
+	for _, name := range d.Forget {
+		delete(w.nodes, name)
+		inc.Forget(name)
+	}
+	for key, r := range d.Rollouts {
+		ds, ok := w.ds[key]
+		if !ok || !r.StateChanged {
+			continue
+		}
+		ds.Rollout = r.State
+		if r.State.Target != ds.Revision { // a rollback makes its target current
+			ds.Revision = r.State.Target
+			w.setDaemonSet(inc, ds)
+			continue
+		}
+		w.ds[key] = ds
+	}
+}
+
+// TestIncrementalAgreesWithFull: over random event sequences, every
+// incremental decision equals a full one made from scratch over the same
+// inputs: desired states, forgotten nodes, changes, rollout states and
+// status, every daemonset's status, and when to decide again.
+func TestIncrementalAgreesWithFull(t *testing.T) {
+	seeds := []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	seeds = append(seeds, rand.Uint64(), rand.Uint64())
+	for _, seed := range seeds {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) { agreeOver(t, seed, 300) })
+	}
+}
+
+// agreeOver runs one seeded sequence of steps events.
+func agreeOver(t *testing.T, seed uint64, steps int) {
+	r := rand.New(rand.NewPCG(seed, 0))
+	w := newWorld(t, r)
+	inc := New()
+	w.feedAll(inc)
+	for step := range steps {
+		if step > 0 {
+			for range 1 + r.IntN(3) {
+				w.event(inc)
+			}
+		}
+		full := New()
+		w.feedAll(full)
+		a, b := inc.Decide(w.now), full.Decide(w.now)
+		where := fmt.Sprintf("seed %d step %d", seed, step)
+		require.Equal(t, members(full), members(inc), "%s: members", where)
+		requireSameDecision(t, where, inc, a, b)
+		require.Equal(t, full.Status(), inc.Status(), "%s: status", where)
+		w.apply(inc, a)
+		settle(t, where, w, inc)
+	}
+}
+
+// settle decides again, with no new input, while a decision asks to be
+// made again at once: the decisions must settle within a few rounds.
+func settle(t *testing.T, where string, w *world, inc *Decider) {
+	for round := 0; ; round++ {
+		d := inc.Decide(w.now)
+		w.apply(inc, d)
+		if d.RequeueAt.IsZero() || d.RequeueAt.After(w.now) {
+			return
+		}
+		require.Less(t, round, 4, "%s: decisions do not settle", where)
+	}
+}
+
+// requireSameDecision compares the incremental decision a (of inc) with
+// the full one b.
+func requireSameDecision(t *testing.T, where string, inc *Decider, a, b Decision) {
+	t.Helper()
+	require.Equal(t, b.Desired, a.Desired, "%s: desired", where)
+	require.Equal(t, b.Forget, a.Forget, "%s: forget", where)
+	require.Equal(t, b.Scheduled, a.Scheduled, "%s: scheduled", where)
+	require.Equal(t, b.Updated, a.Updated, "%s: updated", where)
+	require.Equal(t, b.Unscheduled, a.Unscheduled, "%s: unscheduled", where)
+	require.Equal(t, b.Evicted, a.Evicted, "%s: evicted", where)
+	require.Equal(t, b.RequeueAt, a.RequeueAt, "%s: requeue", where)
+	for key, full := range b.Rollouts {
+		stepped, ok := a.Rollouts[key]
+		if !ok {
+			// Not stepped: nothing the full step decides may differ from
+			// what the incremental one kept.
+			require.Equal(t, full.State, inc.ds[key].tracker.State(), "%s: %s: state of a rollout not stepped", where, key)
+			require.False(t, full.StateChanged, "%s: %s: full step changed the state the incremental one did not step", where, key)
+			require.Empty(t, full.Events, "%s: %s: events", where, key)
+			require.Empty(t, full.Assign, "%s: %s: assign", where, key)
+			continue
+		}
+		require.Equal(t, full.State, stepped.State, "%s: %s: rollout state", where, key)
+		require.Equal(t, full.Status, stepped.Status, "%s: %s: rollout status", where, key)
+		require.Equal(t, full.Events, stepped.Events, "%s: %s: rollout events", where, key)
+		require.Equal(t, full.Assign, stepped.Assign, "%s: %s: assign", where, key)
+	}
+}
+
+// members lists, per daemonset, the nodes the decider counts as its
+// rollout nodes.
+func members(d *Decider) map[string][]string {
+	out := map[string][]string{}
+	for key, ds := range d.ds {
+		for name, n := range d.nodes {
+			if ds.slot < len(n.member) && n.member[ds.slot] {
+				out[key] = append(out[key], name)
+			}
+		}
+		slices.Sort(out[key])
+	}
+	return out
+}

@@ -1,0 +1,181 @@
+package controller
+
+import (
+	"fmt"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/edgeset/edgeset/schema"
+)
+
+// The benchmarks of issue 14's targets: a fleet of EDGESET_BENCH_NODES
+// registered nodes (default 100,000) and 20 daemonsets, in process (the
+// nodes' messages handed to the controller as the embedded broker does),
+// so the figures are the controller's own work. `make bench-controller`
+// runs them at 10,000 and 100,000 nodes.
+
+// scaleDaemonSets is the number of daemonsets of the scale fleet.
+const scaleDaemonSets = 20
+
+// scaleManifest is daemonset i of the scale fleet: a mix of fleet-wide
+// ones, node selectors on role and site, and daemon-00, which selects the
+// nodes labelled extra=on (the label the event benchmark toggles).
+func scaleManifest(i int, image string) string {
+	selector := []string{"{role: gateway, tier: silver}", "{role: gateway}", "{tier: gold}", "{}"}[i%4]
+	if i == 0 {
+		selector = "{extra: 'on'}"
+	}
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: daemon-%02d, namespace: fleet}
+spec:
+  selector: {matchLabels: {app: daemon-%02d}}
+  updateStrategy: {type: RollingUpdate, rollingUpdate: {maxUnavailable: "10%%"}}
+  template:
+    metadata: {labels: {app: daemon-%02d}}
+    spec:
+      nodeSelector: %s
+      tolerations: [{key: maintenance, operator: Exists, effect: NoSchedule}]
+      containers:
+      - name: main
+        image: registry.example.com/edge/daemon-%02d:%s
+        resources: {limits: {cpu: 50m, memory: 32Mi}}
+`, i, i, i, selector, i, image)
+}
+
+// scaleStatus is node i's announcement, with the extra label when on.
+func scaleStatus(i int, extra bool) []byte {
+	name := fmt.Sprintf("node-%06d", i)
+	labels := map[string]string{"site": fmt.Sprint("site-", i%500), "tier": []string{"gold", "silver"}[i%2]}
+	if extra {
+		labels["extra"] = "on"
+	}
+	st := gateway(name, labels)
+	st.SchemaVersion = schema.WireVersion
+	b, _ := schema.Encode(st)
+	return b
+}
+
+// registerScale registers n nodes with f's controller, without waiting
+// for their desired states.
+func registerScale(f *benchFleet, n int) {
+	for i := range n {
+		name := fmt.Sprintf("node-%06d", i)
+		online, _ := schema.Encode(schema.Presence{SchemaVersion: schema.WireVersion, Node: name, Online: true, Session: 1})
+		f.tc.handleMessage(schema.NodeTopic(name, schema.TopicStatus), scaleStatus(i, false))
+		f.tc.handleMessage(schema.NodeTopic(name, schema.TopicOnline), online)
+	}
+}
+
+// newScaleFleet starts a controller with n registered nodes running the
+// 20 daemonsets, every desired state published; it reports the heap per
+// node at that point.
+func newScaleFleet(b *testing.B, n int) *benchFleet {
+	base := heapAlloc()
+	f := newBenchFleet(b, n)
+	f.n = n
+	registerScale(f, n)
+	f.waitPublished(b, int64(n))
+	for i := range scaleDaemonSets {
+		before := f.published.Load()
+		f.tc.applyYAML(b, scaleManifest(i, "1.0"))
+		if i > 0 {
+			f.waitPublished(b, before+int64(f.matching(i)))
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // the last passes publish
+	b.ReportMetric(float64(heapAlloc()-base)/float64(n), "heap-B/node")
+	return f
+}
+
+// matching counts the nodes daemonset i's selector picks before any node
+// has the extra label.
+func (f *benchFleet) matching(i int) int {
+	if i == 0 {
+		return 0
+	}
+	switch i % 4 {
+	case 2, 0:
+		return (f.n + 1) / 2
+	}
+	return f.n
+}
+
+// cpuNow is the CPU time (user and system, all threads, GC included) the
+// process has used: on a shared machine wall time includes waiting for a
+// core, CPU time is the controller's cost.
+func cpuNow(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkNodeEvent: in a fleet of EDGESET_BENCH_NODES nodes x 20
+// daemonsets, one node's label change (it gains or loses daemon-00), from
+// the status message to its new desired state published: p50 and p99 of
+// the controller's CPU time and of wall time, over 200 events.
+func BenchmarkNodeEvent(b *testing.B) {
+	n := benchNodes(100_000)
+	for range b.N {
+		f := newScaleFleet(b, n)
+		published := make(chan struct{}, 1)
+		target := schema.NodeTopic("node-000007", schema.TopicDesired)
+		if err := f.tc.broker.Subscribe(target, 97, func(string, []byte) {
+			select {
+			case published <- struct{}{}:
+			default:
+			}
+		}); err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		select { // the retained message delivered on subscribing
+		case <-published:
+		default:
+		}
+		const events = 200
+		cpu := make([]time.Duration, 0, events)
+		wall := make([]time.Duration, 0, events)
+		for i := range events {
+			status := scaleStatus(7, i%2 == 0)
+			c0, w0 := cpuNow(b), time.Now()
+			f.tc.handleMessage(schema.NodeTopic("node-000007", schema.TopicStatus), status)
+			select {
+			case <-published:
+			case <-time.After(30 * time.Second):
+				b.Fatalf("event %d: desired state not published", i)
+			}
+			cpu = append(cpu, cpuNow(b)-c0)
+			wall = append(wall, time.Since(w0))
+			time.Sleep(2 * time.Millisecond) // let the pass finish its bookkeeping
+		}
+		slices.Sort(cpu)
+		slices.Sort(wall)
+		b.ReportMetric(float64(cpu[events/2].Microseconds()), "p50-cpu-µs")
+		b.ReportMetric(float64(cpu[events*99/100].Microseconds()), "p99-cpu-µs")
+		b.ReportMetric(float64(wall[events/2].Microseconds()), "p50-wall-µs")
+		b.ReportMetric(float64(wall[events*99/100].Microseconds()), "p99-wall-µs")
+		f.tc.stop()
+	}
+}
+
+// BenchmarkApplyAll: in a fleet of EDGESET_BENCH_NODES nodes x 20
+// daemonsets, a 21st daemonset that every node runs is applied: wall and
+// CPU time until every node's new desired state is published.
+func BenchmarkApplyAll(b *testing.B) {
+	n := benchNodes(100_000)
+	for range b.N {
+		f := newScaleFleet(b, n)
+		before := f.published.Load()
+		c0, w0 := cpuNow(b), time.Now()
+		f.tc.applyYAML(b, dsManifest("exporter", "1.0", "10%"))
+		f.waitPublished(b, before+int64(n))
+		b.ReportMetric(float64(time.Since(w0).Milliseconds()), "ms-to-publish-all")
+		b.ReportMetric(float64((cpuNow(b) - c0).Milliseconds()), "cpu-ms")
+		f.tc.stop()
+	}
+}
