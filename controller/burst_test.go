@@ -59,7 +59,7 @@ func TestStatusBurstWithSlowConsumer(t *testing.T) {
 		}
 		return nil
 	})
-	require.Zero(t, tc.broker.Stats().Dropped, "no message dropped")
+	require.Zero(t, tc.embeddedBroker(t).Stats().Dropped, "no message dropped")
 }
 
 // publishStatuses connects as node and publishes rounds statuses, the last

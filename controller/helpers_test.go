@@ -111,6 +111,17 @@ func (tc *testController) stop() {
 
 func (tc *testController) brokerURL() string { return "tcp://" + tc.MQTTAddr().String() }
 
+// embeddedBroker is the controller's embedded broker; the test fails if
+// the controller uses an external one.
+func (tc *testController) embeddedBroker(t testing.TB) *broker.Broker {
+	t.Helper()
+	e, ok := tc.transport.(*embeddedTransport)
+	if !ok {
+		t.Fatalf("the controller's transport is %s, not the embedded broker", tc.transport.Describe())
+	}
+	return e.broker
+}
+
 // applyYAML applies a manifest through the API.
 func (tc *testController) applyYAML(t testing.TB, manifest string) []api.ApplyResult {
 	t.Helper()
