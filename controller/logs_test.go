@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -20,7 +21,7 @@ func TestLogsSilentNode(t *testing.T) {
 	tc := startController(t, Config{logAnswerTimeout: 200 * time.Millisecond})
 	startNode(t, tc.brokerURL(), tc.secret, gateway("gw-1", nil))
 	tc.applyYAML(t, exporterYAML)
-	checkFor(t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
 		_, err := tc.GetNode(context.Background(), "gw-1")
 		return err
 	})
