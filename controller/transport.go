@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/edgeset/edgeset/controller/reconcile"
@@ -21,45 +20,6 @@ var subscriptions = []string{
 	schema.NodeWildcard(schema.TopicObserved),
 	schema.NodeWildcard(schema.TopicEvents),
 	schema.NodeWildcard(schema.TopicLogsResponse),
-}
-
-// eventTopic reports topics whose messages are events, each of which counts,
-// rather than state, of which only the newest does.
-func eventTopic(topic string) bool {
-	return strings.HasSuffix(topic, "/"+schema.TopicEvents) || strings.HasSuffix(topic, "/"+schema.TopicLogsResponse)
-}
-
-// staleState reports whether incoming is an older state than pending for
-// the same topic (a redelivered or reordered message): a lower observed
-// generation; for presence, a will of another session arriving after an
-// online (the late will of the connection it replaced), or an online of a
-// session after its will. Session numbers are the device's clock and are
-// never compared (see registry.ApplyPresence). The coalescing inbox of
-// the broker client then keeps pending.
-func staleState(topic string, pending, incoming []byte) bool {
-	_, kind, ok := schema.ParseNodeTopic(topic)
-	if !ok {
-		return false
-	}
-	var p, q struct {
-		ObservedGeneration *uint64 `json:"observedGeneration"`
-		Online             bool    `json:"online"`
-		Session            *int64  `json:"session"`
-	}
-	if json.Unmarshal(pending, &p) != nil || json.Unmarshal(incoming, &q) != nil {
-		return false
-	}
-	switch kind {
-	case schema.TopicObserved:
-		return p.ObservedGeneration != nil && q.ObservedGeneration != nil && *q.ObservedGeneration < *p.ObservedGeneration
-	case schema.TopicOnline:
-		if p.Session == nil || q.Session == nil {
-			return false
-		}
-		same := *p.Session == *q.Session
-		return p.Online && !q.Online && !same || !p.Online && q.Online && same
-	}
-	return false
 }
 
 // transport is how the controller reaches the fleet: the embedded broker
@@ -105,8 +65,8 @@ type transportHooks struct {
 	nodes func() []string
 }
 
-// transportHooks are the controller's hooks for its transport.
-func (c *Controller) transportHooks() transportHooks {
+// hooks are the controller's hooks for its transport.
+func (c *Controller) hooks() transportHooks {
 	return transportHooks{
 		message: c.handleMessage,
 		subscribed: func() {
@@ -133,13 +93,21 @@ func (c *Controller) knownNodes() []string {
 // client, as the configuration says.
 func (c *Controller) openTransport() (transport, error) {
 	if c.cfg.Embedded() {
-		return newEmbeddedTransport(c.brokerOptions(), &c.health, c.metrics, c.log, c.transportHooks())
+		t, err := newEmbeddedTransport(c.brokerOptions(), &c.health, c.metrics, c.log, c.hooks())
+		if err != nil {
+			return nil, err // not a nil *embeddedTransport in a non-nil transport
+		}
+		return t, nil
 	}
 	password, err := brokerPassword(c.cfg)
 	if err != nil {
 		return nil, err
 	}
-	return newExternalTransport(c.cfg, password, c.metrics, c.log, c.transportHooks())
+	t, err := newExternalTransport(c.cfg, password, c.metrics, c.log, c.hooks())
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 // publish sends one message to the fleet, retained when it is state.

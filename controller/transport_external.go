@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/mqttclient"
+	"github.com/edgeset/edgeset/schema"
 )
 
 // externalTransport is a client of an external MQTT 3.1.1 broker
@@ -75,6 +77,45 @@ func newExternalTransport(cfg Config, password string, m *metrics, log *slog.Log
 		return nil, err
 	}
 	return t, nil
+}
+
+// eventTopic reports topics whose messages are events, each of which counts,
+// rather than state, of which only the newest does.
+func eventTopic(topic string) bool {
+	return strings.HasSuffix(topic, "/"+schema.TopicEvents) || strings.HasSuffix(topic, "/"+schema.TopicLogsResponse)
+}
+
+// staleState reports whether incoming is an older state than pending for
+// the same topic (a redelivered or reordered message): a lower observed
+// generation; for presence, a will of another session arriving after an
+// online (the late will of the connection it replaced), or an online of a
+// session after its will. Session numbers are the device's clock and are
+// never compared (see registry.ApplyPresence). The coalescing inbox of
+// the broker client then keeps pending.
+func staleState(topic string, pending, incoming []byte) bool {
+	_, kind, ok := schema.ParseNodeTopic(topic)
+	if !ok {
+		return false
+	}
+	var p, q struct {
+		ObservedGeneration *uint64 `json:"observedGeneration"`
+		Online             bool    `json:"online"`
+		Session            *int64  `json:"session"`
+	}
+	if json.Unmarshal(pending, &p) != nil || json.Unmarshal(incoming, &q) != nil {
+		return false
+	}
+	switch kind {
+	case schema.TopicObserved:
+		return p.ObservedGeneration != nil && q.ObservedGeneration != nil && *q.ObservedGeneration < *p.ObservedGeneration
+	case schema.TopicOnline:
+		if p.Session == nil || q.Session == nil {
+			return false
+		}
+		same := *p.Session == *q.Session
+		return p.Online && !q.Online && !same || !p.Online && q.Online && same
+	}
+	return false
 }
 
 // brokerPassword reads cfg's broker-password-file, or derives the

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -113,4 +114,19 @@ func TestExternalTransportHandsOnFleetMessages(t *testing.T) {
 			assert.Equal(t, tc.handed, handed)
 		})
 	}
+}
+
+// TestNewFailsOnABusyMQTTAddress: a broker that cannot listen fails New
+// with the address, and the resources opened before it are released.
+func TestNewFailsOnABusyMQTTAddress(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	dir := t.TempDir()
+	_, err = New(Config{DataDir: dir, MQTTAddr: ln.Addr().String(), APIAddr: "127.0.0.1:0"}, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), ln.Addr().String())
+	c, err := New(Config{DataDir: dir, MQTTAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0"}, nil)
+	require.NoError(t, err, "the store was closed")
+	c.closeResources()
 }
