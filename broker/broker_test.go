@@ -16,6 +16,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/edgeset/edgeset/credential"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -87,7 +88,7 @@ func TestRevokedNodeRefused(t *testing.T) {
 	if err := tb.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, wait, 10*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 10*time.Millisecond, func() error {
 		if a.IsConnectionOpen() {
 			return errors.New("revoked node-a still connected")
 		}
@@ -107,7 +108,7 @@ func TestRevocationFilePolled(t *testing.T) {
 	if err := credential.Revoke(tb.dataDir, "node-a"); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
 		if _, err := dial(t, tb.Addr(), tb.node("node-a")); err == nil {
 			return errors.New("revoked node-a still connects")
 		}
@@ -140,7 +141,7 @@ func TestNodeCannotReadOtherNodes(t *testing.T) {
 	publish(t, ctl, schema.NodeTopic("node-b", schema.TopicStatus), 1, true, "b status")
 	publish(t, ctl, revision, 1, true, "rev")
 	publish(t, ctl, desiredA, 1, true, "for a") // delivered after the others
-	checkFor(t, wait, 10*time.Millisecond, in.has(desiredA, "for a"))
+	checkfor.Eventually(t, wait, 10*time.Millisecond, in.has(desiredA, "for a"))
 	for _, m := range in.all() {
 		if m.topic != desiredA && m.topic != revision {
 			t.Errorf("node-a received %q on %s", m.payload, m.topic)
@@ -171,7 +172,7 @@ func TestNodeCannotWriteOtherTopics(t *testing.T) {
 	}
 	own := schema.NodeTopic("node-a", schema.TopicStatus)
 	publish(t, a, own, 1, true, "mine") // delivered after the forgeries
-	checkFor(t, wait, 10*time.Millisecond, seen.has(own, "mine"))
+	checkfor.Eventually(t, wait, 10*time.Millisecond, seen.has(own, "mine"))
 	for _, m := range seen.all() {
 		if m.topic != own {
 			t.Errorf("controller received %q on %s from node-a", m.payload, m.topic)
@@ -181,7 +182,7 @@ func TestNodeCannotWriteOtherTopics(t *testing.T) {
 	// MQTT 3.1.1 has no negative PUBACK: a forbidden QoS 1 publish
 	// disconnects the client.
 	a.Publish(schema.NodeTopic("node-b", schema.TopicStatus), 1, false, "forged")
-	checkFor(t, wait, 10*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 10*time.Millisecond, func() error {
 		if a.IsConnectionOpen() {
 			return errors.New("node-a still connected after forbidden QoS 1 publish")
 		}
@@ -198,7 +199,7 @@ func TestRetainedDesiredOnReconnect(t *testing.T) {
 		a := mustDial(t, tb.Addr(), tb.node("node-a"))
 		var in inbox
 		subscribe(t, a, desired, &in)
-		checkFor(t, wait, 10*time.Millisecond, in.has(desired, "gen 1"))
+		checkfor.Eventually(t, wait, 10*time.Millisecond, in.has(desired, "gen 1"))
 		if m := in.all()[0]; !m.retained {
 			t.Errorf("connection %d: message not flagged retained", i)
 		}
@@ -222,7 +223,7 @@ func TestRetainedSurvivesRestart(t *testing.T) {
 	second := startBroker(t, Options{DataDir: dir})
 	var in inbox
 	subscribe(t, mustDial(t, second.Addr(), second.controller()), "edgeset/#", &in)
-	checkFor(t, wait, 10*time.Millisecond, in.has(desired, "gen 7"))
+	checkfor.Eventually(t, wait, 10*time.Millisecond, in.has(desired, "gen 7"))
 	if got := in.all(); len(got) != 1 {
 		t.Errorf("after restart got %v, want only %s", got, desired)
 	}
@@ -240,12 +241,12 @@ func TestWillPublishedOnOnlineTopic(t *testing.T) {
 	c.conn = &conn
 	a := mustDial(t, tb.Addr(), c)
 	publish(t, a, online, 1, true, "online")
-	checkFor(t, wait, 10*time.Millisecond, in.has(online, "online"))
+	checkfor.Eventually(t, wait, 10*time.Millisecond, in.has(online, "online"))
 
 	if err := conn.Close(); err != nil { // the link drops, no DISCONNECT
 		t.Fatal(err)
 	}
-	checkFor(t, wait, 10*time.Millisecond, in.has(online, "offline"))
+	checkfor.Eventually(t, wait, 10*time.Millisecond, in.has(online, "offline"))
 }
 
 func TestDroppedMessagesReported(t *testing.T) {
@@ -268,7 +269,7 @@ func TestDroppedMessagesReported(t *testing.T) {
 		t.Fatalf("subscribe: %v", tok.Error())
 	}
 	payload := string(make([]byte, 64<<10))
-	checkFor(t, wait, time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, time.Millisecond, func() error {
 		ctl.Publish(desired, 0, false, payload).WaitTimeout(wait)
 		if tb.Stats().Dropped == 0 || drops.Load() == 0 {
 			return errors.New("no drop yet")
@@ -288,7 +289,7 @@ func TestCloseTwiceAndRunAfterClose(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
-	checkFor(t, wait, 10*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 10*time.Millisecond, func() error {
 		c, err := net.Dial("tcp", b.Addr().String())
 		if err == nil {
 			c.Close()
@@ -366,7 +367,7 @@ func TestDamagedRetainedStoreIsSetAside(t *testing.T) {
 	again := startBroker(t, Options{DataDir: dir})
 	var in inbox
 	subscribe(t, mustDial(t, again.Addr(), again.controller()), "edgeset/#", &in)
-	checkFor(t, wait, 10*time.Millisecond, in.has(desired, "gen 1"))
+	checkfor.Eventually(t, wait, 10*time.Millisecond, in.has(desired, "gen 1"))
 }
 
 // TestNodeCannotReadOtherNodesSecrets: a node's secrets reach it on its own
@@ -396,7 +397,7 @@ func TestNodeCannotReadOtherNodesSecrets(t *testing.T) {
 	publish(t, ctl, secretA, 1, true, "secret of a")
 	publish(t, ctl, configMap, 1, true, "cm")
 	publish(t, ctl, secretB, 1, true, "secret of b") // delivered after the others
-	checkFor(t, wait, 10*time.Millisecond, in.has(secretB, "secret of b"))
+	checkfor.Eventually(t, wait, 10*time.Millisecond, in.has(secretB, "secret of b"))
 	for _, m := range in.all() {
 		if m.topic != secretB && m.topic != configMap {
 			t.Errorf("node-b received %q on %s", m.payload, m.topic)

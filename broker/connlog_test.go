@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/edgeset/edgeset/internal/checkfor"
 )
 
 // logRecorder is a slog.Handler keeping every record at or above debug.
@@ -92,7 +94,7 @@ func TestConnectionEndsAreLogged(t *testing.T) {
 	}
 	remote := conn.LocalAddr().String()
 	_ = conn.Close() // the link drops: no DISCONNECT
-	checkFor(t, wait, 10*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 10*time.Millisecond, func() error {
 		if got := logs.matching(`INFO "client connection ended"`, "remote="+remote); len(got) != 1 {
 			return fmt.Errorf("want one record of the ended connection from %s, got %q", remote, got)
 		}
@@ -104,7 +106,7 @@ func TestConnectionEndsAreLogged(t *testing.T) {
 	if _, err := dial(t, tb.Addr(), bad); err == nil {
 		t.Fatal("wrong password accepted")
 	}
-	checkFor(t, wait, 10*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 10*time.Millisecond, func() error {
 		if len(logs.matching(`WARN "connection refused"`, "node-b")) != 1 {
 			return fmt.Errorf("no refusal logged for node-b")
 		}
@@ -151,7 +153,7 @@ func TestReconnectLoopLoggedWithALimiter(t *testing.T) {
 		}
 		_ = conn.Close() // no DISCONNECT: the connection ends in an error
 	}
-	checkFor(t, wait, 10*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 10*time.Millisecond, func() error {
 		if n := tb.Stats().Connected; n != 0 {
 			return fmt.Errorf("%d clients still connected", n)
 		}

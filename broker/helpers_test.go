@@ -17,25 +17,8 @@ import (
 	"github.com/edgeset/edgeset/credential"
 )
 
-// wait is the timeout of every paho operation and checkFor in these tests.
+// wait is the timeout of every paho operation and checkfor.Eventually in these tests.
 const wait = 10 * time.Second
-
-// checkFor polls fn every interval until it returns nil or timeout passes,
-// then fails the test with fn's last error.
-func checkFor(t *testing.T, timeout, interval time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", timeout, err)
-		}
-		time.Sleep(interval)
-	}
-}
 
 // testBroker is a running broker and what tests need to talk to it.
 type testBroker struct {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -58,7 +59,7 @@ func TestInlinePublishReachesNode(t *testing.T) {
 	a := mustDial(t, tb.Addr(), tb.node("node-a"))
 	var in inbox
 	subscribe(t, a, desiredA, &in)
-	checkFor(t, wait, 10*time.Millisecond, in.has(desiredA, "for a"))
+	checkfor.Eventually(t, wait, 10*time.Millisecond, in.has(desiredA, "for a"))
 	if code := subscribe(t, a, desiredB, &in); code != 0x80 {
 		t.Fatalf("node-a subscribing to node-b's desired state: SUBACK %#x, want 0x80", code)
 	}

@@ -20,6 +20,8 @@ import (
 	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/edgeset/edgeset/internal/checkfor"
 )
 
 // fakeClock is a settable clock for the gate and the log limiter.
@@ -107,7 +109,7 @@ func TestConnectTimeoutClosesIdleConnections(t *testing.T) {
 			t.Fatalf("idle connection %d: %v", i, err)
 		}
 	}
-	checkFor(t, wait, 10*time.Millisecond, pendingIs(tb, 0))
+	checkfor.Eventually(t, wait, 10*time.Millisecond, pendingIs(tb, 0))
 	if got := counter(t, tb.metrics.connectTimeout); got != idle {
 		t.Errorf("edgeset_broker_connect_timeouts_total = %v, want %d", got, idle)
 	}
@@ -129,7 +131,7 @@ func TestConnectTimeoutCoversTLSHandshake(t *testing.T) {
 	if err := closedByServer(idleConn(t, tb.TLSAddr())); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, wait, 10*time.Millisecond, pendingIs(tb, 0))
+	checkfor.Eventually(t, wait, 10*time.Millisecond, pendingIs(tb, 0))
 }
 
 // TestPendingConnectionCap: past MaxPendingConnections connections that
@@ -142,7 +144,7 @@ func TestPendingConnectionCap(t *testing.T) {
 	for range limit {
 		pending = append(pending, idleConn(t, tb.Addr()))
 	}
-	checkFor(t, wait, 10*time.Millisecond, pendingIs(tb, limit))
+	checkfor.Eventually(t, wait, 10*time.Millisecond, pendingIs(tb, limit))
 	if err := closedByServer(idleConn(t, tb.Addr())); err != nil {
 		t.Fatalf("connection past the pending cap: %v", err)
 	}
@@ -155,7 +157,7 @@ func TestPendingConnectionCap(t *testing.T) {
 	for _, c := range pending {
 		_ = c.Close()
 	}
-	checkFor(t, wait, 10*time.Millisecond, pendingIs(tb, 0))
+	checkfor.Eventually(t, wait, 10*time.Millisecond, pendingIs(tb, 0))
 	mustDial(t, tb.Addr(), tb.node("node-a"))
 }
 
@@ -167,7 +169,7 @@ func TestConnectionsPerSourceCap(t *testing.T) {
 	mustDial(t, tb.Addr(), tb.node("node-a"))
 	mustDial(t, tb.Addr(), tb.node("node-b"))
 	idleConn(t, tb.Addr())
-	checkFor(t, wait, 10*time.Millisecond, pendingIs(tb, 1))
+	checkfor.Eventually(t, wait, 10*time.Millisecond, pendingIs(tb, 1))
 	if _, err := dial(t, tb.Addr(), tb.node("node-c")); err == nil {
 		t.Fatal("a fourth connection from one address was accepted")
 	}
@@ -309,7 +311,7 @@ func TestRetryListenerSurvivesEMFILE(t *testing.T) {
 		}
 		accepted <- conn
 	}()
-	checkFor(t, wait, time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, time.Millisecond, func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(delays) < 4 {
@@ -343,7 +345,7 @@ func TestRetryListenerSurvivesEMFILE(t *testing.T) {
 	fake.set(true)
 	done := make(chan error, 1)
 	go func() { _, err := ln.Accept(); done <- err }()
-	checkFor(t, wait, time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, time.Millisecond, func() error {
 		fake.mu.Lock()
 		defer fake.mu.Unlock()
 		if fake.failures <= before {
@@ -440,7 +442,7 @@ func fdExhaustionChild(t *testing.T) {
 		t.Fatalf("dial with one free descriptor: %v", err)
 	}
 	defer conn.Close()
-	checkFor(t, wait, 5*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 5*time.Millisecond, func() error {
 		if tb.Health() == nil {
 			return errors.New("Health is nil while accept fails")
 		}
@@ -453,7 +455,7 @@ func fdExhaustionChild(t *testing.T) {
 	for _, f := range files {
 		_ = f.Close()
 	}
-	checkFor(t, wait, 10*time.Millisecond, func() error { return tb.Health() })
+	checkfor.Eventually(t, wait, 10*time.Millisecond, func() error { return tb.Health() })
 	mustDial(t, tb.Addr(), tb.node("node-a"))
 	fmt.Println("fd exhaustion survived")
 }
@@ -497,14 +499,14 @@ func TestWebSocketConnectTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ws.Close()
-	checkFor(t, wait, 5*time.Millisecond, pendingIs(tb, 1))
+	checkfor.Eventually(t, wait, 5*time.Millisecond, pendingIs(tb, 1))
 	_ = ws.SetReadDeadline(time.Now().Add(wait))
 	if _, _, err := ws.ReadMessage(); err == nil {
 		t.Fatal("server sent a message instead of closing")
 	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
 		t.Fatalf("WebSocket connection still open after %v", wait)
 	}
-	checkFor(t, wait, 10*time.Millisecond, pendingIs(tb, 0))
+	checkfor.Eventually(t, wait, 10*time.Millisecond, pendingIs(tb, 0))
 	if got := counter(t, tb.metrics.connectTimeout); got != 1 {
 		t.Errorf("connect_timeouts_total = %v, want 1", got)
 	}
@@ -539,9 +541,9 @@ func TestWebSocketServesMQTT(t *testing.T) {
 	var desired inbox
 	subscribe(t, node, "edgeset/v1/nodes/node-ws/desired", &desired)
 	publish(t, ctl, "edgeset/v1/nodes/node-ws/desired", 1, true, "spec")
-	checkFor(t, wait, 10*time.Millisecond, desired.has("edgeset/v1/nodes/node-ws/desired", "spec"))
+	checkfor.Eventually(t, wait, 10*time.Millisecond, desired.has("edgeset/v1/nodes/node-ws/desired", "spec"))
 	publish(t, node, "edgeset/v1/nodes/node-ws/status", 1, true, strings.Repeat("s", 100_000))
-	checkFor(t, wait, 10*time.Millisecond, status.has("edgeset/v1/nodes/node-ws/status", strings.Repeat("s", 100_000)))
+	checkfor.Eventually(t, wait, 10*time.Millisecond, status.has("edgeset/v1/nodes/node-ws/status", strings.Repeat("s", 100_000)))
 }
 
 // TestWebSocketBeforeUpgradeBounded: the WebSocket listener's HTTP server
@@ -565,7 +567,7 @@ func TestWebSocketBeforeUpgradeBounded(t *testing.T) {
 	}
 
 	held := []net.Conn{idleConn(t, tb.WebSocketAddr()), idleConn(t, tb.WebSocketAddr())}
-	checkFor(t, wait, 5*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 5*time.Millisecond, func() error {
 		third := idleConn(t, tb.WebSocketAddr())
 		defer third.Close()
 		_ = third.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
@@ -581,7 +583,7 @@ func TestWebSocketBeforeUpgradeBounded(t *testing.T) {
 		_ = c.Close()
 	}
 	d := websocket.Dialer{Subprotocols: []string{"mqtt"}, HandshakeTimeout: wait}
-	checkFor(t, wait, 10*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 10*time.Millisecond, func() error {
 		ws, _, err := d.Dial("ws://"+tb.WebSocketAddr().String()+"/", nil)
 		if err != nil {
 			return err

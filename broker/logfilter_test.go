@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgeset/edgeset/internal/checkfor"
 )
 
 // TestMochiPacketErrorsLogNoPacket: a packet mochi cannot process (a QoS 1
@@ -24,14 +26,14 @@ func TestMochiPacketErrorsLogNoPacket(t *testing.T) {
 			for i := range 3 {
 				cl := mustDial(t, tb.Addr(), tb.node("node-a"))
 				cl.Publish("edgeset/v1/nodes/node-b/status", 1, false, payload)
-				checkFor(t, wait, 10*time.Millisecond, func() error {
+				checkfor.Eventually(t, wait, 10*time.Millisecond, func() error {
 					if cl.IsConnectionOpen() {
 						return fmt.Errorf("attempt %d: client not disconnected", i)
 					}
 					return nil
 				})
 			}
-			checkFor(t, wait, 10*time.Millisecond, func() error {
+			checkfor.Eventually(t, wait, 10*time.Millisecond, func() error {
 				if got := logs.matching(`WARN "error processing packet"`, "client=node-a"); len(got) != 1 {
 					return fmt.Errorf("want one warning for three bad packets, got %q", got)
 				}

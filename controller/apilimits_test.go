@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/edgeset/edgeset/internal/checkfor"
 )
 
 // TestAPILimitsDefaults: every API limit has a default, and a negative one
@@ -92,7 +94,7 @@ func TestAPIServedWithinLimits(t *testing.T) {
 		c.Close()
 	}
 
-	checkFor(t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
 		m, err := metricsText(addr)
 		if err != nil {
 			return err

@@ -419,11 +419,7 @@ func (c *Controller) Events(ctx context.Context, f api.EventFilter) ([]api.Event
 
 // Version describes the controller.
 func (c *Controller) Version(ctx context.Context) api.VersionInfo {
-	b := "embedded " + c.cfg.MQTTAddr
-	if !c.cfg.Embedded() {
-		b = c.cfg.BrokerURL
-	}
-	return api.VersionInfo{Version: schema.Version, Broker: b}
+	return api.VersionInfo{Version: schema.Version, Broker: c.transport.Describe()}
 }
 
 // Ready is nil once the first reconcile pass is done and while no part

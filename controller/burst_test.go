@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgeset/edgeset/credential"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 )
@@ -43,7 +44,7 @@ func TestStatusBurstWithSlowConsumer(t *testing.T) {
 	}
 	require.NoError(t, g.Wait())
 	hold.Wait()
-	checkFor(t, wait, 50*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 50*time.Millisecond, func() error {
 		list, err := tc.api.ListNodes(context.Background())
 		if err != nil {
 			return err
@@ -59,7 +60,7 @@ func TestStatusBurstWithSlowConsumer(t *testing.T) {
 		}
 		return nil
 	})
-	require.Zero(t, tc.broker.Stats().Dropped, "no message dropped")
+	require.Zero(t, tc.embeddedBroker(t).Stats().Dropped, "no message dropped")
 }
 
 // publishStatuses connects as node and publishes rounds statuses, the last

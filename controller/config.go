@@ -141,6 +141,17 @@ type Config struct {
 	// LogLevel is debug, info, warn or error; LogFormat text or json.
 	LogLevel  string `mapstructure:"log-level"`
 	LogFormat string `mapstructure:"log-format"`
+
+	// Test seams, not user-facing: no key, flag or environment variable
+	// sets them. Zero means the default; tests in this package shorten
+	// them, each on its own controller, so they can run in parallel.
+	//
+	// logAnswerTimeout bounds the wait for a node's first log chunk, and,
+	// when not following, for each next one.
+	logAnswerTimeout time.Duration
+	// logFollowLimit bounds a follow stream; agents end theirs after 10
+	// minutes, so this only catches a node that vanished mid-stream.
+	logFollowLimit time.Duration
 }
 
 // Defaults of Config.
@@ -160,6 +171,12 @@ const (
 	// DefaultBrokerDropTopic is Mosquitto's count of dropped messages.
 	DefaultBrokerDropTopic      = "$SYS/broker/publish/messages/dropped"
 	DefaultBrokerResyncInterval = 10 * time.Minute
+)
+
+// Defaults of the test seams (Config.logAnswerTimeout and after).
+const (
+	defaultLogAnswerTimeout = 15 * time.Second
+	defaultLogFollowLimit   = 11 * time.Minute
 )
 
 // Defaults of the API limits (Config.APIReadHeaderTimeout and after).
@@ -217,6 +234,8 @@ func (c *Config) ApplyDefaults() {
 	}
 	c.applyAPIDefaults()
 	c.applyMQTTLimitDefaults()
+	zeroDefault(&c.logAnswerTimeout, defaultLogAnswerTimeout)
+	zeroDefault(&c.logFollowLimit, defaultLogFollowLimit)
 }
 
 func (c *Config) applyAPIDefaults() {

@@ -19,6 +19,7 @@ import (
 	"github.com/edgeset/edgeset/controller/reconcile"
 	"github.com/edgeset/edgeset/controller/store"
 	"github.com/edgeset/edgeset/credential"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 )
@@ -165,7 +166,7 @@ func (s *spy) last(topic string) (string, bool) {
 func (n *fakeNode) expectDesired(fn func(schema.DesiredState) error) schema.DesiredState {
 	n.t.Helper()
 	var d schema.DesiredState
-	checkFor(n.t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(n.t, wait, 20*time.Millisecond, func() error {
 		var ok bool
 		if d, ok = n.lastDesired(); !ok {
 			return fmt.Errorf("node %s: no desired state", n.name)
@@ -210,7 +211,7 @@ func TestSecretTravelsOnlyToItsNode(t *testing.T) {
 	})
 	secretTopic := schema.NodeSecretTopic("node-a", first.Secrets[0].Hash)
 	cmTopic := schema.ConfigMapTopic(first.ConfigMaps[0].Hash)
-	checkFor(t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
 		if _, ok := s.last(secretTopic); !ok {
 			return fmt.Errorf("nothing on %s", secretTopic)
 		}
@@ -233,7 +234,7 @@ func TestSecretTravelsOnlyToItsNode(t *testing.T) {
 	})
 	assert.Equal(t, first.Generation+1, second.Generation)
 	assert.Equal(t, first.Instances, second.Instances, "without rollOnConfigChange the revision stays")
-	checkFor(t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
 		if p, _ := s.last(cmTopic); p != "" {
 			return fmt.Errorf("old ConfigMap topic %s not cleared", cmTopic)
 		}
@@ -263,7 +264,7 @@ func TestSecretTravelsOnlyToItsNode(t *testing.T) {
 		}
 		return nil
 	})
-	checkFor(t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
 		if p, _ := s.last(secretTopic); p != "" {
 			return fmt.Errorf("secret topic %s not cleared", secretTopic)
 		}
@@ -445,7 +446,7 @@ func TestConfigObjectsSurviveRestart(t *testing.T) {
 	tc2 := startController(t, Config{DataDir: dir})
 	s := startSpy(t, tc2)
 	secretTopic := schema.NodeSecretTopic("node-a", before.Secrets[0].Hash)
-	checkFor(t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
 		if p, _ := s.last(secretTopic); !strings.Contains(p, `"hash":"`+before.Secrets[0].Hash) {
 			return fmt.Errorf("secret topic %s not republished", secretTopic)
 		}

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -24,42 +23,29 @@ import (
 	"github.com/edgeset/edgeset/controller/registry"
 	"github.com/edgeset/edgeset/controller/store"
 	"github.com/edgeset/edgeset/internal/loglimit"
-	"github.com/edgeset/edgeset/mqttclient"
-	"github.com/edgeset/edgeset/schema"
 )
 
 // Controller is one running controller. Create it with New and serve with
 // Run; it owns its store, broker (or broker client) and API listener.
 type Controller struct {
-	cfg      Config
-	log      *slog.Logger
-	store    *store.Store
-	registry *registry.Registry
-	broker   *broker.Broker     // embedded broker; nil with an external one
-	client   *mqttclient.Client // external broker client; nil when embedded
-	apiLn    net.Listener
-	token    string
-	metrics  *metrics
-	events   *eventSink
-	logs     logHub // log streams waiting for chunks
-	health   health // faults that make /readyz fail (health.go)
+	cfg       Config
+	log       *slog.Logger
+	store     *store.Store
+	registry  *registry.Registry
+	transport transport // the embedded broker or an external broker's client
+	apiLn     net.Listener
+	token     string
+	metrics   *metrics
+	events    *eventSink
+	logs      logHub // log streams waiting for chunks
+	health    health // faults that make /readyz fail (health.go)
 
 	rejectLog *loglimit.Limiter // limits the log lines about malformed messages (rejectlog.go)
 
 	// kick wakes the reconcile loop; republish asks for a full republish.
 	kick      chan struct{}
 	republish chan struct{}
-	resync    chan struct{} // asks for a re-read of retained node state (resync.go)
-	// drops is the external broker's last drop count, read and written
-	// only by the Handler goroutine.
-	drops struct {
-		count uint64
-		seen  bool
-	}
-	ready chan struct{} // closed after the first reconcile pass
-	// inlineReady is closed once the in-process subscriptions to the
-	// embedded broker delivered the retained fleet state.
-	inlineReady chan struct{}
+	ready     chan struct{} // closed after the first reconcile pass
 
 	// passMu serialises reconcile passes with the API calls that change
 	// daemonsets or rollout state, so a pass never overwrites a change made
@@ -96,8 +82,7 @@ func New(cfg Config, log *slog.Logger) (*Controller, error) {
 	}
 	c := &Controller{
 		cfg: cfg, log: log, registry: registry.New(), metrics: newMetrics(),
-		kick: make(chan struct{}, 1), republish: make(chan struct{}, 1), resync: make(chan struct{}, 1),
-		ready: make(chan struct{}), inlineReady: make(chan struct{}),
+		kick: make(chan struct{}, 1), republish: make(chan struct{}, 1), ready: make(chan struct{}),
 		rejectLog: loglimit.New(rejectLogInterval, maxRejectLogKeys, nil),
 	}
 	if err := c.open(); err != nil {
@@ -121,15 +106,7 @@ func (c *Controller) open() error {
 	if c.state, err = loadFleetState(c.store, c.registry, c.cfg.NodeOfflineGrace); err != nil {
 		return err
 	}
-	if c.cfg.Embedded() {
-		c.broker, err = broker.New(c.brokerOptions())
-		if err == nil {
-			err = c.watchBroker()
-		}
-	} else {
-		c.client, err = c.newBrokerClient()
-	}
-	if err != nil {
+	if c.transport, err = c.openTransport(); err != nil {
 		return err
 	}
 	c.apiLn, err = net.Listen("tcp", c.cfg.APIAddr)
@@ -150,7 +127,6 @@ func (c *Controller) brokerOptions() broker.Options {
 		DataDir:       c.cfg.DataDir,
 		Limits:        c.cfg.brokerLimits(),
 		Logger:        c.log,
-		OnDrop:        c.onDrop,
 	}
 }
 
@@ -158,12 +134,7 @@ func (c *Controller) brokerOptions() broker.Options {
 func (c *Controller) APIAddr() net.Addr { return c.apiLn.Addr() }
 
 // MQTTAddr is the embedded broker's TCP address, nil with an external one.
-func (c *Controller) MQTTAddr() net.Addr {
-	if c.broker == nil {
-		return nil
-	}
-	return c.broker.Addr()
-}
+func (c *Controller) MQTTAddr() net.Addr { return c.transport.Addr() }
 
 // Token is the API's bearer token.
 func (c *Controller) Token() string { return c.token }
@@ -177,14 +148,11 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer c.closeResources()
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return c.serveAPI(ctx) })
-	g.Go(func() error { return c.runTransport(ctx) })
+	g.Go(func() error { return c.transport.Run(ctx) })
 	g.Go(func() error { return c.reconcileLoop(ctx) })
 	g.Go(func() error { return c.republishLoop(ctx) })
 	g.Go(func() error { return c.events.Run(ctx) })
 	g.Go(func() error { return c.flushNodesLoop(ctx) })
-	if c.client != nil {
-		g.Go(func() error { return c.resyncLoop(ctx) })
-	}
 	if c.cfg.ManifestsDir != "" {
 		g.Go(func() error { return c.watchManifests(ctx) })
 	}
@@ -193,25 +161,6 @@ func (c *Controller) Run(ctx context.Context) error {
 		err = nil
 	}
 	return err
-}
-
-// runTransport runs the embedded broker (subscribing in-process once it
-// serves) or the external broker client.
-func (c *Controller) runTransport(ctx context.Context) error {
-	if c.client != nil {
-		return c.client.Run(ctx)
-	}
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return c.broker.Run(ctx) })
-	g.Go(func() error {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-c.broker.Ready():
-		}
-		return c.subscribeInline()
-	})
-	return g.Wait()
 }
 
 // serveAPI serves the HTTP API within the configured limits until ctx
@@ -233,8 +182,8 @@ func (c *Controller) closeResources() {
 		if c.apiLn != nil {
 			_ = c.apiLn.Close()
 		}
-		if c.broker != nil {
-			_ = c.broker.Close()
+		if c.transport != nil {
+			_ = c.transport.Close()
 		}
 		if c.store != nil {
 			if err := c.store.Close(); err != nil {
@@ -258,32 +207,4 @@ func (c *Controller) requestRepublish() {
 	case c.republish <- struct{}{}:
 	default:
 	}
-}
-
-// onDrop is told by the embedded broker that a message was not delivered.
-// A drop towards a node is repaired by republishing; the controller's own
-// in-process subscription never drops.
-func (c *Controller) onDrop(clientID, topic string) {
-	c.metrics.brokerDrops.Inc()
-	if repairedByRepublish(topic) {
-		c.requestRepublish()
-	}
-}
-
-// repairedByRepublish reports whether a message dropped on its way to a
-// node is one the republish sends again: a desired state, a ConfigMap or
-// one of the node's Secrets.
-func repairedByRepublish(topic string) bool {
-	if _, kind, ok := schema.ParseNodeTopic(topic); ok && kind == schema.TopicDesired {
-		return true
-	}
-	if strings.HasPrefix(topic, schema.ConfigMapTopic("")) {
-		return true
-	}
-	rest, ok := strings.CutPrefix(topic, schema.TopicPrefix+"nodes/")
-	if !ok {
-		return false
-	}
-	_, kind, _ := strings.Cut(rest, "/")
-	return strings.HasPrefix(kind, schema.TopicSecretsPrefix)
 }

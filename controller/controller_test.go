@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/controller/store"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -21,7 +22,7 @@ const exporter = "monitoring/exporter"
 // would.
 func (n *fakeNode) goOffline() {
 	p := n.presence(false)
-	checkFor(n.t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(n.t, wait, 20*time.Millisecond, func() error {
 		return n.client.Publish(context.Background(), p.Topic, p.Payload, true)
 	})
 	n.stop()
@@ -36,7 +37,7 @@ func TestNodeJoinGetsDaemonSet(t *testing.T) {
 	gw := startNode(t, tc.brokerURL(), tc.secret, gateway("gw-1", nil))
 	sensor := startNode(t, tc.brokerURL(), tc.secret, schema.NodeStatus{Node: "sensor-1", Labels: map[string]string{"role": "sensor"}})
 	gw.expectDaemonSets(exporter)
-	checkFor(t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
 		if _, ok := sensor.lastDesired(); !ok {
 			return errors.New("sensor has no desired state yet")
 		}
@@ -87,7 +88,7 @@ func TestTaints(t *testing.T) {
 	fresh := gateway("fresh", nil)
 	fresh.Taints = noSchedule.Taints
 	n3 := startNode(t, tc.brokerURL(), tc.secret, fresh)
-	checkFor(t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
 		if _, ok := n3.lastDesired(); !ok {
 			return errors.New("no desired state yet")
 		}
@@ -117,7 +118,7 @@ func TestCordonKeepsAndOverridesWin(t *testing.T) {
 	require.NoError(t, err)
 	n.expectDaemonSets()
 	n.reannounce(gateway("gw", map[string]string{"extra": "1"}))
-	checkFor(t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
 		node, err := tc.api.GetNode(ctx, "gw")
 		if err != nil || node.Labels["extra"] != "1" {
 			return fmt.Errorf("re-announcement not applied yet (%v): %v", err, node.Labels)
@@ -149,7 +150,7 @@ func TestOfflineNodeKeepsDesiredAndIsMarked(t *testing.T) {
 	n.goOffline()
 
 	ctx := context.Background()
-	checkFor(t, wait, 50*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 50*time.Millisecond, func() error {
 		node, err := tc.api.GetNode(ctx, "gw")
 		if err != nil {
 			return err
@@ -203,7 +204,7 @@ func TestDeleteDaemonSetOrphanKeepsInstances(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, dss)
 	n.reannounce(gateway("gw", map[string]string{"x": "y"})) // any later pass
-	checkFor(t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
 		node, err := tc.api.GetNode(context.Background(), "gw")
 		if err != nil || node.Labels["x"] != "y" {
 			return fmt.Errorf("re-announcement not seen yet: %v", err)
@@ -222,7 +223,7 @@ func TestDeleteNodeClearsDesiredState(t *testing.T) {
 	n.expectDaemonSets(exporter)
 	require.NoError(t, tc.api.DeleteNode(context.Background(), "gw"))
 	n.expectDaemonSets()
-	checkFor(t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
 		if _, err := tc.store.GetDesired("gw"); !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("desired state of a deleted node still stored: %v", err)
 		}
@@ -320,7 +321,7 @@ func TestMalformedMessagesAreDropped(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
-	checkFor(t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
 		if got := counterValue(tc.metrics.messagesRejected); got < 12 {
 			return fmt.Errorf("%v messages rejected, want 12", got)
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/credential"
+	"github.com/edgeset/edgeset/internal/checkfor"
 )
 
 // envCrashHelper makes the test binary run a controller on the data
@@ -89,7 +90,7 @@ func TestKill9LosesNothing(t *testing.T) {
 	after, _ := n2.lastDesired()
 	assert.Equal(t, before.Generation, after.Generation, "the same desired state, republished after the crash")
 	assert.Equal(t, before.Instances, after.Instances)
-	checkFor(t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
 		if got := counterValue(tc.metrics.republishes); got < 1 {
 			return fmt.Errorf("no republish yet")
 		}

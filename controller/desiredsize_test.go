@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -34,7 +35,7 @@ func TestDesiredStateTooLargeIsReported(t *testing.T) {
 	tc.applyYAML(t, b.String())
 
 	ctx := context.Background()
-	checkFor(t, wait, 50*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 50*time.Millisecond, func() error {
 		evs, err := tc.api.Events(ctx, api.EventFilter{Object: nodeObject("crowded"), Limit: 100})
 		if err != nil {
 			return err
@@ -58,7 +59,7 @@ func TestDesiredStateTooLargeIsReported(t *testing.T) {
 	// again when it republishes.
 	tc.stop()
 	tc2 := startController(t, Config{DataDir: tc.cfg.DataDir})
-	checkFor(t, wait, 50*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 50*time.Millisecond, func() error {
 		if got := counterValue(tc2.metrics.desiredTooLarge); got < 1 {
 			return fmt.Errorf("after a restart: edgeset_desired_too_large_total = %v", got)
 		}

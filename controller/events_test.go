@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/controller/store"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -205,7 +206,7 @@ func TestNodeEventFloodOverMQTT(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, n.client.Publish(ctx, schema.NodeTopic("noisy", schema.TopicEvents), payload, false))
 	}
-	checkFor(t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
 		if got := metricValue(t, tc.metrics.reg, "edgeset_events_dropped_total", "reason", dropRateLimited); got < 1000 {
 			return fmt.Errorf("%v events dropped by the rate limit", got)
 		}

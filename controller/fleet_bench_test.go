@@ -25,7 +25,7 @@ type benchFleet struct {
 
 func newBenchFleet(b *testing.B, n int) *benchFleet {
 	f := &benchFleet{tc: startController(b, Config{RepublishRate: 1 << 20}), n: n}
-	err := f.tc.broker.Subscribe(schema.NodeWildcard(schema.TopicDesired), 99, func(_ string, payload []byte) {
+	err := f.tc.embeddedBroker(b).Subscribe(schema.NodeWildcard(schema.TopicDesired), 99, func(_ string, payload []byte) {
 		f.published.Add(1)
 		f.bytes.Add(int64(len(payload)))
 	})
@@ -202,7 +202,7 @@ func BenchmarkRolloutOverhead10k(b *testing.B) {
 			p, _ := schema.Encode(obs)
 			go f.tc.handleMessage(schema.NodeTopic(d.Node, schema.TopicObserved), p)
 		}
-		if err := f.tc.broker.Subscribe(schema.NodeWildcard(schema.TopicDesired), 98, instant); err != nil {
+		if err := f.tc.embeddedBroker(b).Subscribe(schema.NodeWildcard(schema.TopicDesired), 98, instant); err != nil {
 			b.Fatal(err)
 		}
 		f.register(b)

@@ -16,27 +16,12 @@ import (
 	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/credential"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 )
 
 const wait = 15 * time.Second
-
-// checkFor polls fn until it returns nil or timeout passes.
-func checkFor(t testing.TB, timeout, interval time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s: %v", timeout, err)
-		}
-		time.Sleep(interval)
-	}
-}
 
 // testController is a controller running on loopback for one test.
 type testController struct {
@@ -111,6 +96,17 @@ func (tc *testController) stop() {
 
 func (tc *testController) brokerURL() string { return "tcp://" + tc.MQTTAddr().String() }
 
+// embeddedBroker is the controller's embedded broker; the test fails if
+// the controller uses an external one.
+func (tc *testController) embeddedBroker(t testing.TB) *broker.Broker {
+	t.Helper()
+	e, ok := tc.transport.(*embeddedTransport)
+	if !ok {
+		t.Fatalf("the controller's transport is %s, not the embedded broker", tc.transport.Describe())
+	}
+	return e.broker
+}
+
 // applyYAML applies a manifest through the API.
 func (tc *testController) applyYAML(t testing.TB, manifest string) []api.ApplyResult {
 	t.Helper()
@@ -178,7 +174,7 @@ func (n *fakeNode) announce(ctx context.Context, st schema.NodeStatus) {
 
 // reannounce publishes a new status, as an agent does on change.
 func (n *fakeNode) reannounce(st schema.NodeStatus) {
-	checkFor(n.t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(n.t, wait, 20*time.Millisecond, func() error {
 		st.SchemaVersion, st.Node = schema.WireVersion, n.name
 		payload, _ := schema.Encode(st)
 		return n.client.Publish(context.Background(), schema.NodeTopic(n.name, schema.TopicStatus), payload, true)
@@ -190,7 +186,7 @@ func (n *fakeNode) report(obs schema.ObservedState) {
 	obs.SchemaVersion, obs.Node = schema.WireVersion, n.name
 	payload, err := schema.Encode(obs)
 	require.NoError(n.t, err)
-	checkFor(n.t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(n.t, wait, 20*time.Millisecond, func() error {
 		return n.client.Publish(context.Background(), schema.NodeTopic(n.name, schema.TopicObserved), payload, true)
 	})
 }
@@ -248,7 +244,7 @@ func (n *fakeNode) daemonSets() []string {
 // expectDaemonSets waits until the node's desired state runs exactly want.
 func (n *fakeNode) expectDaemonSets(want ...string) {
 	n.t.Helper()
-	checkFor(n.t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(n.t, wait, 20*time.Millisecond, func() error {
 		got := n.daemonSets()
 		if fmt.Sprint(got) != fmt.Sprint(nilIfEmpty(want)) {
 			return fmt.Errorf("node %s desired daemonsets %v, want %v", n.name, got, want)

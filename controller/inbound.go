@@ -16,10 +16,6 @@ import (
 // logged and dropped: it changes nothing.
 func (c *Controller) handleMessage(topic string, payload []byte) {
 	c.metrics.messagesIn.Inc()
-	if c.client != nil && topic == c.cfg.dropTopic() {
-		c.onBrokerDropCount(payload)
-		return
-	}
 	node, kind, ok := schema.ParseNodeTopic(topic)
 	if !ok {
 		c.reject("", topic, fmt.Errorf("not an edgeset node topic"))

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -28,7 +29,7 @@ func TestObservedGenerationAboveIssuedIsRejected(t *testing.T) {
 	ctx := context.Background()
 
 	n.report(schema.ObservedState{ObservedGeneration: d.Generation + 1000})
-	checkFor(t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
 		if got := metricValue(t, tc.metrics.reg, "edgeset_mqtt_observed_rejected_total", "reason", "generation_ahead"); got != 1 {
 			return fmt.Errorf("%v observed states rejected, want 1", got)
 		}
@@ -39,7 +40,7 @@ func TestObservedGenerationAboveIssuedIsRejected(t *testing.T) {
 	assert.Less(t, node.ObservedGeneration, d.Generation+1000, "the forged generation is not recorded")
 
 	n.report(healthy()(d))
-	checkFor(t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
 		node, err := tc.api.GetNode(ctx, "gw")
 		if err != nil {
 			return err
@@ -49,7 +50,7 @@ func TestObservedGenerationAboveIssuedIsRejected(t *testing.T) {
 		}
 		return nil
 	})
-	checkFor(t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
 		evs, err := tc.api.Events(ctx, api.EventFilter{Object: "node/gw"})
 		if err != nil {
 			return err

@@ -17,16 +17,6 @@ import (
 	"github.com/edgeset/edgeset/schema"
 )
 
-// Timing of log streams; variables so that tests can shorten them.
-var (
-	// logAnswerTimeout bounds the wait for a node's first chunk, and, when
-	// not following, for each next one.
-	logAnswerTimeout = 15 * time.Second
-	// logFollowLimit bounds a follow stream; agents end theirs after 10
-	// minutes, so this only catches a node that vanished mid-stream.
-	logFollowLimit = 11 * time.Minute
-)
-
 // logChunkBuffer is how many chunks of one stream wait for the HTTP client;
 // beyond it chunks are dropped and the gap is reported in the text.
 const logChunkBuffer = 256
@@ -107,7 +97,8 @@ func (c *Controller) Logs(ctx context.Context, req api.LogsRequest) (io.ReadClos
 	}
 	s := c.logs.add(id, req.Node)
 	follow := req.Follow && !req.Previous
-	r := &logReader{c: c, ctx: ctx, id: id, node: req.Node, stream: s, follow: follow, deadline: time.Now().Add(logFollowLimit)}
+	r := &logReader{c: c, ctx: ctx, id: id, node: req.Node, stream: s, follow: follow,
+		answer: c.cfg.logAnswerTimeout, deadline: time.Now().Add(c.cfg.logFollowLimit)}
 	lr := schema.LogRequest{
 		SchemaVersion: schema.WireVersion, Node: req.Node, ID: id, DaemonSet: req.DaemonSet,
 		Container: req.Container, Tail: req.Tail, Follow: follow, Previous: req.Previous,
@@ -216,7 +207,8 @@ type logReader struct {
 	id, node string
 	stream   *logStream
 	follow   bool
-	deadline time.Time // of a follow stream
+	answer   time.Duration // wait for the first chunk, and each next one when not following
+	deadline time.Time     // of a follow stream
 
 	seq     int    // next expected chunk
 	pending string // text received, not yet read
@@ -249,7 +241,7 @@ func (r *logReader) Read(p []byte) (int, error) {
 // next waits for the next chunk in order. Duplicates (QoS 1 redelivery)
 // are skipped; a gap becomes a note in the text.
 func (r *logReader) next() (schema.LogChunk, error) {
-	timeout := logAnswerTimeout
+	timeout := r.answer
 	if r.follow && r.seq > 0 {
 		timeout = time.Until(r.deadline)
 	}

@@ -11,19 +11,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/schema"
 )
 
 // TestLogsSilentNode: a node that never answers is reported with 504, and
 // the stream is cancelled on it.
 func TestLogsSilentNode(t *testing.T) {
-	old := logAnswerTimeout
-	logAnswerTimeout = 200 * time.Millisecond
-	t.Cleanup(func() { logAnswerTimeout = old })
-	tc := startController(t, Config{})
+	tc := startController(t, Config{logAnswerTimeout: 200 * time.Millisecond})
 	startNode(t, tc.brokerURL(), tc.secret, gateway("gw-1", nil))
 	tc.applyYAML(t, exporterYAML)
-	checkFor(t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
 		_, err := tc.GetNode(context.Background(), "gw-1")
 		return err
 	})
@@ -48,7 +46,7 @@ func TestLogsSilentNode(t *testing.T) {
 func TestLogReaderOrdersChunks(t *testing.T) {
 	var h logHub
 	s := h.add("id1", "gw-1")
-	r := &logReader{ctx: context.Background(), id: "id1", node: "gw-1", stream: s, closed: true}
+	r := &logReader{ctx: context.Background(), id: "id1", node: "gw-1", stream: s, answer: wait, closed: true}
 	chunk := func(seq int, data string, eof bool, msg string) schema.LogChunk {
 		return schema.LogChunk{SchemaVersion: schema.WireVersion, Node: "gw-1", ID: "id1", Seq: seq, Data: data, EOF: eof || msg != "", Error: msg}
 	}

@@ -53,13 +53,10 @@ func (c *Controller) reconcileLoop(ctx context.Context) error {
 // an external broker the loop starts at once: publishes made while it is
 // unreachable are repeated by the republish on connect.
 func (c *Controller) waitTransport(ctx context.Context) error {
-	if c.broker == nil {
-		return nil
-	}
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-c.inlineReady:
+	case <-c.transport.Synced():
 		return nil
 	}
 }

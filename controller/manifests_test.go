@@ -17,6 +17,7 @@ import (
 
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/controller/store"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -45,7 +46,7 @@ func writeFile(t *testing.T, path, content string) {
 func (tc *testController) expectImage(t *testing.T, key, image string) api.DaemonSet {
 	t.Helper()
 	var ds api.DaemonSet
-	checkFor(t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
 		var err error
 		if ds, err = tc.api.GetDaemonSet(context.Background(), key); err != nil {
 			return err
@@ -62,7 +63,7 @@ func (tc *testController) expectImage(t *testing.T, key, image string) api.Daemo
 func (tc *testController) expectSource(t *testing.T, path, status string) api.Source {
 	t.Helper()
 	var found api.Source
-	checkFor(t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
 		srcs, err := tc.api.Sources(context.Background())
 		if err != nil {
 			return err
@@ -81,7 +82,7 @@ func (tc *testController) expectSource(t *testing.T, path, status string) api.So
 
 func (tc *testController) expectGone(t *testing.T, key string) {
 	t.Helper()
-	checkFor(t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
 		if _, err := tc.api.GetDaemonSet(context.Background(), key); err == nil {
 			return fmt.Errorf("daemonset %s still exists", key)
 		}
@@ -165,7 +166,7 @@ func TestManifestsDirPrunes(t *testing.T) {
 	// A daemonset removed from its file is pruned; the rest stays.
 	writeFile(t, multi, dsYAML("one", "one:1"))
 	tc.expectGone(t, "files/two")
-	checkFor(t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
 		// The source's view is updated after the prune is visible.
 		if src := tc.expectSource(t, multi, api.SourceApplied); !slices.Equal(src.DaemonSets, []string{"files/one"}) {
 			return fmt.Errorf("source %s manages %v, want files/one", multi, src.DaemonSets)
@@ -272,7 +273,7 @@ stringData: {token: `+secretValue+`}
 
 	require.NoError(t, os.Remove(path))
 	tc.expectGone(t, "files/one")
-	checkFor(t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
 		cms, err := tc.api.ListConfigMaps(context.Background())
 		if err != nil || len(cms) > 0 {
 			return fmt.Errorf("configmaps %v after the file went (err %v)", cms, err)
@@ -341,7 +342,7 @@ func TestManifestsDirSameObjectInTwoFiles(t *testing.T) {
 	}
 	before := occurrences(a)
 	writeFile(t, a, dsYAML("shared", "shared:3")+"---\n"+dsYAML("only-a", "a:2"))
-	checkFor(t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
 		if occurrences(a) == before {
 			return fmt.Errorf("the edit of %s is not reported yet", a)
 		}

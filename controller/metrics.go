@@ -125,12 +125,7 @@ func (m *metrics) addQueueGauges(c *Controller) {
 	}, func() float64 { return float64(len(c.kick)) }))
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "edgeset_mqtt_inbox_pending", Help: "Messages from an external broker waiting to be handled (0 with the embedded broker).",
-	}, func() float64 {
-		if c.client == nil {
-			return 0
-		}
-		return float64(c.client.Stats().Pending)
-	}))
+	}, func() float64 { return float64(c.transport.Pending()) }))
 }
 
 // handler serves the metrics in the Prometheus text format.

@@ -9,33 +9,42 @@ import (
 
 func TestBrokerDropCount(t *testing.T) {
 	tests := []struct {
-		name   string
-		counts []string // payloads of the drop topic, in order
-		rise   float64  // edgeset_broker_dropped_total after them
-		repair bool     // a republish and a re-read were requested
+		name      string
+		counts    []string // payloads of the drop topic, in order
+		rise      float64  // edgeset_broker_dropped_total after them
+		repair    bool     // a republish and a re-read were requested
+		malformed bool     // a count was rejected as malformed
 	}{
-		{"zero", []string{"0", "0"}, 0, false},
-		{"unchanged", []string{"0", "0", "0"}, 0, false},
-		{"first count is taken whole", []string{"7"}, 7, true},
-		{"rise", []string{"0", "5"}, 5, true},
-		{"rises add up", []string{"0", "5", "12"}, 12, true},
-		{"steady after a rise", []string{"3", "3", "3"}, 3, true},
-		{"restarted broker counts from zero", []string{"10", "4"}, 14, true},
-		{"malformed counts are ignored", []string{"0", "many", "-1", ""}, 0, false},
-		{"whitespace", []string{" 2\n"}, 2, true},
+		{"zero", []string{"0", "0"}, 0, false, false},
+		{"unchanged", []string{"0", "0", "0"}, 0, false, false},
+		{"first count is taken whole", []string{"7"}, 7, true, false},
+		{"rise", []string{"0", "5"}, 5, true, false},
+		{"rises add up", []string{"0", "5", "12"}, 12, true, false},
+		{"steady after a rise", []string{"3", "3", "3"}, 3, true, false},
+		{"restarted broker counts from zero", []string{"10", "4"}, 14, true, false},
+		{"malformed counts are ignored", []string{"0", "many", "-1", ""}, 0, false, true},
+		{"whitespace", []string{" 2\n"}, 2, true, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &Controller{
-				cfg: Config{BrokerDropTopic: DefaultBrokerDropTopic}, log: slog.New(slog.DiscardHandler),
-				metrics: newMetrics(), republish: make(chan struct{}, 1), resync: make(chan struct{}, 1),
+			var republished, rejected bool
+			e := &externalTransport{
+				dropTopic: DefaultBrokerDropTopic, log: slog.New(slog.DiscardHandler),
+				metrics: newMetrics(), resync: make(chan struct{}, 1),
+				hooks: transportHooks{
+					message:   func(topic string, _ []byte) { t.Errorf("drop counter %s handed to the controller", topic) },
+					republish: func() { republished = true },
+					reject:    func(string, error) { rejected = true },
+				},
 			}
 			for _, p := range tc.counts {
-				c.onBrokerDropCount([]byte(p))
+				e.handle(DefaultBrokerDropTopic, []byte(p))
 			}
-			assert.Equal(t, tc.rise, counterValue(c.metrics.brokerDrops))
-			assert.Equal(t, tc.repair, len(c.republish) == 1, "republish requested")
-			assert.Equal(t, tc.repair, len(c.resync) == 1, "re-read requested")
+			assert.Equal(t, tc.rise, counterValue(e.metrics.brokerDrops))
+			assert.Equal(t, float64(len(tc.counts)), counterValue(e.metrics.messagesIn), "messages in")
+			assert.Equal(t, tc.repair, republished, "republish requested")
+			assert.Equal(t, tc.repair, len(e.resync) == 1, "re-read requested")
+			assert.Equal(t, tc.malformed, rejected, "malformed count rejected")
 		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/controller/rollout"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -34,7 +35,7 @@ func eventReasons(t *testing.T, tc *testController) []string {
 // current rollout updated has passed: the rollout is long over.
 func waitPastDeadlines(t *testing.T, tc *testController, deadline time.Duration) {
 	t.Helper()
-	checkFor(t, wait, 25*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 25*time.Millisecond, func() error {
 		var st rollout.State
 		if _, err := tc.store.GetRollout(exporter, &st); err != nil {
 			return err
@@ -122,14 +123,14 @@ func TestReconnectDoesNotFailRollout(t *testing.T) {
 		return obs
 	}
 	back.setBehaviourWhenPlaced(starting)
-	checkFor(t, wait, 25*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 25*time.Millisecond, func() error {
 		if _, ok := back.lastDesired(); !ok {
 			return fmt.Errorf("the returning node has no desired state yet")
 		}
 		return nil
 	})
 	back.reportAs(starting)
-	checkFor(t, wait, 25*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 25*time.Millisecond, func() error {
 		ds, err := tc.api.GetDaemonSet(context.Background(), exporter)
 		if err != nil {
 			return err

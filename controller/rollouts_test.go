@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -61,7 +62,7 @@ func (n *fakeNode) revisions() []string {
 func waitRollout(t *testing.T, tc *testController, cond func(api.DaemonSet) error) api.DaemonSet {
 	t.Helper()
 	var ds api.DaemonSet
-	checkFor(t, wait, 25*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 25*time.Millisecond, func() error {
 		var err error
 		if ds, err = tc.api.GetDaemonSet(context.Background(), exporter); err != nil {
 			return err
@@ -125,7 +126,7 @@ func TestOnDeleteMovesOnlyDeletedInstances(t *testing.T) {
 		assert.Equal(t, []string{v1}, n.revisions(), "OnDelete moves nothing by itself")
 	}
 	require.NoError(t, tc.api.DeleteInstance(context.Background(), exporter, "gw-1"))
-	checkFor(t, wait, 25*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 25*time.Millisecond, func() error {
 		if got := nodes[1].revisions(); len(got) != 1 || got[0] != v2 {
 			return fmt.Errorf("gw-1 runs %v, want %s", got, v2)
 		}

@@ -124,7 +124,7 @@ func BenchmarkNodeEvent(b *testing.B) {
 		f := newScaleFleet(b, n)
 		published := make(chan struct{}, 1)
 		target := schema.NodeTopic("node-000007", schema.TopicDesired)
-		if err := f.tc.broker.Subscribe(target, 97, func(string, []byte) {
+		if err := f.tc.embeddedBroker(b).Subscribe(target, 97, func(string, []byte) {
 			select {
 			case published <- struct{}{}:
 			default:

@@ -19,6 +19,7 @@ import (
 	"github.com/edgeset/edgeset/controller/decider"
 	"github.com/edgeset/edgeset/controller/rollout"
 	"github.com/edgeset/edgeset/controller/store"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -68,7 +69,7 @@ func TestStoreFaultClearsWithoutAnotherRequest(t *testing.T) {
 	require.ErrorIs(t, tc.Ready(ctx), api.ErrUnavailable)
 
 	tc.store.FailWrites(nil)
-	checkFor(t, wait, 50*time.Millisecond, func() error { return tc.Ready(ctx) })
+	checkfor.Eventually(t, wait, 50*time.Millisecond, func() error { return tc.Ready(ctx) })
 	assert.Equal(t, 1.0, gaugeValue(tc.metrics.storeWritable))
 	_, err = tc.api.GetDaemonSet(ctx, "monitoring/exporter")
 	assert.ErrorIs(t, err, api.ErrNotFound, "the probe write stores nothing")

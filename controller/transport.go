@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
+	"net"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/edgeset/edgeset/controller/reconcile"
-	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 )
@@ -24,154 +22,119 @@ var subscriptions = []string{
 	schema.NodeWildcard(schema.TopicLogsResponse),
 }
 
-// watchBroker makes the embedded broker's listeners part of readiness
-// (/readyz fails while one cannot accept connections) and its metrics part
-// of /metrics.
-func (c *Controller) watchBroker() error {
-	c.health.probe("mqtt listener", c.broker.Health)
-	if err := c.broker.Register(c.metrics.reg); err != nil {
-		return fmt.Errorf("register broker metrics: %w", err)
-	}
-	return nil
+// transport is how the controller reaches the fleet: the embedded broker
+// (transport_embedded.go) or a client of an external one
+// (transport_external.go). It calls the hooks given at construction for
+// every message on the controller's subscriptions and each time they are
+// (re)established.
+type transport interface {
+	// Run serves (embedded) or stays connected (external) until ctx ends.
+	Run(ctx context.Context) error
+	// Synced is closed once the retained fleet state was delivered
+	// (embedded) or at once (external).
+	Synced() <-chan struct{}
+	// Publish sends one message to the fleet.
+	Publish(ctx context.Context, m mqttclient.Message) error
+	// PublishAll sends msgs, pipelined where the transport can; it
+	// returns an error if any of them was not sent.
+	PublishAll(ctx context.Context, msgs []mqttclient.Message) error
+	// Addr is the embedded broker's MQTT address; nil for an external one.
+	Addr() net.Addr
+	// Describe names the transport for Version: "embedded 127.0.0.1:1883"
+	// or the broker URL.
+	Describe() string
+	// Pending is how many received messages wait to be handled.
+	Pending() int
+	// Close releases what the transport holds; safe to call twice.
+	Close() error
 }
 
-// subscribeInline subscribes in-process to the embedded broker, which
-// delivers every retained message before returning and never drops; then
-// it republishes what devices must see.
-func (c *Controller) subscribeInline() error {
-	for i, filter := range subscriptions {
-		if err := c.broker.Subscribe(filter, i+1, c.handleMessage); err != nil {
-			return err
-		}
-	}
-	c.log.Info("embedded broker serving", "mqtt", c.broker.Addr().String())
-	close(c.inlineReady)
-	c.requestRepublish()
-	c.wake()
-	return nil
+// transportHooks are how a transport reaches the controller. None blocks
+// on I/O.
+type transportHooks struct {
+	// message takes one message on the controller's subscriptions.
+	message func(topic string, payload []byte)
+	// subscribed is called each time the subscriptions are (re)established.
+	subscribed func()
+	// republish asks for every node's desired state to be published again,
+	// after the broker dropped something the republish repairs.
+	republish func()
+	// reject counts and logs a malformed message of the transport's own.
+	reject func(topic string, err error)
+	// nodes lists the known nodes, whose retained state a re-read asks for.
+	nodes func() []string
 }
 
-// newBrokerClient prepares the client for an external broker.
-func (c *Controller) newBrokerClient() (*mqttclient.Client, error) {
-	password, err := c.brokerPassword()
-	if err != nil {
-		return nil, err
-	}
-	opts := mqttclient.Options{
-		BrokerURL:  c.cfg.BrokerURL,
-		ClientID:   c.cfg.BrokerUsername,
-		Username:   c.cfg.BrokerUsername,
-		Password:   password,
-		CAFile:     c.cfg.BrokerCAFile,
-		Handler:    c.handleMessage,
-		NoCoalesce: eventTopic,
-		OnConnect: func(context.Context) {
-			c.log.Info("connected to broker", "url", c.cfg.BrokerURL)
+// hooks are the controller's hooks for its transport.
+func (c *Controller) hooks() transportHooks {
+	return transportHooks{
+		message: c.handleMessage,
+		subscribed: func() {
 			c.requestRepublish()
 			c.wake()
 		},
-		OnConnectionLost: func(err error) { c.log.Warn("broker connection lost", "url", c.cfg.BrokerURL, "err", err) },
-		Logger:           c.log,
+		republish: c.requestRepublish,
+		reject:    func(topic string, err error) { c.reject("", topic, err) },
+		nodes:     c.knownNodes,
 	}
-	for _, f := range subscriptions {
-		opts.Subscriptions = append(opts.Subscriptions, mqttclient.Subscription{Filter: f, QoS: 1})
-	}
-	if t := c.cfg.dropTopic(); t != "" {
-		opts.Subscriptions = append(opts.Subscriptions, mqttclient.Subscription{Filter: t, QoS: 0})
-	}
-	return mqttclient.New(opts)
 }
 
-// eventTopic reports topics whose messages are events, each of which counts,
-// rather than state, of which only the newest does.
-func eventTopic(topic string) bool {
-	return strings.HasSuffix(topic, "/"+schema.TopicEvents) || strings.HasSuffix(topic, "/"+schema.TopicLogsResponse)
+// knownNodes lists the names of the nodes in the registry.
+func (c *Controller) knownNodes() []string {
+	states := c.registry.States()
+	names := make([]string, len(states))
+	for i, st := range states {
+		names[i] = st.Name
+	}
+	return names
 }
 
-// staleState reports whether incoming is an older state than pending for
-// the same topic (a redelivered or reordered message): a lower observed
-// generation; for presence, a will of another session arriving after an
-// online (the late will of the connection it replaced), or an online of a
-// session after its will. Session numbers are the device's clock and are
-// never compared (see registry.ApplyPresence). The coalescing inbox of
-// the broker client then keeps pending.
-func staleState(topic string, pending, incoming []byte) bool {
-	_, kind, ok := schema.ParseNodeTopic(topic)
-	if !ok {
-		return false
-	}
-	var p, q struct {
-		ObservedGeneration *uint64 `json:"observedGeneration"`
-		Online             bool    `json:"online"`
-		Session            *int64  `json:"session"`
-	}
-	if json.Unmarshal(pending, &p) != nil || json.Unmarshal(incoming, &q) != nil {
-		return false
-	}
-	switch kind {
-	case schema.TopicObserved:
-		return p.ObservedGeneration != nil && q.ObservedGeneration != nil && *q.ObservedGeneration < *p.ObservedGeneration
-	case schema.TopicOnline:
-		if p.Session == nil || q.Session == nil {
-			return false
-		}
-		same := *p.Session == *q.Session
-		return p.Online && !q.Online && !same || !p.Online && q.Online && same
-	}
-	return false
-}
-
-// brokerPassword reads broker-password-file, or derives the controller
-// token from the fleet secret.
-func (c *Controller) brokerPassword() (string, error) {
-	if c.cfg.BrokerPasswordFile != "" {
-		b, err := os.ReadFile(c.cfg.BrokerPasswordFile)
+// openTransport prepares the embedded broker or the external broker's
+// client, as the configuration says.
+func (c *Controller) openTransport() (transport, error) {
+	if c.cfg.Embedded() {
+		t, err := newEmbeddedTransport(c.brokerOptions(), &c.health, c.metrics, c.log, c.hooks())
 		if err != nil {
-			return "", fmt.Errorf("read broker-password-file: %w", err)
+			return nil, err // not a nil *embeddedTransport in a non-nil transport
 		}
-		return strings.TrimSpace(string(b)), nil
+		return t, nil
 	}
-	secret, err := credential.LoadOrCreateFleetSecret(c.cfg.DataDir)
+	password, err := brokerPassword(c.cfg)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	return credential.ControllerToken(secret), nil
+	t, err := newExternalTransport(c.cfg, password, c.metrics, c.log, c.hooks())
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 // publish sends one message to the fleet, retained when it is state.
 func (c *Controller) publish(ctx context.Context, topic string, payload []byte, retained bool) error {
+	return c.publishAll(ctx, []mqttclient.Message{{Topic: topic, Payload: payload, Retained: retained}})
+}
+
+// publishAll sends many messages, pipelined on an external broker, and
+// counts them: every message and its bytes when all were sent, one
+// publish error otherwise.
+func (c *Controller) publishAll(ctx context.Context, msgs []mqttclient.Message) error {
 	var err error
-	if c.broker != nil {
-		err = c.broker.Publish(topic, payload, retained)
+	if len(msgs) == 1 {
+		err = c.transport.Publish(ctx, msgs[0])
 	} else {
-		err = c.client.Publish(ctx, topic, payload, retained)
+		err = c.transport.PublishAll(ctx, msgs)
 	}
 	if err != nil {
 		c.metrics.publishErrors.Inc()
 		return err
 	}
-	c.metrics.messagesOut.Inc()
-	c.metrics.bytesOut.Add(float64(len(payload)))
-	return nil
-}
-
-// publishAll sends many messages, pipelined on an external broker.
-func (c *Controller) publishAll(ctx context.Context, msgs []mqttclient.Message) error {
-	if c.client != nil {
-		err := c.client.PublishAll(ctx, msgs)
-		if err == nil {
-			for _, m := range msgs {
-				c.metrics.messagesOut.Inc()
-				c.metrics.bytesOut.Add(float64(len(m.Payload)))
-			}
-		}
-		return err
-	}
+	bytes := 0
 	for _, m := range msgs {
-		if err := c.publish(ctx, m.Topic, m.Payload, m.Retained); err != nil {
-			return err
-		}
+		bytes += len(m.Payload)
 	}
+	c.metrics.messagesOut.Add(float64(len(msgs)))
+	c.metrics.bytesOut.Add(float64(bytes))
 	return nil
 }
 

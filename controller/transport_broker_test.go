@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/edgeset/edgeset/internal/checkfor"
 )
 
 // TestReadyzReflectsMQTTListener: when the embedded broker cannot accept
@@ -51,7 +53,7 @@ func TestReadyzReflectsMQTTListener(t *testing.T) {
 	conn, err := net.Dial("tcp", tc.MQTTAddr().String())
 	require.NoError(t, err)
 	defer conn.Close()
-	checkFor(t, wait, 5*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 5*time.Millisecond, func() error {
 		err := tc.Ready(context.Background())
 		if err == nil || !strings.Contains(err.Error(), "mqtt listener") || !strings.Contains(err.Error(), "too many open files") {
 			return fmt.Errorf("Ready = %v, want the mqtt listener's accept error", err)
@@ -61,7 +63,7 @@ func TestReadyzReflectsMQTTListener(t *testing.T) {
 	for _, f := range files {
 		_ = f.Close()
 	}
-	checkFor(t, wait, 10*time.Millisecond, func() error { return tc.Ready(context.Background()) })
+	checkfor.Eventually(t, wait, 10*time.Millisecond, func() error { return tc.Ready(context.Background()) })
 	code, body := readyz(t, tc)
 	require.Equal(t, http.StatusOK, code, body)
 }
@@ -82,7 +84,7 @@ func TestBrokerMetricsServed(t *testing.T) {
 		0, 6, 'n', 'o', 'd', 'e', '-', 'a', 0, 6, 'n', 'o', 'd', 'e', '-', 'a', 0, 5, 'w', 'r', 'o', 'n', 'g'}
 	_, err = conn.Write(connect)
 	require.NoError(t, err)
-	checkFor(t, wait, 10*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 10*time.Millisecond, func() error {
 		body := mustMetricsText(t, tc.APIAddr().String())
 		for _, want := range []string{
 			`edgeset_broker_auth_failures_total{reason="bad_password"} 1`,

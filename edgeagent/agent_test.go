@@ -15,6 +15,7 @@ import (
 
 	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/edgeagent/fake"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -78,7 +79,7 @@ func TestOlderOrEqualGenerationIgnored(t *testing.T) {
 
 	h.apply(6, revB)
 	h.waitInstance(revB.DaemonSet, revB.Hash, runningReady)
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	checkfor.Eventually(t, 5*time.Second, 5*time.Millisecond, func() error {
 		if _, found := h.instance(revA.DaemonSet, revA.Hash); found || len(h.managed()) != 1 {
 			return errors.New("instance of generation 5 still present")
 		}
@@ -199,7 +200,7 @@ func TestUpdateReplacesInstanceOnlyOnceNewTemplateArrives(t *testing.T) {
 
 	h.sendRevision(revA2)
 	h.waitInstance(revA2.DaemonSet, revA2.Hash, runningReady)
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	checkfor.Eventually(t, 5*time.Second, 5*time.Millisecond, func() error {
 		list := h.managed()
 		if len(list) != 1 || list[0].Labels[edgeagent.LabelRevision] != revA2.Hash {
 			return fmt.Errorf("%d containers, want only the new revision", len(list))
@@ -221,7 +222,7 @@ func TestSurgePairRunsBothUntilOldDropped(t *testing.T) {
 	assert.Len(t, h.managed(), 2)
 
 	h.sendDesired(3, want(revA2))
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	checkfor.Eventually(t, 5*time.Second, 5*time.Millisecond, func() error {
 		if list := h.managed(); len(list) != 1 || list[0].Labels[edgeagent.LabelRevision] != revA2.Hash {
 			return fmt.Errorf("%d containers, want the new revision only", len(list))
 		}
@@ -255,7 +256,7 @@ func TestLeftoversAndDuplicatesRemovedForeignUntouched(t *testing.T) {
 	h.apply(1, revA)
 	st := h.waitInstance(revA.DaemonSet, revA.Hash, runningReady)
 	assert.Equal(t, []string{original}, st.ContainerIDs, "the oldest running duplicate is kept")
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	checkfor.Eventually(t, 5*time.Second, 5*time.Millisecond, func() error {
 		if n := len(h.managed()); n != 1 {
 			return fmt.Errorf("%d managed containers, want 1", n)
 		}
@@ -329,7 +330,7 @@ func TestCrashLoopBackOff(t *testing.T) {
 func assertEvent(t *testing.T, h *harness, reason string) schema.NodeEvent {
 	t.Helper()
 	var ev schema.NodeEvent
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	checkfor.Eventually(t, 5*time.Second, 5*time.Millisecond, func() error {
 		for _, p := range h.conn.published(schema.NodeTopic(testNode, schema.TopicEvents)) {
 			require.NoError(t, json.Unmarshal(p.payload, &ev))
 			if ev.Reason == reason {
@@ -461,7 +462,7 @@ func TestObservedPublishedOnlyOnChange(t *testing.T) {
 	h := runWith(t, revA)
 	h.waitInstance(revA.DaemonSet, revA.Hash, runningReady)
 	topic := schema.NodeTopic(testNode, schema.TopicObserved)
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	checkfor.Eventually(t, 5*time.Second, 5*time.Millisecond, func() error {
 		pubs := h.conn.published(topic)
 		if len(pubs) == 0 {
 			return errors.New("no observed state published yet")
@@ -482,7 +483,7 @@ func TestObservedPublishedOnlyOnChange(t *testing.T) {
 
 	st, _ := h.instance(revA.DaemonSet, revA.Hash)
 	require.NoError(t, h.rt.Crash(st.ContainerIDs[0], 1))
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	checkfor.Eventually(t, 5*time.Second, 5*time.Millisecond, func() error {
 		if len(h.conn.published(topic)) <= before {
 			return errors.New("change not published")
 		}
@@ -505,7 +506,7 @@ func TestOnConnectRepublishesAndResubscribes(t *testing.T) {
 	dropped := h.agent.DroppedEvents()
 	st, _ := h.instance(revA.DaemonSet, revA.Hash)
 	require.NoError(t, h.rt.Crash(st.ContainerIDs[0], 1))
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	checkfor.Eventually(t, 5*time.Second, 5*time.Millisecond, func() error {
 		if h.agent.DroppedEvents() == dropped {
 			return errors.New("crash event not counted as dropped")
 		}
@@ -595,7 +596,7 @@ func TestStartErrorBacksOff(t *testing.T) {
 	assert.Equal(t, int64(1), attempts.Load(), "no new attempt before the back-off ends")
 	h.clock.Advance(10 * time.Second)
 	h.waitInstance(revA.DaemonSet, revA.Hash, phaseIs(schema.PhaseCrashLoopBackOff)) // second failure: back-off 20s
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	checkfor.Eventually(t, 5*time.Second, 5*time.Millisecond, func() error {
 		if st, _ := h.instance(revA.DaemonSet, revA.Hash); !strings.Contains(st.Message, "back-off 20s") {
 			return fmt.Errorf("message %q, want back-off 20s", st.Message)
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/edgeagent/fake"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -159,7 +160,7 @@ func TestConfigObjectsFromMissingToRunning(t *testing.T) {
 	// Both exist; the agent waits for them rather than report them missing.
 	h.sendDesiredWith(2, []schema.ObjectRef{ref("cfg", cmHash)}, []schema.ObjectRef{ref("api", secretHash)}, want(rev))
 	h.waitInstance(rev.DaemonSet, rev.Hash, phaseIs(schema.PhasePending))
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	checkfor.Eventually(t, 5*time.Second, 5*time.Millisecond, func() error {
 		if !h.conn.subscribed(schema.ConfigMapTopic(cmHash)) || !h.conn.subscribed(schema.NodeSecretTopic(testNode, secretHash)) {
 			return errors.New("not subscribed to the missing objects")
 		}
@@ -234,7 +235,7 @@ func TestConfigMapChangeReachesMountedFile(t *testing.T) {
 	cm2 := testConfigMap("info")
 	h.sendDesiredWith(2, []schema.ObjectRef{ref("cfg", schema.ConfigMapHash(cm2))}, nil, want(rev))
 	h.sendConfigMap(cm2)
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	checkfor.Eventually(t, 5*time.Second, 5*time.Millisecond, func() error {
 		if c, err := h.volumeFile(rev, "app.conf"); err != nil || c != "level=info" {
 			return fmt.Errorf("file holds %q (%v)", c, err)
 		}
@@ -262,7 +263,7 @@ func TestInstanceFilesRemovedWithTheInstance(t *testing.T) {
 	assert.FileExists(t, filepath.Join(pod, "containers", "main", "termination-log"))
 
 	h.sendDesired(2)
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	checkfor.Eventually(t, 5*time.Second, 5*time.Millisecond, func() error {
 		if _, err := os.Stat(pod); err == nil || len(h.managed()) > 0 {
 			return errors.New("instance or its files still present")
 		}

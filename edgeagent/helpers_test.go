@@ -20,26 +20,11 @@ import (
 
 	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/edgeagent/fake"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/schema"
 )
 
 const testNode = "gw-1"
-
-// checkFor polls fn every interval until it returns nil or timeout passes.
-func checkFor(t *testing.T, timeout, interval time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %s: %v", timeout, err)
-		}
-		time.Sleep(interval)
-	}
-}
 
 // fakeClock is a settable clock.
 type fakeClock struct {
@@ -233,7 +218,7 @@ func (h *harness) sendRevision(rev schema.Revision) {
 func (h *harness) waitInstance(ds, rev string, ok func(schema.InstanceStatus) error) schema.InstanceStatus {
 	h.t.Helper()
 	var got schema.InstanceStatus
-	checkFor(h.t, 5*time.Second, 5*time.Millisecond, func() error {
+	checkfor.Eventually(h.t, 5*time.Second, 5*time.Millisecond, func() error {
 		st, found := h.instance(ds, rev)
 		if !found {
 			return fmt.Errorf("no status for %s %s", ds, rev)
@@ -278,7 +263,7 @@ func (h *harness) publishedStatuses(ds, rev string) []schema.InstanceStatus {
 func (h *harness) waitPasses(n int64) {
 	h.t.Helper()
 	target := h.rt.lists.Load() + n
-	checkFor(h.t, 5*time.Second, time.Millisecond, func() error {
+	checkfor.Eventually(h.t, 5*time.Second, time.Millisecond, func() error {
 		if h.rt.lists.Load() < target {
 			return errors.New("passes pending")
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgeset/edgeset/edgeagent"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -26,7 +27,7 @@ import (
 func (h *harness) container(name string, ok func(edgeagent.ContainerState) error) edgeagent.ContainerState {
 	h.t.Helper()
 	var got edgeagent.ContainerState
-	checkFor(h.t, 5*time.Second, 5*time.Millisecond, func() error {
+	checkfor.Eventually(h.t, 5*time.Second, 5*time.Millisecond, func() error {
 		for _, c := range h.managed() {
 			if c.Labels[edgeagent.LabelContainer] == name {
 				got = c
@@ -233,7 +234,7 @@ func TestSidecarLifecycle(t *testing.T) {
 	assert.False(t, h.container("setup", anyState).Running)
 
 	h.sendDesired(2)
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	checkfor.Eventually(t, 5*time.Second, 5*time.Millisecond, func() error {
 		if n := len(h.managed()); n > 0 {
 			return fmt.Errorf("%d containers left", n)
 		}
@@ -258,7 +259,7 @@ func TestSidecarsStopInReverseOrder(t *testing.T) {
 	assert.Equal(t, []string{"start first", "start second", "start app"}, h.history("start"))
 
 	h.sendDesired(2)
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	checkfor.Eventually(t, 5*time.Second, 5*time.Millisecond, func() error {
 		if n := len(h.managed()); n > 0 {
 			return fmt.Errorf("%d containers left", n)
 		}
@@ -306,7 +307,7 @@ func TestStartupProbeGatesOtherProbesAndRestarts(t *testing.T) {
 	h.clock.Advance(10 * time.Second)
 	st = h.waitInstance(rev.DaemonSet, rev.Hash, runningReady)
 	assert.EqualValues(t, 1, st.Restarts)
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	checkfor.Eventually(t, 5*time.Second, 5*time.Millisecond, func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if livenessRuns == 0 {
@@ -413,7 +414,7 @@ func TestPreStopRunsBeforeStop(t *testing.T) {
 	h.waitInstance(rev.DaemonSet, rev.Hash, runningReady)
 
 	h.sendDesired(2)
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	checkfor.Eventually(t, 5*time.Second, 5*time.Millisecond, func() error {
 		if n := len(h.managed()); n > 0 {
 			return fmt.Errorf("%d containers left", n)
 		}
@@ -449,7 +450,7 @@ func TestPreStopBoundedByGracePeriod(t *testing.T) {
 	h.sendDesired(2)
 	ev := assertEvent(t, h, "FailedPreStopHook")
 	assert.Contains(t, ev.Message, "preStop hook failed")
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	checkfor.Eventually(t, 5*time.Second, 5*time.Millisecond, func() error {
 		if n := len(h.managed()); n > 0 {
 			return fmt.Errorf("%d containers left", n)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/edgeagent/fake"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -101,7 +102,7 @@ func serve(t *testing.T, s *edgeagent.LogServer, conn *fakeConn, req schema.LogR
 	t.Helper()
 	s.Handle(logRequest(t, req))
 	var got []schema.LogChunk
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	checkfor.Eventually(t, 5*time.Second, 5*time.Millisecond, func() error {
 		if got = chunks(t, conn, req.ID); len(got) == 0 || !got[len(got)-1].EOF {
 			return fmt.Errorf("stream %s not finished: %d chunks", req.ID, len(got))
 		}
@@ -191,7 +192,7 @@ func TestLogServerFollowCancelAndLimits(t *testing.T) {
 	}
 	s, conn := startLogServer(t, edgeagent.LogServerOptions{Runtime: rt, MaxStreams: 1, FollowMax: time.Hour})
 	follow := schema.LogRequest{ID: "f1", DaemonSet: "edge/agent", Follow: true}
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	checkfor.Eventually(t, 5*time.Second, 5*time.Millisecond, func() error {
 		if len(chunks(t, conn, "f1")) == 0 {
 			s.Handle(logRequest(t, follow))
 			return fmt.Errorf("no chunk yet")
@@ -208,7 +209,7 @@ func TestLogServerFollowCancelAndLimits(t *testing.T) {
 	// Once cancelled the slot is free again, and the cancelled stream got
 	// no EOF: nobody listens for it.
 	attempt := 0
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	checkfor.Eventually(t, 5*time.Second, 5*time.Millisecond, func() error {
 		id := fmt.Sprintf("f3-%d", attempt)
 		got := chunks(t, conn, id)
 		if len(got) == 0 || got[0].EOF {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgeset/edgeset/edgeagent"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -59,7 +60,7 @@ func TestRuntimeEventsDriveReactionAndResubscribe(t *testing.T) {
 	for i := range 20 {
 		createStarted(t, h.rt.Runtime, edgeagent.ContainerSpec{Name: fmt.Sprintf("noise-%d", i), Image: "busybox:1.36"})
 	}
-	checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+	checkfor.Eventually(t, 5*time.Second, 5*time.Millisecond, func() error {
 		if h.rt.subscriptions.Load() < 2 {
 			return errors.New("event stream not resubscribed")
 		}

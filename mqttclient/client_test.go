@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/edgeset/edgeset/internal/checkfor"
 )
 
 func TestPublishSubscribeRoundTrip(t *testing.T) {
@@ -26,7 +28,7 @@ func TestPublishSubscribeRoundTrip(t *testing.T) {
 	if err := pub.Publish(ctx, "edgeset/v1/nodes/n1/status", []byte("v1"), true); err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
-	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error { return rec.expect("edgeset/v1/nodes/n1/status", "v1") })
+	checkfor.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error { return rec.expect("edgeset/v1/nodes/n1/status", "v1") })
 
 	// A runtime subscription delivers the retained message already there.
 	if err := pub.Publish(ctx, "edgeset/v1/revisions/abc", []byte("rev"), true); err != nil {
@@ -35,7 +37,7 @@ func TestPublishSubscribeRoundTrip(t *testing.T) {
 	if err := sub.Subscribe(ctx, Subscription{Filter: "edgeset/v1/revisions/abc", QoS: 1}); err != nil {
 		t.Fatalf("Subscribe: %v", err)
 	}
-	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error { return rec.expect("edgeset/v1/revisions/abc", "rev") })
+	checkfor.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error { return rec.expect("edgeset/v1/revisions/abc", "rev") })
 
 	// After Unsubscribe new messages stop; the status topic proves delivery
 	// still works and orders the check.
@@ -48,7 +50,7 @@ func TestPublishSubscribeRoundTrip(t *testing.T) {
 	if err := pub.Publish(ctx, "edgeset/v1/nodes/n1/status", []byte("v2"), true); err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
-	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error { return rec.expect("edgeset/v1/nodes/n1/status", "v2") })
+	checkfor.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error { return rec.expect("edgeset/v1/nodes/n1/status", "v2") })
 	if got, _ := rec.get("edgeset/v1/revisions/abc"); got != "rev" {
 		t.Errorf("after Unsubscribe revision = %q, want %q", got, "rev")
 	}
@@ -78,7 +80,7 @@ func TestPublishWhenDisconnected(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.running {
 				start(t, c)
-				checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+				checkfor.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error {
 					if c.Stats().ConnectFailures < 2 {
 						return errors.New("no connection attempts yet")
 					}
@@ -124,7 +126,7 @@ func TestPublishAllFanOut(t *testing.T) {
 	if st := pub.Stats(); st.Published != n {
 		t.Errorf("Published = %d, want %d", st.Published, n)
 	}
-	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, 10*time.Second, 20*time.Millisecond, func() error {
 		if got.Load() != n {
 			return fmt.Errorf("subscriber has %d distinct deliveries, want %d", got.Load(), n)
 		}
@@ -146,7 +148,7 @@ func TestWillOnAbruptLossAndReconnect(t *testing.T) {
 	opts.OnConnectionLost = func(error) { losses.Add(1) }
 	c := newClient(t, opts)
 	startConnected(t, c)
-	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+	checkfor.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error {
 		if connects.Load() != 1 {
 			return fmt.Errorf("OnConnect called %d times, want 1", connects.Load())
 		}
@@ -159,14 +161,14 @@ func TestWillOnAbruptLossAndReconnect(t *testing.T) {
 	}
 	cl.Stop(errors.New("test: connection killed"))
 
-	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+	checkfor.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error {
 		msgs := srv.Topics.Messages(willTopic)
 		if len(msgs) != 1 || string(msgs[0].Payload) != "offline-1" {
 			return fmt.Errorf("retained will = %v, want offline-1", msgs)
 		}
 		return nil
 	})
-	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+	checkfor.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error {
 		st := c.Stats()
 		if connects.Load() != 2 || st.Reconnects != 1 || losses.Load() != 1 || !st.Connected {
 			return fmt.Errorf("OnConnect %d, lost %d, stats %+v; want 2 connects, 1 reconnect, 1 loss", connects.Load(), losses.Load(), st)
@@ -189,7 +191,7 @@ func TestCleanDisconnectSendsNoWill(t *testing.T) {
 	if c.Connected() {
 		t.Error("Connected() = true after Run returned")
 	}
-	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+	checkfor.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error {
 		if _, ok := srv.Clients.Get("n2"); ok {
 			return errors.New("broker still holds client n2")
 		}
@@ -213,7 +215,7 @@ func TestRunLeavesNoGoroutines(t *testing.T) {
 		t.Fatalf("goroutines while running = %d, not above %d: the check below would prove nothing", n, before)
 	}
 	stop()
-	checkFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, 5*time.Second, 20*time.Millisecond, func() error {
 		if n := runtime.NumGoroutine(); n > before {
 			return fmt.Errorf("%d goroutines after Run returned, %d before", n, before)
 		}
@@ -240,7 +242,7 @@ func TestOnConnectCallsDoNotOverlap(t *testing.T) {
 	c := newClient(t, opts)
 	startConnected(t, c)
 	for i := 1; i <= 3; i++ {
-		checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		checkfor.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error {
 			if calls.Load() != int64(i) {
 				return fmt.Errorf("OnConnect calls = %d, want %d", calls.Load(), i)
 			}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/edgeset/edgeset/internal/checkfor"
 )
 
 // recordingDialer dials from a fixed local address and remembers every
@@ -57,7 +59,7 @@ func TestDialPicksSourceAddress(t *testing.T) {
 	if err := c.Publish(context.Background(), "t/x", []byte("hello"), false); err != nil {
 		t.Fatalf("Publish over a dialed connection: %v", err)
 	}
-	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error { return rec.expect("t/x", "hello") })
+	checkfor.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error { return rec.expect("t/x", "hello") })
 	addrs, conns := d.calls()
 	if len(addrs) != 1 || addrs[0] != "tcp "+url[len("tcp://"):] {
 		t.Fatalf("Dial calls = %q, want one to tcp %s", addrs, url)
@@ -69,7 +71,7 @@ func TestDialPicksSourceAddress(t *testing.T) {
 	// A failure of the dialed connection (EOF on read) is a connection loss:
 	// the client dials again.
 	_ = conns[0].(*net.TCPConn).CloseRead()
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+	checkfor.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
 		if _, conns := d.calls(); len(conns) < 2 || !c.Connected() {
 			addrs, conns := d.calls()
 			return fmt.Errorf("not reconnected through Dial yet: %d dials, %d conns, %+v", len(addrs), len(conns), c.Stats())
@@ -85,7 +87,7 @@ func TestDialFailureIsAConnectFailure(t *testing.T) {
 	opts.Dial = d.dial
 	c := newClient(t, opts)
 	start(t, c)
-	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+	checkfor.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error {
 		if st := c.Stats(); st.ConnectFailures < 2 || st.Connects != 0 {
 			return errors.New("want repeated connect failures and no connection")
 		}

@@ -11,24 +11,9 @@ import (
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/listeners"
-)
 
-// checkFor polls fn every interval until it returns nil, failing the test
-// with fn's last error after timeout.
-func checkFor(t testing.TB, timeout, interval time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s: %v", timeout, err)
-		}
-		time.Sleep(interval)
-	}
-}
+	"github.com/edgeset/edgeset/internal/checkfor"
+)
 
 // startMochi starts an in-process broker that allows everyone, on a free
 // loopback port, closed on cleanup.
@@ -108,7 +93,7 @@ func startConnected(t testing.TB, c *Client) (stop func()) {
 // waitConnected waits until c is connected.
 func waitConnected(t testing.TB, c *Client) {
 	t.Helper()
-	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+	checkfor.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
 		if !c.Connected() {
 			return fmt.Errorf("not connected; stats %+v", c.Stats())
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/test/mosquitto"
 )
 
@@ -60,7 +61,7 @@ func TestMosquittoSlowHandlerNeverBlocksPaho(t *testing.T) {
 		t.Fatalf("PublishAll: %v", err)
 	}
 	// Paho keeps receiving (and acknowledging) while Handler is stuck.
-	checkFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, 30*time.Second, 20*time.Millisecond, func() error {
 		if st := sub.Stats(); st.Received < rounds*topics {
 			return fmt.Errorf("received %d of %d while the handler is blocked; stats %+v", st.Received, rounds*topics, st)
 		}
@@ -68,7 +69,7 @@ func TestMosquittoSlowHandlerNeverBlocksPaho(t *testing.T) {
 	})
 	open()
 	want := fmt.Sprintf("round-%d", rounds-1)
-	checkFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, 30*time.Second, 20*time.Millisecond, func() error {
 		for i := range topics {
 			if err := rec.expect(statusTopic(i), want); err != nil {
 				return err
@@ -76,7 +77,7 @@ func TestMosquittoSlowHandlerNeverBlocksPaho(t *testing.T) {
 		}
 		return nil
 	})
-	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+	checkfor.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error {
 		if p := sub.Stats().Pending; p != 0 {
 			return fmt.Errorf("%d messages pending", p)
 		}
@@ -114,11 +115,11 @@ func TestMosquittoReconnectAfterRestart(t *testing.T) {
 	if err := pub.Publish(ctx, statusTopic(1), []byte("before"), true); err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
-	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error { return rec.expect(statusTopic(1), "before") })
+	checkfor.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error { return rec.expect(statusTopic(1), "before") })
 
 	srv.Restart()
 
-	checkFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error {
 		st := sub.Stats()
 		if connects.Load() != 2 || st.Reconnects != 1 || !st.Connected {
 			return fmt.Errorf("OnConnect called %d times, stats %+v; want 2 and 1 reconnect", connects.Load(), st)
@@ -127,7 +128,7 @@ func TestMosquittoReconnectAfterRestart(t *testing.T) {
 	})
 	// The publisher reconnects on its own schedule; until then Publish
 	// fails fast with ErrNotConnected, as callers expect.
-	checkFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error {
 		err := pub.Publish(ctx, statusTopic(1), []byte("after"), true)
 		if err != nil && !errors.Is(err, ErrNotConnected) {
 			t.Fatalf("Publish after restart: %v", err)
@@ -135,7 +136,7 @@ func TestMosquittoReconnectAfterRestart(t *testing.T) {
 		return err
 	})
 	// Delivery proves the subscription was renewed on the new connection.
-	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error { return rec.expect(statusTopic(1), "after") })
+	checkfor.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error { return rec.expect(statusTopic(1), "after") })
 }
 
 // statusTopic is node i's status topic.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/test/mosquitto"
 )
 
@@ -46,7 +47,7 @@ func TestRefreshRecoversWhatASmallQueueDropped(t *testing.T) {
 	startConnected(t, sub)
 	// The replay of n retained messages overflows the queue of 2 + 10:
 	// the drop notice is logged and most topics never arrive.
-	checkFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+	checkfor.Eventually(t, 10*time.Second, 50*time.Millisecond, func() error {
 		if !strings.Contains(srv.Log(), "Outgoing messages are being dropped") {
 			return errors.New("mosquitto has not dropped anything yet")
 		}
@@ -62,7 +63,7 @@ func TestRefreshRecoversWhatASmallQueueDropped(t *testing.T) {
 	if err := sub.Refresh(ctx, topics, 8, testFence); err != nil {
 		t.Fatalf("Refresh: %v", err)
 	}
-	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, 10*time.Second, 20*time.Millisecond, func() error {
 		if m := rec.missing(topics); len(m) > 0 {
 			return fmt.Errorf("%d topics still missing after Refresh, e.g. %s", len(m), m[0])
 		}
@@ -90,14 +91,14 @@ func TestRefreshRecoversWhatASmallQueueDropped(t *testing.T) {
 	if err := sub.Refresh(ctx, []string{other}, 8, testFence); err != nil {
 		t.Fatalf("Refresh: %v", err)
 	}
-	checkFor(t, 5*time.Second, 20*time.Millisecond, func() error { return rec.expect(other, "r1") })
+	checkfor.Eventually(t, 5*time.Second, 20*time.Millisecond, func() error { return rec.expect(other, "r1") })
 	if err := pub.Publish(ctx, other, []byte("r2"), true); err != nil {
 		t.Fatal(err)
 	}
 	if err := pub.Publish(ctx, topics[0], []byte("after"), true); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 5*time.Second, 20*time.Millisecond, func() error { return rec.expect(topics[0], "after") })
+	checkfor.Eventually(t, 5*time.Second, 20*time.Millisecond, func() error { return rec.expect(topics[0], "after") })
 	if got, _ := rec.get(other); got != "r1" {
 		t.Errorf("%s = %q after Refresh ended, want %q (still subscribed)", other, got, "r1")
 	}

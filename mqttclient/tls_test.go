@@ -21,6 +21,8 @@ import (
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/listeners"
+
+	"github.com/edgeset/edgeset/internal/checkfor"
 )
 
 // testPKI is a throwaway CA and a server certificate for 127.0.0.1.
@@ -113,12 +115,12 @@ func TestTLS(t *testing.T) {
 		if err := c.Publish(context.Background(), "edgeset/v1/revisions/r", []byte("x"), false); err != nil {
 			t.Fatalf("Publish over TLS: %v", err)
 		}
-		checkFor(t, 5*time.Second, 10*time.Millisecond, func() error { return rec.expect("edgeset/v1/revisions/r", "x") })
+		checkfor.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error { return rec.expect("edgeset/v1/revisions/r", "x") })
 	})
 	t.Run("unknown CA never connects", func(t *testing.T) {
 		c := newClient(t, testOptions(url, "tls-untrusted")) // system roots only
 		start(t, c)
-		checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		checkfor.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error {
 			if st := c.Stats(); st.ConnectFailures < 2 || st.Connects != 0 {
 				return errors.New("want repeated connect failures and no connection")
 			}

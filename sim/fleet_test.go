@@ -11,25 +11,9 @@ import (
 	"github.com/edgeset/edgeset/controller"
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/credential"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/mqttclient"
 )
-
-// checkFor polls fn until it returns nil, failing the test with fn's last
-// error after timeout.
-func checkFor(t testing.TB, timeout, interval time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s: %v", timeout, err)
-		}
-		time.Sleep(interval)
-	}
-}
 
 const gatewayDaemonSet = `apiVersion: apps/v1
 kind: DaemonSet
@@ -87,7 +71,7 @@ func TestFleetRunsDaemonSet(t *testing.T) {
 	if _, err := cl.Apply(ctx, "test", []byte(gatewayDaemonSet), false); err != nil {
 		t.Fatal(err)
 	}
-	checkFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+	checkfor.Eventually(t, 30*time.Second, 50*time.Millisecond, func() error {
 		dss, err := cl.ListDaemonSets(ctx)
 		if err != nil {
 			return err
@@ -104,7 +88,7 @@ func TestFleetRunsDaemonSet(t *testing.T) {
 	if nodes[0].Labels["site"] == "" || nodes[0].Labels["role"] != "gateway" {
 		t.Errorf("node %s labels %v, want role=gateway and a site", nodes[0].Name, nodes[0].Labels)
 	}
-	checkFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+	checkfor.Eventually(t, 10*time.Second, 50*time.Millisecond, func() error {
 		if s := f.Snapshot(); s.Ready != 20 || s.Connected != 20 {
 			return fmt.Errorf("fleet sees %d/%d ready, %d connected", s.Ready, s.Instances, s.Connected)
 		}
@@ -157,7 +141,7 @@ func TestFlappingLinkReconnects(t *testing.T) {
 	simCtx, stopSim := context.WithCancel(ctx)
 	simDone := make(chan error, 1)
 	go func() { simDone <- f.Run(simCtx) }()
-	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+	checkfor.Eventually(t, 20*time.Second, 50*time.Millisecond, func() error {
 		if s := f.Snapshot(); s.Flaps < 4 || s.Reconnects < 2 {
 			return fmt.Errorf("flaps %d reconnects %d, want at least 4 and 2", s.Flaps, s.Reconnects)
 		}

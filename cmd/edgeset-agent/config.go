@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/edgeset/edgeset/edgeagent"
+	"github.com/edgeset/edgeset/internal/cliconfig"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 )
@@ -120,18 +121,10 @@ func addFlags(f *pflag.FlagSet) {
 // of precedence); unknown keys are an error naming them. It returns the
 // config file used, or "flags and environment".
 func loadConfig(v *viper.Viper) (fileConfig, string, error) {
-	source := "flags and environment"
-	if path := v.GetString("config"); path != "" {
-		v.SetConfigFile(path)
-		v.SetConfigType("yaml")
-		if err := v.ReadInConfig(); err != nil {
-			return fileConfig{}, "", fmt.Errorf("read config file %s: %w", path, err)
-		}
-		source = path
-	}
 	var fc fileConfig
-	if err := v.UnmarshalExact(&fc); err != nil {
-		return fileConfig{}, "", fmt.Errorf("config (%s): %w", source, err)
+	source, err := cliconfig.Load(v, &fc)
+	if err != nil {
+		return fileConfig{}, "", err
 	}
 	return fc, source, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgeset/edgeset/credential"
+	"github.com/edgeset/edgeset/internal/checkfor"
 )
 
 // countingProxy forwards TCP connections to a target and counts the bytes
@@ -121,7 +122,7 @@ func TestIdleTraffic(t *testing.T) {
 		"--node-name", node, "--broker-url", "tcp://"+proxy.ln.Addr().String(), "--token", credential.NodeToken(secret, node),
 		"--runtime", "fake", "--data-dir", t.TempDir(), "--keepalive", keepalive.String(), "--log-level", "warn")
 
-	checkFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+	checkfor.Eventually(t, 30*time.Second, 100*time.Millisecond, func() error {
 		p, err := w.presence(node)
 		if err == nil && !p.Online {
 			err = errors.New("offline")

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/edgeset/edgeset/edgeagent"
+	"github.com/edgeset/edgeset/internal/cliconfig"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -64,10 +64,7 @@ environment, config file, default.`,
 		},
 	}
 	addFlags(cmd.Flags())
-	_ = v.BindPFlags(cmd.Flags())
-	v.SetEnvPrefix("EDGESET")
-	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
-	v.AutomaticEnv()
+	cliconfig.Bind(v, cmd.Flags())
 	return cmd
 }
 
@@ -133,9 +130,5 @@ func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("log-level: %q is not debug, info, warn or error", level)
 	}
-	opts := &slog.HandlerOptions{Level: l}
-	if format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return slog.New(slog.NewTextHandler(w, opts)), nil
+	return cliconfig.NewLogger(l, format, w), nil
 }

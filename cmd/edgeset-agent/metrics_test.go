@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgeset/edgeset/credential"
+	"github.com/edgeset/edgeset/internal/checkfor"
 )
 
 // lockedBuffer is an io.Writer that tests read while the agent writes.
@@ -47,7 +48,7 @@ func startAgentWithMetrics(t *testing.T) string {
 	runAgent(t, &log, "--node-name", node, "--broker-url", "tcp://"+addr, "--token", credential.NodeToken(secret, node),
 		"--runtime", "fake", "--data-dir", t.TempDir(), "--metrics-addr", "127.0.0.1:0", "--log-level", "info")
 	var metricsAddr string
-	checkFor(t, 15*time.Second, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, 15*time.Second, 20*time.Millisecond, func() error {
 		m := metricsAddrLine.FindStringSubmatch(log.String())
 		if m == nil {
 			return fmt.Errorf("no metrics line in the log yet:\n%s", log.String())

@@ -14,25 +14,10 @@ import (
 
 	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/credential"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 )
-
-// checkFor polls fn every interval until it returns nil or timeout passes.
-func checkFor(t *testing.T, timeout, interval time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %s: %v", timeout, err)
-		}
-		time.Sleep(interval)
-	}
-}
 
 // startBroker runs an embedded broker on loopback until the test ends and
 // returns its address and fleet secret.
@@ -134,7 +119,7 @@ func TestAgentAnnouncesItselfToEmbeddedBroker(t *testing.T) {
 		"--taints", "dedicated=camera:NoSchedule", "--keepalive", "5s", "--log-level", "warn")
 
 	var status schema.NodeStatus
-	checkFor(t, 15*time.Second, 50*time.Millisecond, func() error {
+	checkfor.Eventually(t, 15*time.Second, 50*time.Millisecond, func() error {
 		b := w.get(schema.NodeTopic(node, schema.TopicStatus))
 		if b == nil {
 			return fmt.Errorf("no status yet")
@@ -163,7 +148,7 @@ func TestAgentAnnouncesItselfToEmbeddedBroker(t *testing.T) {
 	}
 	require.True(t, ready, "Ready condition: %+v", status.Conditions)
 
-	checkFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+	checkfor.Eventually(t, 10*time.Second, 50*time.Millisecond, func() error {
 		p, err := w.presence(node)
 		if err == nil && !p.Online {
 			err = fmt.Errorf("presence offline")
@@ -172,7 +157,7 @@ func TestAgentAnnouncesItselfToEmbeddedBroker(t *testing.T) {
 	})
 
 	require.NoError(t, stop(), "a cancelled agent exits cleanly")
-	checkFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+	checkfor.Eventually(t, 10*time.Second, 50*time.Millisecond, func() error {
 		p, err := w.presence(node)
 		if err == nil && p.Online {
 			err = fmt.Errorf("presence still online")

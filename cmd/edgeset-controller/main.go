@@ -8,18 +8,16 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"reflect"
-	"strings"
 	"syscall"
 	"time"
 
-	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
 	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller"
+	"github.com/edgeset/edgeset/internal/cliconfig"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -60,10 +58,7 @@ variable: --data-dir is data-dir and EDGESET_DATA_DIR.`,
 	}
 	addFlags(cmd.Flags())
 	cmd.AddCommand(newBackupCmd(cmd.OutOrStdout()))
-	_ = v.BindPFlags(cmd.Flags())
-	v.SetEnvPrefix("EDGESET")
-	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
-	v.AutomaticEnv()
+	cliconfig.Bind(v, cmd.Flags())
 	return cmd
 }
 
@@ -118,37 +113,15 @@ func addFlags(f *pflag.FlagSet) {
 }
 
 // loadConfig merges flags, environment and the config file; unknown keys in
-// the file are an error naming them. It returns the config file used.
+// the file are an error naming them, and so is a duration without its unit.
+// It returns the config file used.
 func loadConfig(v *viper.Viper) (controller.Config, string, error) {
-	source := "flags and environment"
-	if path := v.GetString("config"); path != "" {
-		v.SetConfigFile(path)
-		v.SetConfigType("yaml")
-		if err := v.ReadInConfig(); err != nil {
-			return controller.Config{}, "", fmt.Errorf("read config file %s: %w", path, err)
-		}
-		source = path
-	}
 	var fc fileConfig
-	if err := v.UnmarshalExact(&fc, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
-		durationWithUnit, mapstructure.StringToTimeDurationHookFunc(), mapstructure.StringToSliceHookFunc(",")))); err != nil {
-		return controller.Config{}, "", fmt.Errorf("config (%s): %w", source, err)
+	source, err := cliconfig.Load(v, &fc, cliconfig.StrictDurations)
+	if err != nil {
+		return controller.Config{}, "", err
 	}
 	return fc.Config, source, nil
-}
-
-// durationWithUnit refuses a number where a duration is wanted: YAML's
-// "mqtt-connect-timeout: 10" would otherwise decode as 10 nanoseconds.
-func durationWithUnit(from, to reflect.Type, data any) (any, error) {
-	if to != reflect.TypeFor[time.Duration]() || from == to {
-		return data, nil
-	}
-	switch from.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
-		return nil, fmt.Errorf("%v is a number, want a duration with its unit, such as \"10s\" or \"1m\"", data)
-	}
-	return data, nil
 }
 
 func run(ctx context.Context, cfg controller.Config, source string, stderr io.Writer) error {
@@ -186,9 +159,5 @@ func newLogger(cfg controller.Config, w io.Writer) (*slog.Logger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("log-level: %w", err)
 	}
-	opts := &slog.HandlerOptions{Level: level}
-	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return slog.New(slog.NewTextHandler(w, opts)), nil
+	return cliconfig.NewLogger(level, cfg.LogFormat, w), nil
 }

@@ -23,24 +23,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-)
 
-// checkFor calls fn every interval until it returns nil, failing the test
-// with fn's last error once timeout has passed.
-func checkFor(t testing.TB, timeout, interval time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still failing after %s: %v", timeout, err)
-		}
-		time.Sleep(interval)
-	}
-}
+	"github.com/edgeset/edgeset/internal/checkfor"
+)
 
 // countingObserver counts what the server refuses.
 type countingObserver struct {
@@ -222,7 +207,7 @@ func TestUnauthenticatedConnCap(t *testing.T) {
 	assert.True(t, reused(), "the authenticated client is served on its connection")
 
 	idle[0].Close()
-	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, 10*time.Second, 20*time.Millisecond, func() error {
 		conn := dialRaw(t, addr)
 		defer conn.Close()
 		if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: edgeset\r\n\r\n"); err != nil {
@@ -591,7 +576,7 @@ func TestFloodOfIdleConnections(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
-	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, 10*time.Second, 20*time.Millisecond, func() error {
 		if got := obs.refusals(ConnRefusedUnauthenticated); got < n/2-maxUnauth {
 			return fmt.Errorf("%d connections refused, want at least %d", got, n/2-maxUnauth)
 		}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/edgeagent/docker"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/schema"
 	"github.com/edgeset/edgeset/test/testimage"
 )
@@ -134,7 +135,7 @@ func restartUnderAgent(h *agentHarness, eng *privateEngine, events *eventRecorde
 	id := killed.ContainerIDs[0]
 	_, err := eng.cli.ContainerKill(t.Context(), id, client.ContainerKillOptions{Signal: "KILL"})
 	require.NoError(t, err)
-	checkFor(t, agentWait, agentPoll, func() error {
+	checkfor.Eventually(t, agentWait, agentPoll, func() error {
 		if !events.delivered(id, "die", subsAtStop) {
 			return fmt.Errorf("%s: die of %s not delivered on a subscription after the stop (%d subscriptions, %d at stop)",
 				sig, id[:12], events.subscriptions(), subsAtStop)
@@ -158,7 +159,7 @@ func awaitLiveEvents(h *agentHarness, events *eventRecorder, after int) {
 	t.Helper()
 	other := h.e.node + "-events"
 	var ids []string
-	checkFor(t, agentWait, 100*time.Millisecond, func() error {
+	checkfor.Eventually(t, agentWait, 100*time.Millisecond, func() error {
 		for _, id := range ids {
 			if events.delivered(id, "destroy", after) {
 				return nil
@@ -422,7 +423,7 @@ func (e *privateEngine) awaitContainerdGone() {
 	if err != nil {
 		return
 	}
-	checkFor(e.t, strayWait, 50*time.Millisecond, func() error {
+	checkfor.Eventually(e.t, strayWait, 50*time.Millisecond, func() error {
 		state, ok := procState(pid)
 		if !ok {
 			return nil

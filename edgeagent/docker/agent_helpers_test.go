@@ -20,6 +20,7 @@ import (
 
 	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/edgeagent/docker"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/schema"
 	"github.com/edgeset/edgeset/test/testimage"
 )
@@ -242,7 +243,7 @@ func (h *agentHarness) waitInstance(rev schema.Revision, ok func(schema.Instance
 func waitInstance(t *testing.T, a *edgeagent.Agent, rev schema.Revision, ok func(schema.InstanceStatus) error) schema.InstanceStatus {
 	t.Helper()
 	var got schema.InstanceStatus
-	checkFor(t, agentWait, agentPoll, func() error {
+	checkfor.Eventually(t, agentWait, agentPoll, func() error {
 		st, found := instanceOf(a, rev)
 		if !found {
 			return fmt.Errorf("no status for %s revision %s", rev.DaemonSet, rev.Hash)
@@ -271,7 +272,7 @@ func instanceOf(a *edgeagent.Agent, rev schema.Revision) (schema.InstanceStatus,
 func (h *agentHarness) waitPasses(n int64) {
 	h.t.Helper()
 	target := h.rt.lists.Load() + n
-	checkFor(h.t, agentWait, agentPoll, func() error {
+	checkfor.Eventually(h.t, agentWait, agentPoll, func() error {
 		if got := h.rt.lists.Load(); got < target {
 			return fmt.Errorf("%d passes of %d", got, target)
 		}
@@ -311,7 +312,7 @@ func (h *agentHarness) publishedStatuses(rev schema.Revision) []schema.InstanceS
 func (h *agentHarness) waitEvent(reason string) schema.NodeEvent {
 	h.t.Helper()
 	var ev schema.NodeEvent
-	checkFor(h.t, agentWait, agentPoll, func() error {
+	checkfor.Eventually(h.t, agentWait, agentPoll, func() error {
 		for _, p := range h.conn.published(schema.NodeTopic(h.e.node, schema.TopicEvents)) {
 			if err := json.Unmarshal(p.payload, &ev); err != nil {
 				return err
@@ -343,7 +344,7 @@ func managed(t *testing.T, cli *client.Client, node string) []container.Summary 
 func (h *agentHarness) waitManaged(ok func([]container.Summary) error) []container.Summary {
 	h.t.Helper()
 	var list []container.Summary
-	checkFor(h.t, agentWait, agentPoll, func() error {
+	checkfor.Eventually(h.t, agentWait, agentPoll, func() error {
 		list = managed(h.t, h.e.cli, h.e.node)
 		return ok(list)
 	})
@@ -395,7 +396,7 @@ func execIn(t *testing.T, cli *client.Client, id string, cmd ...string) {
 	require.NoError(t, err)
 	_, err = cli.ExecStart(ctx, created.ID, client.ExecStartOptions{Detach: true})
 	require.NoError(t, err)
-	checkFor(t, agentWait, agentPoll, func() error {
+	checkfor.Eventually(t, agentWait, agentPoll, func() error {
 		res, err := cli.ExecInspect(ctx, created.ID, client.ExecInspectOptions{})
 		switch {
 		case err != nil:

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgeset/edgeset/edgeagent"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -145,7 +146,7 @@ func TestLogServerPreviousRunAloneOnEngine(t *testing.T) {
 func streamText(t *testing.T, conn *recordingConn, node string) string {
 	t.Helper()
 	var text strings.Builder
-	checkFor(t, agentWait, agentPoll, func() error {
+	checkfor.Eventually(t, agentWait, agentPoll, func() error {
 		text.Reset()
 		for _, p := range conn.published(schema.NodeTopic(node, schema.TopicLogsResponse)) {
 			c, err := schema.DecodeLogChunk(p.payload)

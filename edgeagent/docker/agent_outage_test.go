@@ -17,6 +17,7 @@ import (
 
 	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/edgeagent/docker"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -83,7 +84,7 @@ func TestAgentSurvivesEngineOutage(t *testing.T) {
 	awaitLiveEvents(h, events, subsAtCut)
 	_, err = h.e.cli.ContainerKill(t.Context(), stB.ContainerIDs[0], client.ContainerKillOptions{Signal: "KILL"})
 	require.NoError(t, err)
-	checkFor(t, agentWait, agentPoll, func() error {
+	checkfor.Eventually(t, agentWait, agentPoll, func() error {
 		if !events.delivered(stB.ContainerIDs[0], "die", subsAtCut) {
 			return fmt.Errorf("die of %s not delivered on a subscription after the cut (%d subscriptions, %d at cut)",
 				stB.ContainerIDs[0][:12], events.subscriptions(), subsAtCut)
@@ -99,7 +100,7 @@ func TestAgentSurvivesEngineOutage(t *testing.T) {
 	}
 	assert.EqualValues(t, 2, h.rt.creates.Load(), "no container created after the initial two")
 	assert.Zero(t, h.rt.removes.Load(), "no container removed")
-	checkFor(t, agentWait, agentPoll, func() error {
+	checkfor.Eventually(t, agentWait, agentPoll, func() error {
 		hist := h.observedHistory()
 		last := hist[len(hist)-1]
 		if len(last.Instances) != 2 {

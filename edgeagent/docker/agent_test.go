@@ -25,6 +25,7 @@ import (
 	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/edgeagent/docker"
 	"github.com/edgeset/edgeset/edgeagent/fake"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -100,7 +101,7 @@ func TestAgentCreatesOneLabelledContainer(t *testing.T) {
 	assert.Equal(t, []string{"sleep"}, in.Config.Cmd)
 	assert.Equal(t, container.RestartPolicyDisabled, in.HostConfig.RestartPolicy.Name, "the agent, not the engine, restarts")
 
-	checkFor(t, agentWait, agentPoll, func() error {
+	checkfor.Eventually(t, agentWait, agentPoll, func() error {
 		hist := h.observedHistory()
 		if len(hist) == 0 {
 			return errors.New("nothing published")
@@ -167,7 +168,7 @@ func TestAgentUpdatesToNewRevision(t *testing.T) {
 	require.NotNil(t, in)
 	assert.True(t, in.State.Running)
 	assert.Equal(t, []string{"serve", "8080"}, in.Config.Cmd)
-	checkFor(t, agentWait, agentPoll, func() error {
+	checkfor.Eventually(t, agentWait, agentPoll, func() error {
 		if _, found := instanceOf(h.agent, v1); found {
 			return errors.New("old revision still reported")
 		}
@@ -230,7 +231,7 @@ func TestAgentReadinessGating(t *testing.T) {
 	id := st.ContainerIDs[0]
 	ip := inspectOrNil(t, h.e.cli, id).NetworkSettings.Networks["bridge"].IPAddress.String()
 	url := "http://" + ip + ":8080/ready"
-	checkFor(t, agentWait, agentPoll, func() error {
+	checkfor.Eventually(t, agentWait, agentPoll, func() error {
 		code, err := httpStatus(url)
 		if err == nil && code != http.StatusServiceUnavailable {
 			err = fmt.Errorf("GET %s: %d, want 503 before /tmp/ready exists", url, code)
@@ -253,7 +254,7 @@ func TestAgentReadinessGating(t *testing.T) {
 		sawNotReady = sawNotReady || s.Phase == schema.PhaseRunning && !s.Ready
 	}
 	assert.True(t, sawNotReady, "Running but not ready was published before ready")
-	checkFor(t, agentWait, agentPoll, func() error {
+	checkfor.Eventually(t, agentWait, agentPoll, func() error {
 		ps := h.publishedStatuses(rev)
 		if len(ps) == 0 || runningReady(ps[len(ps)-1]) != nil {
 			return errors.New("ready not published yet")
@@ -305,7 +306,7 @@ func TestAgentLivenessFailureRestarts(t *testing.T) {
 	})
 	ev := h.waitEvent("Unhealthy")
 	assert.Contains(t, ev.Message, "liveness probe failed")
-	checkFor(t, agentWait, agentPoll, func() error {
+	checkfor.Eventually(t, agentWait, agentPoll, func() error {
 		in := inspectOrNil(t, h.e.cli, id)
 		if in == nil {
 			return errors.New("container gone")
@@ -338,7 +339,7 @@ func TestAgentRemovesUndesiredInstances(t *testing.T) {
 
 	h.apply(3)
 	h.waitManaged(onlyRevisions())
-	checkFor(t, agentWait, agentPoll, func() error {
+	checkfor.Eventually(t, agentWait, agentPoll, func() error {
 		obs, _ := h.agent.Observed()
 		if obs.ObservedGeneration != 3 || len(obs.Instances) != 0 {
 			return fmt.Errorf("observed generation %d with %d instances, want 3 with none", obs.ObservedGeneration, len(obs.Instances))
@@ -513,7 +514,7 @@ func TestAgentSIGKILLMidCreate(t *testing.T) {
 	// a second one once three exist, each restart resuming from agent.db.
 	for _, killAt := range []int{1, 3} {
 		p := startAgentProcess(t, h.e.node, h.dir)
-		checkFor(t, agentWait, 2*time.Millisecond, func() error {
+		checkfor.Eventually(t, agentWait, 2*time.Millisecond, func() error {
 			if n := len(managed(t, h.e.cli, h.e.node)); n < killAt {
 				return fmt.Errorf("%d containers, waiting for %d", n, killAt)
 			}

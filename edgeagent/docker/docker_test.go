@@ -20,6 +20,7 @@ import (
 
 	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/edgeagent/docker"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/schema"
 	"github.com/edgeset/edgeset/test/testimage"
 )
@@ -83,7 +84,7 @@ func (e env) run(t testing.TB, spec edgeagent.ContainerSpec) string {
 // before the Go runtime has installed its handler is lost.
 func (e env) waitLog(t testing.TB, id, want string) {
 	t.Helper()
-	checkFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error {
 		rc, err := e.rt.Logs(t.Context(), id, edgeagent.LogOptions{Tail: 0, Follow: false})
 		if err != nil {
 			return err
@@ -114,7 +115,7 @@ func (e env) inspect(t testing.TB, id string) container.InspectResponse {
 func (e env) waitExit(t testing.TB, id string) edgeagent.ContainerState {
 	t.Helper()
 	var st edgeagent.ContainerState
-	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+	checkfor.Eventually(t, 20*time.Second, 50*time.Millisecond, func() error {
 		var err error
 		if st, err = e.rt.Inspect(t.Context(), id); err != nil {
 			return err
@@ -125,23 +126,6 @@ func (e env) waitExit(t testing.TB, id string) edgeagent.ContainerState {
 		return nil
 	})
 	return st
-}
-
-// checkFor calls fn every interval until it returns nil, failing the test
-// with fn's last error after timeout.
-func checkFor(t testing.TB, timeout, interval time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", timeout, err)
-		}
-		time.Sleep(interval)
-	}
 }
 
 func TestInfo(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/edgeset/edgeset/edgeagent"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -430,7 +431,7 @@ func TestLogsUntilEndsAtTheRestart(t *testing.T) {
 		t.Fatalf("restart: %v", err)
 	}
 	var second edgeagent.ContainerState
-	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+	checkfor.Eventually(t, 20*time.Second, 50*time.Millisecond, func() error {
 		var err error
 		if second, err = e.rt.Inspect(ctx, id); err != nil {
 			return err
@@ -467,7 +468,7 @@ func TestOOMKilled(t *testing.T) {
 	st := e.waitExit(t, id)
 	// The engine learns of the OOM kill from containerd's OOM event, which
 	// may arrive after the exit it caused: look again for a while.
-	checkFor(t, 5*time.Second, 50*time.Millisecond, func() error {
+	checkfor.Eventually(t, 5*time.Second, 50*time.Millisecond, func() error {
 		var err error
 		if st, err = e.rt.Inspect(t.Context(), id); err != nil {
 			return err

@@ -19,6 +19,7 @@ import (
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/edgeagent"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 	"github.com/edgeset/edgeset/test/testimage"
@@ -118,7 +119,7 @@ func TestDockerConfigObjects(t *testing.T) {
 	const key = "e2e/reader"
 
 	var out string
-	checkFor(t, wait, poll, func() error {
+	checkfor.Eventually(t, wait, poll, func() error {
 		out, err = f.logs(t, key, reader)
 		if err != nil {
 			return err
@@ -152,7 +153,7 @@ func TestDockerConfigObjects(t *testing.T) {
 
 	before := f.containersOf(t, key)[reader]
 	f.applyAll(t, fmt.Sprintf(configManifest, image, hostDir, "debug"))
-	checkFor(t, wait, poll, func() error {
+	checkfor.Eventually(t, wait, poll, func() error {
 		out, err := f.logs(t, key, reader)
 		if err != nil {
 			return err

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/test/testimage"
 )
 
@@ -44,7 +45,7 @@ func testRollingUpdate(t *testing.T, f *fleet, imageA, imageB string) {
 	res = f.apply(t, manifest("rolling", imageB, rollingStrategy))
 	require.Equal(t, api.ActionConfigured, res.Action)
 	samples, degraded := 0, 0
-	checkFor(t, wait, poll, func() error {
+	checkfor.Eventually(t, wait, poll, func() error {
 		samples++
 		snap := f.containersOf(t, key)
 		if f.requireRollingBudget(t, snap, imageA, imageB) {
@@ -103,7 +104,7 @@ func testOnDelete(t *testing.T, f *fleet, imageA, imageB string) {
 
 	res = f.apply(t, manifest("ondelete", imageB, onDeleteStrategy))
 	require.Equal(t, api.ActionConfigured, res.Action)
-	checkFor(t, wait, poll, func() error {
+	checkfor.Eventually(t, wait, poll, func() error {
 		ds := f.daemonSet(t, key)
 		ro := ds.Status.Rollout
 		if ds.CurrentHash == first.CurrentHash || ro == nil || ro.Target != ds.CurrentHash || ro.Waiting != 3 {
@@ -119,7 +120,7 @@ func testOnDelete(t *testing.T, f *fleet, imageA, imageB string) {
 	require.Equal(t, pinned, snap.ids(), "OnDelete replaced a container nobody deleted")
 
 	require.NoError(t, f.api.DeleteInstance(t.Context(), key, f.nodes[0]))
-	checkFor(t, wait, poll, func() error {
+	checkfor.Eventually(t, wait, poll, func() error {
 		snap := f.containersOf(t, key)
 		for _, n := range f.nodes[1:] {
 			require.Equal(t, pinned[n], snap.ids()[n], "node %s: container replaced without being deleted", n)
@@ -155,7 +156,7 @@ func testOnDelete(t *testing.T, f *fleet, imageA, imageB string) {
 func (f *fleet) waitConverged(t *testing.T, key, image string) api.DaemonSet {
 	t.Helper()
 	var ds api.DaemonSet
-	checkFor(t, wait, poll, func() error {
+	checkfor.Eventually(t, wait, poll, func() error {
 		ds = f.daemonSet(t, key)
 		return f.converged(f.containersOf(t, key), ds, image)
 	})

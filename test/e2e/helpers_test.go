@@ -28,6 +28,7 @@ import (
 	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/edgeagent/docker"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 	"github.com/edgeset/edgeset/test/testimage"
@@ -41,23 +42,6 @@ const (
 	resyncInterval = 250 * time.Millisecond
 	stopTimeout    = 30 * time.Second
 )
-
-// checkFor polls fn every interval until it returns nil, failing the test
-// with fn's last error when timeout passes.
-func checkFor(t testing.TB, timeout, interval time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s: %v", timeout, err)
-		}
-		time.Sleep(interval)
-	}
-}
 
 // testLogger discards logs unless EDGESET_TEST_LOG is set.
 func testLogger(component string) *slog.Logger {
@@ -161,7 +145,7 @@ func startAgent(t *testing.T, url string, secret []byte, node string) *countingR
 // waitNodes waits until the controller lists every node of f online.
 func (f *fleet) waitNodes(t *testing.T) {
 	t.Helper()
-	checkFor(t, wait, poll, func() error {
+	checkfor.Eventually(t, wait, poll, func() error {
 		list, err := f.api.ListNodes(t.Context())
 		if err != nil {
 			return err
@@ -187,7 +171,7 @@ func (f *fleet) waitPasses(t *testing.T, n int64) {
 	for i, a := range f.agents {
 		targets[i] = a.lists.Load() + n
 	}
-	checkFor(t, wait, poll, func() error {
+	checkfor.Eventually(t, wait, poll, func() error {
 		for i, a := range f.agents {
 			if got := a.lists.Load(); got < targets[i] {
 				return fmt.Errorf("agent %s: %d passes of %d", f.nodes[i], got, targets[i])

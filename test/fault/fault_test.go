@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/credential"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 )
@@ -47,7 +48,7 @@ func (s *scenario) rollTo(m string, maxUnavailable int, surge bool) string {
 	s.chk.budget(maxUnavailable, surge)
 	s.ctl.apply(m)
 	var hash string
-	checkFor(s.t, 45*time.Second, 50*time.Millisecond, func() error {
+	checkfor.Eventually(s.t, 45*time.Second, 50*time.Millisecond, func() error {
 		ds, err := s.ctl.daemonSet()
 		if err != nil {
 			return err
@@ -154,7 +155,7 @@ func TestOfflineThroughRollout(t *testing.T) {
 	for _, a := range away {
 		a.link.SetDown(true)
 	}
-	checkFor(t, 45*time.Second, 100*time.Millisecond, func() error {
+	checkfor.Eventually(t, 45*time.Second, 100*time.Millisecond, func() error {
 		for _, a := range away {
 			node, err := s.ctl.api.GetNode(context.Background(), a.name)
 			if err != nil {
@@ -168,7 +169,7 @@ func TestOfflineThroughRollout(t *testing.T) {
 	})
 	time.Sleep(grace + 200*time.Millisecond)
 	v2 := s.rollTo(manifest("exporter:2", "20%", "0", "{offlineGraceSeconds: 1}"), percent(20, n), false)
-	checkFor(t, s.f.bound(), 100*time.Millisecond, func() error {
+	checkfor.Eventually(t, s.f.bound(), 100*time.Millisecond, func() error {
 		ds, err := s.ctl.daemonSet()
 		if err != nil {
 			return err
@@ -198,7 +199,7 @@ func TestBadRevisionRollsBack(t *testing.T) {
 	bad := s.rollTo(manifest("exporter:bad", "20%", "0", policy, minReady), percent(20, n), false)
 	s.chk.forward("") // the rollback moves nodes back on purpose
 	var ds api.DaemonSet
-	checkFor(t, s.f.bound(), 100*time.Millisecond, func() error {
+	checkfor.Eventually(t, s.f.bound(), 100*time.Millisecond, func() error {
 		var err error
 		if ds, err = s.ctl.daemonSet(); err != nil {
 			return err
@@ -321,7 +322,7 @@ func (rp *replayer) recordFor(t *testing.T, f *fleet) {
 			resubscribed += len(missing)
 		}
 		for _, topic := range missing {
-			checkFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+			checkfor.Eventually(t, 30*time.Second, 50*time.Millisecond, func() error {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
 				if err := rp.client.Unsubscribe(ctx, topic); err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/edgeagent/fake"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 	"github.com/edgeset/edgeset/sim"
@@ -100,23 +101,6 @@ func freeAddr(t *testing.T) string {
 	addr := l.Addr().String()
 	require.NoError(t, l.Close())
 	return addr
-}
-
-// checkFor polls fn every interval until it returns nil, and fails the test
-// with fn's last error after timeout.
-func checkFor(t testing.TB, timeout, interval time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s: %v", timeout, err)
-		}
-		time.Sleep(interval)
-	}
 }
 
 // controllerProc is a controller subprocess (the test binary, see
@@ -228,7 +212,7 @@ func (p *controllerProc) kill() {
 // apply applies a manifest.
 func (p *controllerProc) apply(manifest string) {
 	p.t.Helper()
-	checkFor(p.t, 45*time.Second, 100*time.Millisecond, func() error {
+	checkfor.Eventually(p.t, 45*time.Second, 100*time.Millisecond, func() error {
 		_, err := p.api.Apply(context.Background(), "exporter.yaml", []byte(manifest), false)
 		return err
 	})
@@ -368,7 +352,7 @@ func (a *agent) reachable() bool {
 // waitOnline waits until the controller lists every agent online.
 func (f *fleet) waitOnline() {
 	f.t.Helper()
-	checkFor(f.t, f.bound(), 100*time.Millisecond, func() error {
+	checkfor.Eventually(f.t, f.bound(), 100*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		nodes, err := f.ctl.api.ListNodes(ctx)
@@ -437,7 +421,7 @@ func (f *fleet) converged(hash func(api.DaemonSet) string) api.DaemonSet {
 			f.dump(hash(ds))
 		}
 	}()
-	checkFor(f.t, f.bound(), 100*time.Millisecond, func() error {
+	checkfor.Eventually(f.t, f.bound(), 100*time.Millisecond, func() error {
 		var err error
 		if ds, err = f.ctl.daemonSet(); err != nil {
 			return err

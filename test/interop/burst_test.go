@@ -15,6 +15,7 @@ import (
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/edgeset/edgeset/credential"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/schema"
 	"github.com/edgeset/edgeset/test/mosquitto"
 )
@@ -64,7 +65,7 @@ func TestStatusBurstConverges(t *testing.T) {
 				// queue too small for it, and the controller's replay
 				// of every node's retained state overflows it.
 				publishBurst(t, f, nodes, 1, burstWorkers)
-				checkFor(t, burstConverge, 500*time.Millisecond, func() error { return f.expectLatestStatus(nodes, 1) })
+				checkfor.Eventually(t, burstConverge, 500*time.Millisecond, func() error { return f.expectLatestStatus(nodes, 1) })
 				f.broker.Resize(tc.maxInflight, tc.queued)
 			}
 			f.apply(exporterManifest("registry.local/exporter:1.0"))
@@ -72,7 +73,7 @@ func TestStatusBurstConverges(t *testing.T) {
 			publishBurst(t, f, nodes, burstRounds, burstWorkers)
 			t.Logf("published %d statuses from %d nodes in %s; mosquitto dropped messages to a client: %t",
 				len(nodes)*burstRounds, len(nodes), time.Since(start), strings.Contains(f.broker.Log(), dropNotice))
-			checkFor(t, burstConverge, 500*time.Millisecond, func() error { return f.expectLatestStatus(nodes, burstRounds) })
+			checkfor.Eventually(t, burstConverge, 500*time.Millisecond, func() error { return f.expectLatestStatus(nodes, burstRounds) })
 			t.Logf("controller converged on %d nodes %s after the burst started (%s)", len(nodes), time.Since(start), f.messagesIn())
 			if tc.queued < mosquitto.DefaultMaxQueuedMessages {
 				// The convergence is the re-read's doing: without it

@@ -16,6 +16,7 @@ import (
 	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/edgeagent/fake"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 	"github.com/edgeset/edgeset/test/mosquitto"
@@ -23,23 +24,6 @@ import (
 
 // wait bounds every convergence check of a small fleet.
 const wait = 30 * time.Second
-
-// checkFor polls fn every interval until it returns nil, failing the test
-// with fn's last error when timeout passes.
-func checkFor(t testing.TB, timeout, interval time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s: %v", timeout, err)
-		}
-		time.Sleep(interval)
-	}
-}
 
 func testLogger(component string) *slog.Logger {
 	if os.Getenv("EDGESET_TEST_LOG") == "" {
@@ -213,7 +197,7 @@ func (f *fleet) startSpy(user string) *spy {
 		f.t.Fatal(err)
 	}
 	runUntilCleanup(f.t, "spy "+user, s.client.Run)
-	checkFor(f.t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(f.t, wait, 20*time.Millisecond, func() error {
 		if !s.client.Connected() {
 			return fmt.Errorf("spy %s not connected: %+v\nmosquitto log:\n%s", user, s.client.Stats(), lastLines(f.broker.Log(), 20))
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 	"github.com/edgeset/edgeset/test/mosquitto"
@@ -50,7 +51,7 @@ func TestFleetOverMosquitto(t *testing.T) {
 	gw := f.startAgent("gw-1", gatewayLabels)
 	ctx := context.Background()
 
-	checkFor(t, wait, 50*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 50*time.Millisecond, func() error {
 		n, err := f.api.GetNode(ctx, "gw-1")
 		if err != nil {
 			return fmt.Errorf("node not registered: %w", err)
@@ -62,7 +63,7 @@ func TestFleetOverMosquitto(t *testing.T) {
 	})
 
 	f.apply(exporterManifest("registry.local/exporter:1.0"))
-	checkFor(t, wait, 50*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 50*time.Millisecond, func() error {
 		if err := gw.expectRunning("registry.local/exporter:1.0"); err != nil {
 			return err
 		}
@@ -77,7 +78,7 @@ func TestFleetOverMosquitto(t *testing.T) {
 	// Applied while the controller may still be reconnecting: the publish
 	// fails fast and the republish on connect carries the new desired state.
 	f.apply(exporterManifest("registry.local/exporter:1.1"))
-	checkFor(t, wait, 50*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 50*time.Millisecond, func() error {
 		if err := gw.expectRunning("registry.local/exporter:1.1"); err != nil {
 			return err
 		}
@@ -132,7 +133,7 @@ func TestNodeCannotReadOrWriteAnotherNode(t *testing.T) {
 	a := f.startAgent("node-a", gatewayLabels)
 	b := f.startAgent("node-b", gatewayLabels)
 	f.apply(exporterManifest("registry.local/exporter:1.0"))
-	checkFor(t, wait, 50*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 50*time.Millisecond, func() error {
 		return errors.Join(a.expectRunning("registry.local/exporter:1.0"), b.expectRunning("registry.local/exporter:1.0"))
 	})
 
@@ -150,7 +151,7 @@ func TestNodeCannotReadOrWriteAnotherNode(t *testing.T) {
 	}
 	// Both desired states are retained now; the spy's own arrives, so
 	// node-b's would have been delivered with it.
-	checkFor(t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
 		if len(spy.received(ownTopic)) == 0 {
 			return errors.New("spy did not receive node-a's retained desired state")
 		}
@@ -160,7 +161,7 @@ func TestNodeCannotReadOrWriteAnotherNode(t *testing.T) {
 	// The controller publishes new desired states to both nodes; once the
 	// spy has node-a's, node-b's (published in the same pass) would be there.
 	f.apply(exporterManifest("registry.local/exporter:1.1"))
-	checkFor(t, wait, 20*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
 		if err := b.expectRunning("registry.local/exporter:1.1"); err != nil {
 			return err // node-b did get its own new desired state
 		}
@@ -184,7 +185,7 @@ func TestNodeCannotReadOrWriteAnotherNode(t *testing.T) {
 	if err := spy.client.Publish(ctx, schema.NodeTopic("node-a", schema.TopicEvents), marker, false); err != nil {
 		t.Fatalf("publish marker event: %v", err)
 	}
-	checkFor(t, wait, 50*time.Millisecond, func() error {
+	checkfor.Eventually(t, wait, 50*time.Millisecond, func() error {
 		evs, err := f.api.Events(ctx, api.EventFilter{Object: "node/node-a"})
 		if err != nil {
 			return err

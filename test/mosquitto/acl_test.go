@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 )
@@ -77,7 +78,7 @@ func connect(t *testing.T, srv *Server, user, password string, subs ...string) (
 		}
 	})
 	if password == testUsers[user] {
-		checkFor(t, 10*time.Second, func() error {
+		checkfor.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
 			if !c.Connected() {
 				return fmt.Errorf("%s not connected: %+v\n%s", user, c.Stats(), srv.Log())
 			}
@@ -85,21 +86,6 @@ func connect(t *testing.T, srv *Server, user, password string, subs ...string) (
 		})
 	}
 	return c, in
-}
-
-func checkFor(t *testing.T, timeout time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s: %v", timeout, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func TestMosquittoACL(t *testing.T) {
@@ -133,7 +119,7 @@ func checkACL(t *testing.T, srv *Server) {
 	// the same connection: once the allowed one arrived, the other would have.
 	mustPublish(t, a, schema.NodeTopic("node-b", schema.TopicStatus), "forged")
 	mustPublish(t, a, schema.NodeTopic("node-a", schema.TopicStatus), "own")
-	checkFor(t, 5*time.Second, func() error { return ctlIn.expect(schema.NodeTopic("node-a", schema.TopicStatus), "own") })
+	checkfor.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error { return ctlIn.expect(schema.NodeTopic("node-a", schema.TopicStatus), "own") })
 	if p, ok := ctlIn.get(schema.NodeTopic("node-b", schema.TopicStatus)); ok {
 		t.Errorf("node-a wrote node-b's status: %q", p)
 	}
@@ -141,8 +127,8 @@ func checkACL(t *testing.T, srv *Server) {
 	// Reads: node-a sees its own desired state and revisions.
 	mustPublish(t, ctl, schema.NodeTopic("node-a", schema.TopicDesired), "desired-a")
 	mustPublish(t, ctl, schema.RevisionTopic("r1"), "rev")
-	checkFor(t, 5*time.Second, func() error { return aIn.expect(schema.NodeTopic("node-a", schema.TopicDesired), "desired-a") })
-	checkFor(t, 5*time.Second, func() error { return aIn.expect(schema.RevisionTopic("r1"), "rev") })
+	checkfor.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error { return aIn.expect(schema.NodeTopic("node-a", schema.TopicDesired), "desired-a") })
+	checkfor.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error { return aIn.expect(schema.RevisionTopic("r1"), "rev") })
 
 	// node-a may not read node-b's desired state.
 	err := a.Subscribe(ctx, mqttclient.Subscription{Filter: schema.NodeTopic("node-b", schema.TopicDesired), QoS: 1})
@@ -153,14 +139,14 @@ func checkACL(t *testing.T, srv *Server) {
 	}
 	mustPublish(t, ctl, schema.NodeTopic("node-b", schema.TopicDesired), "desired-b")
 	mustPublish(t, ctl, schema.NodeTopic("node-a", schema.TopicDesired), "desired-a2")
-	checkFor(t, 5*time.Second, func() error { return aIn.expect(schema.NodeTopic("node-a", schema.TopicDesired), "desired-a2") })
+	checkfor.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error { return aIn.expect(schema.NodeTopic("node-a", schema.TopicDesired), "desired-a2") })
 	if p, ok := aIn.get(schema.NodeTopic("node-b", schema.TopicDesired)); ok {
 		t.Errorf("node-a read node-b's desired state: %q", p)
 	}
 
 	// A wrong password never connects.
 	bad, _ := connect(t, srv, "node-b", "wrong")
-	checkFor(t, 5*time.Second, func() error {
+	checkfor.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error {
 		if st := bad.Stats(); st.ConnectFailures < 2 || st.Connects != 0 {
 			return fmt.Errorf("wrong password: stats %+v, want failures and no connection", st)
 		}
@@ -188,11 +174,11 @@ func TestMosquittoRestartKeepsPortAndRetained(t *testing.T) {
 		t.Fatalf("URL changed from %s to %s", url, srv.URL())
 	}
 	_, in := connect(t, srv, "node-a", testUsers["node-a"], topic)
-	checkFor(t, 10*time.Second, func() error { return in.expect(topic, "kept") })
+	checkfor.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error { return in.expect(topic, "kept") })
 
 	srv.Stop()
 	srv.Stop() // idempotent
-	checkFor(t, 10*time.Second, func() error {
+	checkfor.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
 		if ctl.Connected() {
 			return errors.New("controller still connected to a stopped broker")
 		}

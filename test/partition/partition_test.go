@@ -26,6 +26,7 @@ import (
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/edgeagent"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/test/testimage"
 )
 
@@ -65,7 +66,7 @@ func TestPartitionHeal(t *testing.T) {
 	require.Equal(t, api.ActionCreated, ctl.apply(t, manifest(imageA)).Action)
 	var before container.Summary
 	var firstHash string
-	checkFor(t, wait, poll, func() error {
+	checkfor.Eventually(t, wait, poll, func() error {
 		list := w.sample(t)
 		agent.requireAlive(t)
 		if err := runningOne(list, imageA); err != nil {
@@ -94,7 +95,7 @@ func TestPartitionHeal(t *testing.T) {
 			t.Fatalf("partitioned: node %s has %s, want %.12s still running", node, describe(list), before.ID)
 		}
 	}
-	checkFor(t, wait, poll, func() error {
+	checkfor.Eventually(t, wait, poll, func() error {
 		unchanged()
 		if err := ctl.nodeOnline(t, node, false); err != nil {
 			return err
@@ -111,7 +112,7 @@ func TestPartitionHeal(t *testing.T) {
 
 	require.Equal(t, api.ActionConfigured, ctl.apply(t, manifest(imageB)).Action)
 	held := 0
-	checkFor(t, wait, poll, func() error {
+	checkfor.Eventually(t, wait, poll, func() error {
 		unchanged()
 		held++
 		ds, err := ctl.api.GetDaemonSet(t.Context(), dsKey)
@@ -138,7 +139,7 @@ func TestPartitionHeal(t *testing.T) {
 	})
 
 	ns.setLink(t, "up")
-	checkFor(t, wait, poll, func() error {
+	checkfor.Eventually(t, wait, poll, func() error {
 		list := w.sample(t)
 		agent.requireAlive(t)
 		if err := ctl.nodeOnline(t, node, true); err != nil {
@@ -167,23 +168,6 @@ func TestPartitionHeal(t *testing.T) {
 		return nil
 	})
 	t.Logf("engine sampled %d times (%d while partitioned after the change), never more than one container", w.samples, held)
-}
-
-// checkFor polls fn every interval until it returns nil, failing the test
-// with fn's last error when timeout passes.
-func checkFor(t testing.TB, timeout, interval time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s: %v", timeout, err)
-		}
-		time.Sleep(interval)
-	}
 }
 
 // testLogger discards logs unless EDGESET_TEST_LOG is set.

@@ -1,0 +1,183 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/edgeset/edgeset/credential"
+	"github.com/edgeset/edgeset/mqttclient"
+	"github.com/edgeset/edgeset/schema"
+)
+
+// externalTransport is a client of an external MQTT 3.1.1 broker
+// (broker-url). The client reconnects on its own; each connection tells the
+// controller to republish what devices must see; what the broker drops is
+// repaired as resync.go describes.
+type externalTransport struct {
+	client         *mqttclient.Client
+	url            string
+	dropTopic      string        // the broker's drop counter topic; "" when off
+	resyncInterval time.Duration // the periodic re-read; 0 or less for none
+	log            *slog.Logger
+	metrics        *metrics
+	hooks          transportHooks
+	synced         chan struct{} // closed at construction: nothing to wait for
+	resync         chan struct{} // asks for a re-read of retained node state
+
+	// drops is the broker's last drop count, read and written only by the
+	// Handler goroutine.
+	drops struct {
+		count uint64
+		seen  bool
+	}
+}
+
+var _ transport = (*externalTransport)(nil)
+
+// newExternalTransport prepares the client for cfg's external broker,
+// logging in with password. Nothing connects until Run.
+func newExternalTransport(cfg Config, password string, m *metrics, log *slog.Logger, hooks transportHooks) (*externalTransport, error) {
+	t := &externalTransport{
+		url: cfg.BrokerURL, dropTopic: cfg.dropTopic(), resyncInterval: cfg.BrokerResyncInterval,
+		log: log, metrics: m, hooks: hooks,
+		synced: make(chan struct{}), resync: make(chan struct{}, 1),
+	}
+	close(t.synced)
+	opts := mqttclient.Options{
+		BrokerURL:  cfg.BrokerURL,
+		ClientID:   cfg.BrokerUsername,
+		Username:   cfg.BrokerUsername,
+		Password:   password,
+		CAFile:     cfg.BrokerCAFile,
+		Handler:    t.handle,
+		NoCoalesce: eventTopic,
+		OnConnect: func(context.Context) {
+			log.Info("connected to broker", "url", cfg.BrokerURL)
+			hooks.subscribed()
+		},
+		OnConnectionLost: func(err error) { log.Warn("broker connection lost", "url", cfg.BrokerURL, "err", err) },
+		Logger:           log,
+	}
+	for _, f := range subscriptions {
+		opts.Subscriptions = append(opts.Subscriptions, mqttclient.Subscription{Filter: f, QoS: 1})
+	}
+	if t.dropTopic != "" {
+		opts.Subscriptions = append(opts.Subscriptions, mqttclient.Subscription{Filter: t.dropTopic, QoS: 0})
+	}
+	var err error
+	if t.client, err = mqttclient.New(opts); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// eventTopic reports topics whose messages are events, each of which counts,
+// rather than state, of which only the newest does.
+func eventTopic(topic string) bool {
+	return strings.HasSuffix(topic, "/"+schema.TopicEvents) || strings.HasSuffix(topic, "/"+schema.TopicLogsResponse)
+}
+
+// staleState reports whether incoming is an older state than pending for
+// the same topic (a redelivered or reordered message): a lower observed
+// generation; for presence, a will of another session arriving after an
+// online (the late will of the connection it replaced), or an online of a
+// session after its will. Session numbers are the device's clock and are
+// never compared (see registry.ApplyPresence). The coalescing inbox of
+// the broker client then keeps pending.
+func staleState(topic string, pending, incoming []byte) bool {
+	_, kind, ok := schema.ParseNodeTopic(topic)
+	if !ok {
+		return false
+	}
+	var p, q struct {
+		ObservedGeneration *uint64 `json:"observedGeneration"`
+		Online             bool    `json:"online"`
+		Session            *int64  `json:"session"`
+	}
+	if json.Unmarshal(pending, &p) != nil || json.Unmarshal(incoming, &q) != nil {
+		return false
+	}
+	switch kind {
+	case schema.TopicObserved:
+		return p.ObservedGeneration != nil && q.ObservedGeneration != nil && *q.ObservedGeneration < *p.ObservedGeneration
+	case schema.TopicOnline:
+		if p.Session == nil || q.Session == nil {
+			return false
+		}
+		same := *p.Session == *q.Session
+		return p.Online && !q.Online && !same || !p.Online && q.Online && same
+	}
+	return false
+}
+
+// brokerPassword reads cfg's broker-password-file, or derives the
+// controller token from the fleet secret in cfg's data directory.
+func brokerPassword(cfg Config) (string, error) {
+	if cfg.BrokerPasswordFile != "" {
+		b, err := os.ReadFile(cfg.BrokerPasswordFile)
+		if err != nil {
+			return "", fmt.Errorf("read broker-password-file: %w", err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	secret, err := credential.LoadOrCreateFleetSecret(cfg.DataDir)
+	if err != nil {
+		return "", err
+	}
+	return credential.ControllerToken(secret), nil
+}
+
+// Run stays connected, reconnecting after every loss, and re-reads the
+// fleet's retained state when asked, until ctx ends.
+func (t *externalTransport) Run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return t.client.Run(ctx) })
+	g.Go(func() error { return t.resyncLoop(ctx) })
+	return g.Wait()
+}
+
+// Synced is closed from the start: the controller's loop need not wait for
+// the broker, as publishes made while it is unreachable are repeated by the
+// republish on connect.
+func (t *externalTransport) Synced() <-chan struct{} { return t.synced }
+
+// Publish publishes m at QoS 1 and waits for the broker's acknowledgement.
+func (t *externalTransport) Publish(ctx context.Context, m mqttclient.Message) error {
+	return t.client.Publish(ctx, m.Topic, m.Payload, m.Retained)
+}
+
+// PublishAll publishes msgs pipelined (mqttclient.Client.PublishAll).
+func (t *externalTransport) PublishAll(ctx context.Context, msgs []mqttclient.Message) error {
+	return t.client.PublishAll(ctx, msgs)
+}
+
+// Addr is nil: the controller listens for no MQTT connection.
+func (t *externalTransport) Addr() net.Addr { return nil }
+
+// Describe is the broker's URL.
+func (t *externalTransport) Describe() string { return t.url }
+
+// Pending is the number of messages in the client's coalescing inbox.
+func (t *externalTransport) Pending() int { return t.client.Stats().Pending }
+
+// Close does nothing: Run disconnects when its ctx ends.
+func (t *externalTransport) Close() error { return nil }
+
+// handle takes one message from the broker: the drop counter, or one for
+// the controller.
+func (t *externalTransport) handle(topic string, payload []byte) {
+	if t.dropTopic == "" || topic != t.dropTopic {
+		t.hooks.message(topic, payload)
+		return
+	}
+	t.metrics.messagesIn.Inc() // counted as every message from the fleet is
+	t.onDropCount(payload)
+}
