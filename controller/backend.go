@@ -360,8 +360,7 @@ func (c *Controller) deleteNodeLocked(name string) (mqttclient.Message, error) {
 	defer c.mu.Unlock()
 	delete(c.state.dirtyNodes, name)
 	c.state.deletedNodes[name] = true
-	c.state.current[name] = reconcile.NodeDesired{Generation: rec.Generation, Instances: rec.Instances}
-	c.state.topics.dirty = true
+	c.state.setCurrentLocked(name, reconcile.NodeDesired{Generation: rec.Generation, Instances: rec.Instances})
 	c.state.markNodeLocked(name)
 	return desiredMessage(name, c.state.current[name]), nil
 }

@@ -386,44 +386,112 @@ func (fs *fleetState) loadConfigs(st *store.Store, _ *registry.Registry, _ time.
 }
 
 // configTopics are the config object topics published retained: each
-// ConfigMap hash with its object's key, and per node each Secret hash with
-// its object's key.
+// ConfigMap hash with its object's key and the number of desired states
+// that reference it, and per node each Secret hash with its object's key.
+// replace keeps them in line with one node's desired state at a time and
+// records the topics that appeared or disappeared, so a pass costs what
+// its changed nodes reference, not what the fleet does.
 type configTopics struct {
 	configMaps map[string]string            // hash -> "namespace/name"
+	cmRefs     map[string]int               // hash -> desired states referencing it
 	secrets    map[string]map[string]string // node -> hash -> "namespace/name"
-	// dirty: a desired state changed outside a plan (a node deleted or
-	// forgotten), so the next pass compares the topics even if it plans
-	// no change.
-	dirty bool
+	// added and removed are the topic changes since the last take, by
+	// topic; a topic that came and went in between is in neither.
+	added, removed map[string]topicChange
 }
 
 func newConfigTopics() configTopics {
-	return configTopics{configMaps: map[string]string{}, secrets: map[string]map[string]string{}}
+	return configTopics{configMaps: map[string]string{}, cmRefs: map[string]int{}, secrets: map[string]map[string]string{},
+		added: map[string]topicChange{}, removed: map[string]topicChange{}}
 }
 
-// add records the topics of one node's desired state.
-func (t *configTopics) add(node string, cms, secrets []schema.ObjectRef) {
+// load records the topics of one node's stored desired state, published
+// already (the first republish sends them again).
+func (t *configTopics) load(node string, cms, secrets []schema.ObjectRef) {
+	t.replace(node, nil, nil, cms, secrets)
+	clear(t.added)
+}
+
+// replace moves one node's references from its old desired state's config
+// objects to its new one's.
+func (t *configTopics) replace(node string, oldCMs, oldSecrets, cms, secrets []schema.ObjectRef) {
 	for _, r := range cms {
-		t.configMaps[r.Hash] = r.Namespace + "/" + r.Name
+		if t.cmRefs[r.Hash]++; t.cmRefs[r.Hash] == 1 {
+			t.configMaps[r.Hash] = r.Namespace + "/" + r.Name
+			t.note(topicChange{hash: r.Hash, key: t.configMaps[r.Hash]}, true)
+		}
 	}
-	if len(secrets) == 0 {
+	for _, r := range oldCMs {
+		if t.cmRefs[r.Hash]--; t.cmRefs[r.Hash] <= 0 {
+			t.note(topicChange{hash: r.Hash, key: t.configMaps[r.Hash]}, false)
+			delete(t.cmRefs, r.Hash)
+			delete(t.configMaps, r.Hash)
+		}
+	}
+	old := t.secrets[node]
+	next := make(map[string]string, len(secrets))
+	for _, r := range secrets {
+		next[r.Hash] = r.Namespace + "/" + r.Name
+		if _, had := old[r.Hash]; !had {
+			t.note(topicChange{node: node, hash: r.Hash, key: next[r.Hash]}, true)
+		}
+	}
+	for h, key := range old {
+		if _, keep := next[h]; !keep {
+			t.note(topicChange{node: node, hash: h, key: key}, false)
+		}
+	}
+	if len(next) == 0 {
+		delete(t.secrets, node)
+	} else {
+		t.secrets[node] = next
+	}
+}
+
+// note records that topic tc appeared (added) or disappeared.
+func (t *configTopics) note(tc topicChange, added bool) {
+	topic := tc.topic()
+	from, to := t.removed, t.added
+	if !added {
+		from, to = t.added, t.removed
+	}
+	if _, ok := from[topic]; ok {
+		delete(from, topic) // back to what is published
 		return
 	}
-	if t.secrets[node] == nil {
-		t.secrets[node] = map[string]string{}
-	}
-	for _, r := range secrets {
-		t.secrets[node][r.Hash] = r.Namespace + "/" + r.Name
-	}
+	to[topic] = tc
 }
 
-// referencedTopics returns the topics the desired states reference.
-func referencedTopics(current map[string]reconcile.NodeDesired) configTopics {
-	t := newConfigTopics()
-	for node, d := range current {
-		t.add(node, d.ConfigMaps, d.Secrets)
+// all lists every published topic: ConfigMaps by hash, then each node's
+// Secrets by node and hash.
+func (t *configTopics) all() []topicChange {
+	var out []topicChange
+	for _, h := range sortedKeys(t.configMaps) {
+		out = append(out, topicChange{hash: h, key: t.configMaps[h]})
 	}
-	return t
+	for _, node := range sortedKeys(t.secrets) {
+		for _, h := range sortedKeys(t.secrets[node]) {
+			out = append(out, topicChange{node: node, hash: h, key: t.secrets[node][h]})
+		}
+	}
+	return out
+}
+
+// pending reports whether topics changed since the last take.
+func (t *configTopics) pending() bool { return len(t.added) > 0 || len(t.removed) > 0 }
+
+// take returns the topics that appeared and those that disappeared since
+// the last take, each sorted by topic, and forgets them.
+func (t *configTopics) take() (add, remove []topicChange) {
+	for _, topic := range sortedKeys(t.added) {
+		add = append(add, t.added[topic])
+	}
+	for _, topic := range sortedKeys(t.removed) {
+		remove = append(remove, t.removed[topic])
+	}
+	clear(t.added)
+	clear(t.removed)
+	return add, remove
 }
 
 // topicChange is one config topic to publish or clear.
@@ -433,36 +501,11 @@ type topicChange struct {
 	key  string // the object's "namespace/name"
 }
 
-// diffTopics returns the topics of next that prev lacks (to publish) and
-// those of prev that next lacks (to clear), sorted by node then hash.
-func diffTopics(prev, next configTopics) (add, remove []topicChange) {
-	add = appendMissing(add, "", next.configMaps, prev.configMaps)
-	remove = appendMissing(remove, "", prev.configMaps, next.configMaps)
-	for _, node := range sortedKeys(next.secrets) {
-		add = appendMissing(add, node, next.secrets[node], prev.secrets[node])
-	}
-	for _, node := range sortedKeys(prev.secrets) {
-		remove = appendMissing(remove, node, prev.secrets[node], next.secrets[node])
-	}
-	return add, remove
-}
-
-// appendMissing appends the entries of have that other lacks, by hash.
-func appendMissing(dst []topicChange, node string, have, other map[string]string) []topicChange {
-	for _, h := range sortedKeys(have) {
-		if _, ok := other[h]; !ok {
-			dst = append(dst, topicChange{node: node, hash: h, key: have[h]})
-		}
-	}
-	return dst
-}
-
 // configTopicsLocked brings the published config topics in line with the
 // current desired states: the messages of topics to publish, and the
 // empty retained messages that clear topics nothing references any more.
 func (c *Controller) configTopicsLocked() (publish, clear []mqttclient.Message) {
-	next := referencedTopics(c.state.current)
-	add, remove := diffTopics(c.state.topics, next)
+	add, remove := c.state.topics.take()
 	for _, tc := range add {
 		if m, ok := c.configMessageLocked(tc); ok {
 			publish = append(publish, m)
@@ -471,7 +514,6 @@ func (c *Controller) configTopicsLocked() (publish, clear []mqttclient.Message) 
 	for _, tc := range remove {
 		clear = append(clear, mqttclient.Message{Topic: tc.topic(), Retained: true})
 	}
-	c.state.topics = next
 	return publish, clear
 }
 
@@ -503,7 +545,7 @@ func (c *Controller) configMessageLocked(tc topicChange) (mqttclient.Message, bo
 // publishedConfigMessagesLocked encodes every published config topic, for
 // a republish: ConfigMaps, then each node's Secrets.
 func (c *Controller) publishedConfigMessagesLocked() []mqttclient.Message {
-	all, _ := diffTopics(newConfigTopics(), c.state.topics)
+	all := c.state.topics.all()
 	msgs := make([]mqttclient.Message, 0, len(all))
 	for _, tc := range all {
 		if m, ok := c.configMessageLocked(tc); ok {

@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgeset/edgeset/controller/api"
-	"github.com/edgeset/edgeset/controller/reconcile"
 	"github.com/edgeset/edgeset/controller/store"
 	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/internal/checkfor"
@@ -486,26 +485,38 @@ func TestEffectiveTemplate(t *testing.T) {
 	assert.Nil(t, rolling.Spec.Template.Metadata.Annotations)
 }
 
-func TestDiffTopics(t *testing.T) {
+// TestConfigTopicsFollowDesiredStates: the topics follow the desired
+// states one node at a time; a ConfigMap topic stays while any node
+// references it, a Secret topic is per node, and a topic that comes and
+// goes between two takes is neither published nor cleared.
+func TestConfigTopicsFollowDesiredStates(t *testing.T) {
 	ref := func(name, hash string) []schema.ObjectRef {
 		return []schema.ObjectRef{{Namespace: "edge", Name: name, Hash: hash}}
 	}
-	prev := referencedTopics(map[string]reconcile.NodeDesired{
-		"a": {ConfigMaps: ref("cfg", "c1"), Secrets: ref("key", "k1")},
-		"b": {ConfigMaps: ref("cfg", "c1"), Secrets: ref("key", "k1")},
-	})
-	next := referencedTopics(map[string]reconcile.NodeDesired{
-		"a": {ConfigMaps: ref("cfg", "c2"), Secrets: ref("key", "k1")},
-		"b": {ConfigMaps: ref("cfg", "c1")},
-		"c": {Secrets: ref("key", "k1")},
-	})
-	add, remove := diffTopics(prev, next)
+	topics := newConfigTopics()
+	topics.load("a", ref("cfg", "c1"), ref("key", "k1"))
+	topics.load("b", ref("cfg", "c1"), ref("key", "k1"))
+	assert.False(t, topics.pending(), "loaded topics are published already")
+
+	topics.replace("a", ref("cfg", "c1"), ref("key", "k1"), ref("cfg", "c2"), ref("key", "k1"))
+	topics.replace("b", ref("cfg", "c1"), ref("key", "k1"), ref("cfg", "c1"), nil)
+	topics.replace("c", nil, nil, nil, ref("key", "k1"))
+	add, remove := topics.take()
 	assert.Equal(t, []topicChange{{hash: "c2", key: "edge/cfg"}, {node: "c", hash: "k1", key: "edge/key"}}, add)
 	assert.Equal(t, []topicChange{{node: "b", hash: "k1", key: "edge/key"}}, remove,
 		"c1 is still referenced by b; b no longer needs k1")
-	add, remove = diffTopics(next, next)
+	assert.False(t, topics.pending())
+
+	topics.replace("b", ref("cfg", "c1"), nil, nil, nil)
+	add, remove = topics.take()
 	assert.Empty(t, add)
-	assert.Empty(t, remove)
+	assert.Equal(t, []topicChange{{hash: "c1", key: "edge/cfg"}}, remove, "nothing references c1 any more")
+
+	topics.replace("a", ref("cfg", "c2"), ref("key", "k1"), ref("cfg", "c3"), nil)
+	topics.replace("a", ref("cfg", "c3"), nil, ref("cfg", "c2"), ref("key", "k1"))
+	assert.False(t, topics.pending(), "back to what is published")
+	assert.Equal(t, []topicChange{{hash: "c2", key: "edge/cfg"}, {node: "a", hash: "k1", key: "edge/key"}, {node: "c", hash: "k1", key: "edge/key"}},
+		topics.all())
 }
 
 func TestCheckObjectsSizes(t *testing.T) {

@@ -236,13 +236,10 @@ func (c *Controller) commitDecision(d decider.Decision, gens map[string]uint64) 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, node := range d.Forget {
-		delete(c.state.current, node)
-		delete(c.state.observed, node)
-		delete(c.state.deletedNodes, node)
-		c.state.topics.dirty = true
+		c.state.forgetLocked(node)
 		c.decider.Forget(node)
 	}
-	if len(d.Desired) == 0 && !c.state.topics.dirty {
+	if len(d.Desired) == 0 && !c.state.topics.pending() {
 		return nil, nil
 	}
 	committed := make(map[string]reconcile.NodeDesired, len(d.Desired))

@@ -129,7 +129,7 @@ func (fs *fleetState) loadDesired(st *store.Store, _ *registry.Registry, _ time.
 	for _, rec := range recs {
 		fs.current[rec.Node] = reconcile.NodeDesired{Generation: rec.Generation, Instances: rec.Instances,
 			ConfigMaps: rec.ConfigMaps, Secrets: rec.Secrets}
-		fs.topics.add(rec.Node, rec.ConfigMaps, rec.Secrets)
+		fs.topics.load(rec.Node, rec.ConfigMaps, rec.Secrets)
 		for _, in := range rec.Instances {
 			if _, ok := fs.revisions[in.Revision]; ok {
 				continue

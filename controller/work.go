@@ -127,11 +127,29 @@ func (c *Controller) feedNodes(names map[string]bool, now time.Time) {
 	}
 }
 
+// setCurrentLocked records nd as what was published to node, with the
+// config topics it references.
+func (fs *fleetState) setCurrentLocked(node string, nd reconcile.NodeDesired) {
+	old := fs.current[node]
+	fs.topics.replace(node, old.ConfigMaps, old.Secrets, nd.ConfigMaps, nd.Secrets)
+	fs.current[node] = nd
+}
+
+// forgetLocked drops a deleted node whose empty desired state was
+// published.
+func (fs *fleetState) forgetLocked(node string) {
+	old := fs.current[node]
+	fs.topics.replace(node, old.ConfigMaps, old.Secrets, nil, nil)
+	delete(fs.current, node)
+	delete(fs.observed, node)
+	delete(fs.deletedNodes, node)
+}
+
 // commitLocked records a stored decision in the working state: the
 // desired states with their generations, the daemonsets' status.
 func (c *Controller) commitLocked(desired map[string]reconcile.NodeDesired) {
 	for node, nd := range desired {
-		c.state.current[node] = nd
+		c.state.setCurrentLocked(node, nd)
 		c.decider.Commit(node, nd)
 	}
 }
