@@ -35,6 +35,8 @@ type Planner struct {
 	revisions []string                 // one daemonset's revisions
 	observed  []schema.InstanceStatus  // the node's observed instances
 	obsDS     []int                    // position in ds of each observed instance, -1 if none
+	obsFirst  []int                    // per daemonset, its first observed instance, -1 if none
+	obsNext   []int                    // per observed instance, the next of its daemonset, -1 if none
 	cms       []schema.ObjectRef       // the node's ConfigMaps
 	secrets   []schema.ObjectRef       // the node's Secrets
 }
@@ -84,7 +86,12 @@ func (p *Planner) CurrentRevision(k int) []string { return p.current[k : k+1 : k
 
 // Placement is stage one's result for one node: what Place decided, read by
 // Assemble and by the caller's rollout step. Place reuses its slices, so a
-// Placement is valid until the next Place into it.
+// Placement is valid until the next Place into it, and it refers to the
+// node and current state given to Place, which must not change meanwhile.
+// A caller that needs every node's placement before assembling any (a
+// fleet-wide rollout step) either keeps one Placement per node (136 bytes
+// per daemonset on amd64) or copies what the step needs and places each node
+// again before Assemble: Place is pure and cheap.
 type Placement struct {
 	// DaemonSets holds, at index k, the placement of Planner.DaemonSets()[k].
 	DaemonSets []DaemonSetPlacement
@@ -106,7 +113,8 @@ type DaemonSetPlacement struct {
 	Runs bool
 	// Have holds the instances of the daemonset the node was last asked to
 	// run, sorted (duplicates kept as published); empty for none. It
-	// aliases the current state given to Place and must not be modified.
+	// aliases the current state given to Place (or the Placement's sorted
+	// copy of it) and must not be modified.
 	Have []schema.DesiredInstance
 
 	deleted []schema.DesiredInstance // instances of deleted daemonsets sorted just before this one
@@ -192,16 +200,17 @@ type NodeResult struct {
 	accumulate bool
 }
 
-// Assemble (stage three) builds the desired state of the node placed in pl
-// into out. had tells whether the node's current state was ever published
-// (a node that was not is always Changed). For each daemonset k the node
-// runs that is not an orphan, revs(k) gives the revisions it is to run:
-// one as a rule, two for a surge pair, none to withhold it for now; it is
-// copied, sorted and deduplicated, and must not keep or modify anything it
-// was given. A nil revs runs CurrentRevision everywhere. Orphans keep the
-// instances they had. observed are the instances the node reports (agents
-// sort them by daemonset, which is fastest) and online its presence; both
-// feed only the status and the requeue instant.
+// Assemble (stage three) builds into out the desired state of the node
+// that this Planner's Place put in pl. had tells whether the node's
+// current state was ever published (a node that was not is always
+// Changed). For each daemonset k the node runs (Runs) that is not an
+// orphan, revs(k) gives the revisions it is to run: one as a rule, two for
+// a surge pair, none to withhold it for now. Assemble copies, sorts and
+// deduplicates the result, so revs may return a shared slice such as
+// CurrentRevision(k). A nil revs runs CurrentRevision everywhere. Orphans
+// keep the instances they had. observed are the instances the node
+// reports (sorted by daemonset, as agents send them, is fastest) and
+// online its presence; both feed only Status and RequeueAt.
 //
 // Assemble allocates only for what changed: the new desired state and the
 // changes' messages.

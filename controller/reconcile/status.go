@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -56,17 +57,17 @@ func (b StatusBits) count(bit StatusBits) int {
 	return int(b&bit) / int(bit)
 }
 
-// indexObserved loads the node's observed instances and the position in
-// p.ds of each one's daemonset (-1 for one the Planner does not know), so
-// statusBits matches them by integer instead of by key. Agents report
-// instances sorted by daemonset, so a merge walk over the sorted
-// daemonsets finds most positions; the index map resolves the rest.
+// indexObserved loads the node's observed instances and links those of
+// each daemonset the Planner knows (obsFirst, obsNext), so observedBits
+// visits only the instances of its daemonset. Agents report instances
+// sorted by daemonset, so a merge walk over the sorted daemonsets finds
+// most owners; the index map resolves the rest.
 func (p *Planner) indexObserved(observed []schema.InstanceStatus) {
 	p.observed = observed
 	p.obsDS = p.obsDS[:0]
 	k := 0
-	for i := range p.observed {
-		key := p.observed[i].DaemonSet
+	for i := range observed {
+		key := observed[i].DaemonSet
 		c := 1
 		for k < len(p.ds) {
 			if c = strings.Compare(p.ds[k].Key, key); c >= 0 {
@@ -83,6 +84,16 @@ func (p *Planner) indexObserved(observed []schema.InstanceStatus) {
 			j = -1
 		}
 		p.obsDS = append(p.obsDS, j)
+	}
+	p.obsFirst = slices.Grow(p.obsFirst[:0], len(p.ds))[:len(p.ds)]
+	for k := range p.obsFirst {
+		p.obsFirst[k] = -1
+	}
+	p.obsNext = slices.Grow(p.obsNext[:0], len(observed))[:len(observed)]
+	for i := len(observed) - 1; i >= 0; i-- {
+		if k := p.obsDS[i]; k >= 0 {
+			p.obsNext[i], p.obsFirst[k] = p.obsFirst[k], i
+		}
 	}
 }
 
@@ -119,10 +130,7 @@ func (p *Planner) observedBits(k int, online bool, out *NodeResult) StatusBits {
 	ds := &p.ds[k]
 	minReady := time.Duration(ds.MinReadySeconds) * time.Second
 	var b StatusBits
-	for i, owner := range p.obsDS {
-		if owner != k {
-			continue
-		}
+	for i := p.obsFirst[k]; i >= 0; i = p.obsNext[i] {
 		inst := &p.observed[i]
 		if inst.Revision == ds.CurrentRevision {
 			b |= StatusUpdated
