@@ -152,6 +152,10 @@ type Config struct {
 	// logFollowLimit bounds a follow stream; agents end theirs after 10
 	// minutes, so this only catches a node that vanished mid-stream.
 	logFollowLimit time.Duration
+	// newTransport, when set, replaces the broker (embedded or external)
+	// with the transport it returns: the in-process benchmarks measure
+	// the controller alone with one that only counts what is published.
+	newTransport func(transportHooks) (transport, error)
 }
 
 // Defaults of Config.

@@ -5,18 +5,21 @@ import (
 	"os"
 	"runtime/pprof"
 	"slices"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 )
 
 // The benchmarks of issue 14's targets: a fleet of EDGESET_BENCH_NODES
-// registered nodes (default 100,000) and 20 daemonsets, in process (the
-// nodes' messages handed to the controller as the embedded broker does),
-// so the figures are the controller's own work. `make bench-controller`
-// runs them at 10,000 and 100,000 nodes.
+// registered nodes (default 100,000) and 20 daemonsets, in process: the
+// nodes' messages are handed to the controller as a broker would, and its
+// transport only counts what it publishes (countingTransport), so the
+// figures are the controller's own work, without a broker. `make
+// bench-controller` runs them at 10,000 and 100,000 nodes.
 
 // scaleDaemonSets is the number of daemonsets of the scale fleet.
 const scaleDaemonSets = 20
@@ -60,9 +63,18 @@ func scaleStatus(i int, extra bool) []byte {
 	return b
 }
 
+// scaleFleet is a controller whose transport only counts (no broker: the
+// figures are the controller's own) with n registered nodes.
+type scaleFleet struct {
+	benchFleet
+	// onDesired, when set, is called with the node of every desired
+	// state published.
+	onDesired atomic.Pointer[func(node string)]
+}
+
 // registerScale registers n nodes with f's controller, without waiting
 // for their desired states.
-func registerScale(f *benchFleet, n int) {
+func registerScale(f *scaleFleet, n int) {
 	for i := range n {
 		name := fmt.Sprintf("node-%06d", i)
 		online, _ := schema.Encode(schema.Presence{SchemaVersion: schema.WireVersion, Node: name, Online: true, Session: 1})
@@ -74,10 +86,21 @@ func registerScale(f *benchFleet, n int) {
 // newScaleFleet starts a controller with n registered nodes running the
 // 20 daemonsets, every desired state published; it reports the heap per
 // node at that point.
-func newScaleFleet(b *testing.B, n int) *benchFleet {
+func newScaleFleet(b *testing.B, n int) *scaleFleet {
 	base := heapAlloc()
-	f := newBenchFleet(b, n)
+	f := &scaleFleet{}
 	f.n = n
+	f.tc = startController(b, Config{RepublishRate: 1 << 20, newTransport: countingTransportOf(func(m mqttclient.Message) {
+		node, kind, ok := schema.ParseNodeTopic(m.Topic)
+		if !ok || kind != schema.TopicDesired {
+			return
+		}
+		f.published.Add(1)
+		f.bytes.Add(int64(len(m.Payload)))
+		if fn := f.onDesired.Load(); fn != nil {
+			(*fn)(node)
+		}
+	})})
 	registerScale(f, n)
 	f.waitPublished(b, int64(n))
 	for i := range scaleDaemonSets {
@@ -87,14 +110,35 @@ func newScaleFleet(b *testing.B, n int) *benchFleet {
 			f.waitPublished(b, before+int64(f.matching(i)))
 		}
 	}
-	time.Sleep(500 * time.Millisecond) // the last passes publish
+	// The pass after a fleet-wide change places its nodes again (their
+	// published state changed): settle before measuring.
+	f.settle(b)
 	b.ReportMetric(float64(heapAlloc()-base)/float64(n), "heap-B/node")
 	return f
 }
 
+// settle waits until the reconcile loop has nothing left to decide.
+func (f *scaleFleet) settle(b *testing.B) {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		time.Sleep(100 * time.Millisecond)
+		f.tc.wake()
+		time.Sleep(100 * time.Millisecond)
+		f.tc.passMu.Lock()
+		pending := f.tc.decider == nil || f.tc.decider.Pending()
+		f.tc.passMu.Unlock()
+		if !pending {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the controller does not settle")
+		}
+	}
+}
+
 // matching counts the nodes daemonset i's selector picks before any node
 // has the extra label.
-func (f *benchFleet) matching(i int) int {
+func (f *scaleFleet) matching(i int) int {
 	if i == 0 {
 		return 0
 	}
@@ -154,20 +198,16 @@ func BenchmarkNodeEvent(b *testing.B) {
 	for range b.N {
 		f := newScaleFleet(b, n)
 		published := make(chan struct{}, 1)
-		target := schema.NodeTopic("node-000007", schema.TopicDesired)
-		if err := f.tc.embeddedBroker(b).Subscribe(target, 97, func(string, []byte) {
+		notify := func(node string) {
+			if node != "node-000007" {
+				return
+			}
 			select {
 			case published <- struct{}{}:
 			default:
 			}
-		}); err != nil {
-			b.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond)
-		select { // the retained message delivered on subscribing
-		case <-published:
-		default:
-		}
+		f.onDesired.Store(&notify)
 		const events = 200
 		cpu := make([]time.Duration, 0, events)
 		user := make([]time.Duration, 0, events)

@@ -92,6 +92,9 @@ func (c *Controller) knownNodes() []string {
 // openTransport prepares the embedded broker or the external broker's
 // client, as the configuration says.
 func (c *Controller) openTransport() (transport, error) {
+	if c.cfg.newTransport != nil {
+		return c.cfg.newTransport(c.hooks())
+	}
 	if c.cfg.Embedded() {
 		t, err := newEmbeddedTransport(c.brokerOptions(), &c.health, c.metrics, c.log, c.hooks())
 		if err != nil {
