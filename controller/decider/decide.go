@@ -117,15 +117,15 @@ func (d *Decider) place(n *node) {
 		}
 		switch p := &pl.DaemonSets[k]; {
 		case p.Runs:
-			ds.tracker.Set(rolloutNode(n, ds.Key, p.Have))
+			if ds.tracker.Set(rolloutNode(n, ds.Key, p.Have)) || !n.member[slot] {
+				ds.step = true
+			}
 			n.member[slot] = true
 		case n.member[slot]:
 			ds.tracker.Remove(n.Name)
 			n.member[slot] = false
-		default:
-			continue
+			ds.step = true
 		}
-		ds.step = true
 	}
 }
 

@@ -26,6 +26,8 @@ package decider
 
 import (
 	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/edgeset/edgeset/controller/reconcile"
@@ -225,13 +227,49 @@ func (d *Decider) SetNode(in Node) {
 }
 
 // Commit records what was published to node: the desired state of the
-// last decision with the generation the store assigned. The node is
-// planned again at the next decision, as a full pass would see it.
+// last decision with the generation the store assigned. The node's
+// placement is what that decision made of it, so only its rollout facts
+// change: the revisions it is assigned, in the trackers of the daemonsets
+// whose instances changed. A node the decision took a daemonset from while
+// it still counts among that daemonset's nodes (a rollout that withholds
+// it) is placed again at the next decision.
 func (d *Decider) Commit(name string, nd reconcile.NodeDesired) {
-	if n, ok := d.nodes[name]; ok {
-		n.Current, n.HasCurrent = nd, true
-		d.dirty[name] = true
+	n, ok := d.nodes[name]
+	if !ok {
+		return
 	}
+	n.Current, n.HasCurrent = nd, true
+	if n.Model == nil {
+		d.dirty[name] = true // deleted: forgotten at the next decision
+		return
+	}
+	for slot, member := range n.member {
+		ds := d.slots[slot]
+		if !member || ds == nil || ds.tracker == nil {
+			continue
+		}
+		have := instancesOf(nd.Instances, ds.Key)
+		if len(have) == 0 {
+			d.dirty[name] = true
+			continue
+		}
+		if ds.tracker.Set(rolloutNode(n, ds.Key, have)) {
+			ds.step = true
+		}
+	}
+}
+
+// instancesOf returns the run of instances, sorted by daemonset, of
+// daemonset key.
+func instancesOf(instances []schema.DesiredInstance, key string) []schema.DesiredInstance {
+	i, _ := slices.BinarySearchFunc(instances, key, func(in schema.DesiredInstance, key string) int {
+		return strings.Compare(in.DaemonSet, key)
+	})
+	j := i
+	for j < len(instances) && instances[j].DaemonSet == key {
+		j++
+	}
+	return instances[i:j]
 }
 
 // Forget drops a deleted node whose empty desired state was published.

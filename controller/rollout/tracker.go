@@ -189,7 +189,11 @@ func (t *Tracker) Len() int { return len(t.members) }
 
 // Set adds or replaces one node's facts: the node should run the
 // daemonset. The tracker keeps no reference to n's slices.
-func (t *Tracker) Set(n Node) {
+//
+// It reports whether anything changed (a new node, or other facts): a Set
+// with the facts the node already has changes nothing, and the next Step
+// costs nothing for it.
+func (t *Tracker) Set(n Node) bool {
 	i, ok := t.index[n.Name]
 	if !ok {
 		i = int32(len(t.members))
@@ -197,8 +201,36 @@ func (t *Tracker) Set(n Node) {
 		t.index[n.Name] = i
 	}
 	m := &t.members[i]
+	if ok {
+		var next member
+		next.setFacts(&n, &t.names)
+		if factsEqual(m, &next) {
+			return false
+		}
+	}
 	m.setFacts(&n, &t.names)
 	t.markDirty(m)
+	return true
+}
+
+// factsEqual reports whether a and b hold the same facts (not the same
+// decision state).
+func factsEqual(a, b *member) bool {
+	if a.online != b.online || a.offlineSince != b.offlineSince ||
+		a.assignedLen() != b.assignedLen() || a.observedLen() != b.observedLen() {
+		return false
+	}
+	for k := range a.assignedLen() {
+		if a.assignedAt(k) != b.assignedAt(k) {
+			return false
+		}
+	}
+	for k := range a.observedLen() {
+		if *a.observedAt(k) != *b.observedAt(k) {
+			return false
+		}
+	}
+	return true
 }
 
 // Remove forgets a node: it no longer should run the daemonset. Its
