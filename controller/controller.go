@@ -50,9 +50,10 @@ type Controller struct {
 	// passMu serialises reconcile passes with the API calls that change
 	// daemonsets or rollout state, so a pass never overwrites a change made
 	// after its snapshot.
+	// The lock order (passMu, then the state's own mutex, then the
+	// registry's and the event sink's) is fleetState's doc comment.
 	passMu sync.Mutex
-	mu     sync.Mutex // guards state
-	state  *fleetState
+	state  *fleetState // owns its lock
 	// decider is the incremental decision state, owned by the reconcile
 	// pass (passMu held); nil until the first pass, and after a pass that
 	// could not store its decision (rebuilt from state by the next one).

@@ -49,7 +49,7 @@ func (c *Controller) updateNodeLocked(name string, patch api.NodePatch) error {
 				return err
 			}
 		}
-		*o = mergePatch(*o, patch)
+		*o = mergePatch(*o, patch, time.Now())
 		o.UpdatedAt = time.Now()
 		return nil
 	})
@@ -57,7 +57,8 @@ func (c *Controller) updateNodeLocked(name string, patch api.NodePatch) error {
 		return err
 	}
 	c.registry.SetOverrides(name, overridesFromStore(o), o.UpdatedAt)
-	c.markNode(name)
+	c.state.markNode(name)
+
 	return nil
 }
 
@@ -139,7 +140,8 @@ func validatePatch(p api.NodePatch) error {
 	return nil
 }
 
-// mergePatch applies p to the stored overrides o.
+// mergePatch applies p to the stored overrides o; a taint it adds is
+// stamped added at now.
 // taintRefProblem says what is wrong with a taint reference of
 // removeTaints, "key:effect" or "key" (a value has no place in it: kubectl's
 // "key=value:Effect-" form is the CLI's to translate); "" when it is valid.
@@ -161,7 +163,7 @@ func taintRefProblem(ref string) string {
 	return "effect must be NoSchedule, PreferNoSchedule or NoExecute"
 }
 
-func mergePatch(o store.NodeOverrides, p api.NodePatch) store.NodeOverrides {
+func mergePatch(o store.NodeOverrides, p api.NodePatch, now time.Time) store.NodeOverrides {
 	if len(p.Labels) > 0 && o.Labels == nil {
 		o.Labels = map[string]*string{}
 	}
@@ -175,8 +177,8 @@ func mergePatch(o store.NodeOverrides, p api.NodePatch) store.NodeOverrides {
 		ref := registry.TaintRef(t)
 		o.Taints = slices.DeleteFunc(o.Taints, func(x schema.Taint) bool { return registry.TaintRef(x) == ref })
 		o.RemovedTaints = slices.DeleteFunc(o.RemovedTaints, func(r string) bool { return r == ref })
-		now := time.Now()
-		t.TimeAdded = &now
+		added := now
+		t.TimeAdded = &added
 		o.Taints = append(o.Taints, t)
 	}
 	if p.Unschedulable != nil {
