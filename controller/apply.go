@@ -69,7 +69,7 @@ func (c *Controller) applyObjectsLocked(objs []schema.Object, warnings []schema.
 // it fails, nothing of it is kept, and the error names the object whose
 // write failed or, for a commit the disk refused, the request.
 func (c *Controller) applyLocked(objs []schema.Object, warnings []schema.Warning, req applyRequest) (*applied, error) {
-	now := time.Now()
+	now := c.now()
 	var out *applied
 	err := c.store.Update(req.dryRun, func(tx *store.Txn) (err error) {
 		out, err = c.applyTxn(tx, objs, req, now)
@@ -399,7 +399,7 @@ func applyAction(existed, changed bool) api.ApplyAction {
 // dryRunNodes counts the nodes placement puts the old and the new
 // daemonset on now.
 func (c *Controller) dryRunNodes(old store.DaemonSetRecord, live bool, ds *schema.DaemonSet) (before, after int) {
-	now := time.Now()
+	now := c.now()
 	nodes, _ := c.registry.Snapshot(now, c.cfg.NodeOfflineGrace)
 	if live {
 		before = placedNodes(&old.DaemonSet, nodes, now)

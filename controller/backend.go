@@ -188,7 +188,7 @@ func (c *Controller) DeleteDaemonSet(ctx context.Context, key string, orphan boo
 		return fmt.Errorf("daemonset %s: %w", key, api.ErrNotFound)
 	}
 	if orphan {
-		rec, err := c.store.MarkDaemonSetDeleted(key, time.Now())
+		rec, err := c.store.MarkDaemonSetDeleted(key, c.now())
 		if err != nil {
 			return err
 		}
@@ -206,7 +206,7 @@ func (c *Controller) DeleteDaemonSet(ctx context.Context, key string, orphan boo
 
 // ListNodes returns every node, sorted by name.
 func (c *Controller) ListNodes(ctx context.Context) ([]api.Node, error) {
-	nodes, _ := c.registry.Snapshot(time.Now(), c.cfg.NodeOfflineGrace)
+	nodes, _ := c.registry.Snapshot(c.now(), c.cfg.NodeOfflineGrace)
 	out := make([]api.Node, 0, len(nodes))
 	for _, n := range nodes {
 		out = append(out, c.nodeView(n))
@@ -235,7 +235,7 @@ func timePtr(t time.Time) *time.Time {
 // GetNode returns one node with its instances and, per daemonset, whether
 // and why it should run there.
 func (c *Controller) GetNode(ctx context.Context, name string) (api.Node, error) {
-	now := time.Now()
+	now := c.now()
 	nodes, _ := c.registry.Snapshot(now, c.cfg.NodeOfflineGrace)
 	i := slices.IndexFunc(nodes, func(n schema.Node) bool { return n.Name == name })
 	if i < 0 {
@@ -311,7 +311,7 @@ func (c *Controller) deleteNodeLocked(name string) (mqttclient.Message, error) {
 		if err = tx.DeleteOverrides(name); err != nil {
 			return err
 		}
-		rec, err = tx.PutDesired(name, store.DesiredRecord{Node: name, Instances: []schema.DesiredInstance{}, PublishedAt: time.Now()})
+		rec, err = tx.PutDesired(name, store.DesiredRecord{Node: name, Instances: []schema.DesiredInstance{}, PublishedAt: c.now()})
 		return err
 	})
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/controller/reconcile"
@@ -78,7 +77,7 @@ func (c *Controller) deleteConfig(kind, key string, del func(*store.Txn) (bool, 
 		if found, err = del(tx); err != nil || !found {
 			return err
 		}
-		return rollOnConfigChanges(tx, configChanges{kind + key: true}, time.Now(), out)
+		return rollOnConfigChanges(tx, configChanges{kind + key: true}, c.now(), out)
 	})
 	if err != nil {
 		return err

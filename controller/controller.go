@@ -58,8 +58,9 @@ type Controller struct {
 	// pass (passMu held); nil until the first pass, and after a pass that
 	// could not store its decision (rebuilt from state by the next one).
 	decider *decider.Decider
-	// lastFull is when the last full pass ran (passMu held).
-	lastFull time.Time
+	// lastFull is when the last full pass ran and lastPass when the last
+	// pass stored its decision, on the controller's clock (passMu held).
+	lastFull, lastPass time.Time
 
 	// sources is the manifests directory's bookkeeping (manifests.go).
 	sources sourceTable
@@ -101,6 +102,7 @@ func (c *Controller) open() error {
 		return err
 	}
 	c.events = newEventSink(c.store, c.log, c.metrics, limitsOf(c.cfg))
+	c.events.now = c.cfg.Clock // events are stamped on the controller's clock
 	if c.token, err = loadOrCreateToken(c.cfg.tokenPath()); err != nil {
 		return err
 	}
@@ -193,6 +195,11 @@ func (c *Controller) closeResources() {
 		}
 	})
 }
+
+// now reads the controller's clock (Config.Clock). Every decision and
+// stamp reads it; only durations measured for metrics and logs read
+// time.Now, since they are of the machine, not of the fleet.
+func (c *Controller) now() time.Time { return c.cfg.Clock() }
 
 // wake asks the reconcile loop for a pass; it never blocks.
 func (c *Controller) wake() {

@@ -76,7 +76,7 @@ func (c *Controller) onStatus(node string, payload []byte) error {
 	if err := checkNode(node, st.Node); err != nil {
 		return err
 	}
-	if c.registry.ApplyStatus(st, time.Now()) {
+	if c.registry.ApplyStatus(st, c.now()) {
 		c.markNodeChanged(node)
 		c.wake()
 	}
@@ -91,7 +91,7 @@ func (c *Controller) onPresence(node string, payload []byte) error {
 	if err := checkNode(node, p.Node); err != nil {
 		return err
 	}
-	if c.registry.ApplyPresence(p, time.Now()) {
+	if c.registry.ApplyPresence(p, c.now()) {
 		c.markNodeChanged(node)
 		c.events.addFromNode(node, store.Event{Type: schema.EventNormal, Reason: presenceReason(p.Online), Object: nodeObject(node), Message: presenceMessage(p.Online)})
 		c.wake()
@@ -127,7 +127,7 @@ func (c *Controller) onObserved(node string, payload []byte) error {
 	if err := checkNode(node, obs.Node); err != nil {
 		return err
 	}
-	now := time.Now()
+	now := c.now()
 	var issued uint64
 	var old schema.ObservedState
 	var ahead, stale bool

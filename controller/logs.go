@@ -98,7 +98,7 @@ func (c *Controller) Logs(ctx context.Context, req api.LogsRequest) (io.ReadClos
 	s := c.logs.add(id, req.Node)
 	follow := req.Follow && !req.Previous
 	r := &logReader{c: c, ctx: ctx, id: id, node: req.Node, stream: s, follow: follow,
-		answer: c.cfg.logAnswerTimeout, deadline: time.Now().Add(c.cfg.logFollowLimit)}
+		answer: c.cfg.logAnswerTimeout, deadline: c.now().Add(c.cfg.logFollowLimit)}
 	lr := schema.LogRequest{
 		SchemaVersion: schema.WireVersion, Node: req.Node, ID: id, DaemonSet: req.DaemonSet,
 		Container: req.Container, Tail: req.Tail, Follow: follow, Previous: req.Previous,
@@ -145,7 +145,7 @@ func (c *Controller) checkLogsRequest(req api.LogsRequest) error {
 		}
 		return fmt.Errorf("%w: %s", api.ErrNotFound, msg)
 	}
-	now := time.Now()
+	now := c.now()
 	nodes, _ := c.registry.Snapshot(now, c.cfg.NodeOfflineGrace)
 
 	if !slices.ContainsFunc(nodes, func(n schema.Node) bool { return n.Name == req.Node }) {
@@ -232,7 +232,7 @@ func (r *logReader) Read(p []byte) (int, error) {
 func (r *logReader) next() (schema.LogChunk, error) {
 	timeout := r.answer
 	if r.follow && r.seq > 0 {
-		timeout = r.deadline.Sub(time.Now())
+		timeout = r.deadline.Sub(r.c.now())
 	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()

@@ -38,13 +38,13 @@ func (c *Controller) reconcileLoop(ctx context.Context) error {
 		next, err := c.pass(ctx)
 		if err != nil {
 			c.log.Error("reconcile pass failed; retrying", "err", err)
-			next = time.Now().Add(retryAfterError)
+			next = c.now().Add(retryAfterError)
 		}
 		if first {
 			close(c.ready)
 			first = false
 		}
-		resetTimer(timer, next, time.Now())
+		resetTimer(timer, next, c.now())
 	}
 }
 
@@ -84,7 +84,7 @@ func (c *Controller) pass(ctx context.Context) (time.Time, error) {
 	c.passMu.Lock()
 	defer c.passMu.Unlock()
 	start := time.Now() // the pass's duration, for metrics (the wall clock)
-	now := time.Now()
+	now := c.now()
 	w := c.state.takeWork()
 	if now.Sub(c.lastFull) >= c.cfg.FullPassInterval {
 		w.all = true
@@ -98,6 +98,7 @@ func (c *Controller) pass(ctx context.Context) (time.Time, error) {
 		c.decider = nil
 		return time.Time{}, err
 	}
+	c.lastPass = now
 	c.metrics.observePass(time.Since(start), len(d.Desired), d.Placed, d.Full)
 	next := d.RequeueAt
 	if full := c.lastFull.Add(c.cfg.FullPassInterval); next.IsZero() || full.Before(next) {

@@ -432,7 +432,7 @@ func (c *Controller) applySource(ctx context.Context, path string, data []byte, 
 		c.reportInvalid(path, err, sum)
 		return
 	}
-	now := time.Now()
+	now := c.now()
 	var changes []string
 	for _, r := range out.results {
 		if r.Action != api.ActionUnchanged {

@@ -40,7 +40,7 @@ func (c *Controller) UpdateNode(ctx context.Context, name string, patch api.Node
 func (c *Controller) updateNodeLocked(name string, patch api.NodePatch) error {
 	in, ok := c.registry.Input(name)
 	if !ok {
-		nodes, _ := c.registry.Snapshot(time.Now(), c.cfg.NodeOfflineGrace)
+		nodes, _ := c.registry.Snapshot(c.now(), c.cfg.NodeOfflineGrace)
 		return c.unknownNode(name, nodes)
 	}
 	o, err := c.store.UpdateOverrides(name, func(o *store.NodeOverrides) error {
@@ -49,8 +49,8 @@ func (c *Controller) updateNodeLocked(name string, patch api.NodePatch) error {
 				return err
 			}
 		}
-		*o = mergePatch(*o, patch, time.Now())
-		o.UpdatedAt = time.Now()
+		*o = mergePatch(*o, patch, c.now())
+		o.UpdatedAt = c.now()
 		return nil
 	})
 	if err != nil {

@@ -41,7 +41,7 @@ func (c *Controller) rolloutLocked(key string, req api.RolloutRequest) error {
 	case api.RolloutRestart:
 		ds := e.rec.DaemonSet
 		ds.Spec.Template.Metadata.Annotations = withAnnotation(ds.Spec.Template.Metadata.Annotations,
-			RestartedAtAnnotation, time.Now().UTC().Format(time.RFC3339))
+			RestartedAtAnnotation, c.now().UTC().Format(time.RFC3339))
 		return c.reapply(&ds, "rollout restart", applyRequest{keepSource: true})
 	case api.RolloutUndo:
 		return c.undo(e, req.ToRevision)
@@ -290,7 +290,7 @@ func (c *Controller) DeleteInstance(ctx context.Context, key, node string) error
 	}
 	// The config references stay until the next pass recomputes them.
 	rec, err := c.store.PutDesired(node, store.DesiredRecord{Node: node, Instances: kept,
-		ConfigMaps: cur.ConfigMaps, Secrets: cur.Secrets, PublishedAt: time.Now()})
+		ConfigMaps: cur.ConfigMaps, Secrets: cur.Secrets, PublishedAt: c.now()})
 	if err != nil {
 		return err
 	}
