@@ -116,10 +116,9 @@ func (fs *fleetState) takeWork() work {
 	return fs.takeWorkLocked()
 }
 
-// loadFleetState reads the store into memory and primes the registry with
-// the last known nodes and overrides.
-func loadFleetState(st *store.Store, reg *registry.Registry, grace time.Duration) (*fleetState, error) {
-	fs := &fleetState{
+// newFleetState returns an empty state.
+func newFleetState() *fleetState {
+	return &fleetState{
 		daemonsets:   map[string]*dsEntry{},
 		current:      map[string]reconcile.NodeDesired{},
 		observed:     map[string]schema.ObservedState{},
@@ -133,6 +132,12 @@ func loadFleetState(st *store.Store, reg *registry.Registry, grace time.Duration
 		topics:       newConfigTopics(),
 		work:         newWork(),
 	}
+}
+
+// loadFleetState reads the store into memory and primes the registry with
+// the last known nodes and overrides.
+func loadFleetState(st *store.Store, reg *registry.Registry, grace time.Duration) (*fleetState, error) {
+	fs := newFleetState()
 	steps := []func(*store.Store, *registry.Registry, time.Duration) error{
 		fs.loadDaemonSets, fs.loadConfigs, fs.loadDesired, fs.loadNodes,
 	}
