@@ -195,16 +195,17 @@ func (c *Controller) storeDecision(now time.Time, d decider.Decision) (map[strin
 // recordRollouts records every stepped rollout's events and keeps each
 // changed state in the daemonset's entry.
 func (c *Controller) recordRollouts(d decider.Decision) {
+	changed := map[string]rollout.State{}
 	for _, key := range sortedKeys(d.Rollouts) {
 		r := d.Rollouts[key]
 		for _, e := range r.Events {
 			c.events.add(dsObject(key), eventType(e.Warning), e.Reason, rolloutMessage(e))
 		}
-		if !r.StateChanged {
-			continue
+		if r.StateChanged {
+			changed[key] = r.State
 		}
-		c.state.setRollout(key, r.State) // false: deleted meanwhile
 	}
+	c.state.commitRollouts(changed)
 }
 
 func eventType(warning bool) string {

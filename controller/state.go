@@ -22,8 +22,10 @@ import (
 // observed or current desired state, its deletion, a daemonset entry, a
 // config object or a revision's references) marks its work (work.go) in
 // the same critical section, so the next incremental pass sees it. The one
-// exception is the pass's own decision (commitDecision): it is handed to
-// the decider in the same call, which replans the node as a mark would.
+// exception is the pass's own decision, which the decider made: its
+// desired states are handed to the decider in the same call
+// (commitDecision), which replans the nodes as a mark would, and its
+// rollout states are the decider's own already (commitRollouts).
 //
 // Lock order, relied on throughout the controller: Controller.passMu, then
 // fleetState.mu; the registry's and the event sink's own locks are leaves

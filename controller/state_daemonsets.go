@@ -124,13 +124,33 @@ func (fs *fleetState) deleteEntry(key string) {
 	fs.markDaemonSetLocked(key)
 }
 
-// setRollout makes st daemonset key's rollout state and marks it; false
-// when there is no such entry (deleted meanwhile). A state the decider
-// itself produced costs the next pass nothing: the decider finds it equal
-// to its own.
+// setRollout makes st daemonset key's rollout state (an operator's
+// action) and marks it; false when there is no such entry.
 func (fs *fleetState) setRollout(key string, st rollout.State) bool {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
+	if !fs.putRolloutLocked(key, st) {
+		return false
+	}
+	fs.markDaemonSetLocked(key)
+	return true
+}
+
+// commitRollouts keeps the rollout states a stored decision stepped to,
+// by daemonset; a daemonset deleted meanwhile is skipped. Nothing is
+// marked: the decider stepped them and holds them already, and marking
+// would make the next pass compare states whose maps grow with the fleet.
+func (fs *fleetState) commitRollouts(states map[string]rollout.State) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for key, st := range states {
+		fs.putRolloutLocked(key, st)
+	}
+}
+
+// putRolloutLocked replaces daemonset key's entry by one with rollout
+// state st; false when there is no such entry.
+func (fs *fleetState) putRolloutLocked(key string, st rollout.State) bool {
 	e, ok := fs.daemonsets[key]
 	if !ok {
 		return false
@@ -138,7 +158,6 @@ func (fs *fleetState) setRollout(key string, st rollout.State) bool {
 	next := *e
 	next.rollout = st
 	fs.daemonsets[key] = &next
-	fs.markDaemonSetLocked(key)
 	return true
 }
 

@@ -79,6 +79,8 @@ func TestStateWritesMark(t *testing.T) {
 				out.deleted[key] = true
 				fs.applyConfigs(out)
 			}, want: work{daemonsets: map[string]bool{key: true}}},
+		{name: "commitRollouts", setup: func(fs *fleetState) { fs.putEntry(testEntry("exporter")) },
+			write: func(fs *fleetState) { fs.commitRollouts(map[string]rollout.State{key: {Target: "rev-1"}}) }},
 		{name: "setStatus", write: func(fs *fleetState) { fs.setStatus(map[string]dsStatus{key: {}}) }},
 		{name: "addRevision", write: func(fs *fleetState) { fs.addRevision("rev-1", schema.Revision{}) }},
 	}
@@ -105,8 +107,9 @@ func TestStateWritesMark(t *testing.T) {
 }
 
 // TestCommitDecisionHandsChangesToTheDecider: the pass's own decision
-// marks nothing (the decider made it) but reaches the decider in the same
-// call, and a forgotten node leaves every trace in the state.
+// marks nothing (the decider made it): its desired states reach the
+// decider in the same call, a forgotten node leaves no trace in the
+// state, and its rollout states are kept.
 func TestCommitDecisionHandsChangesToTheDecider(t *testing.T) {
 	fs := newFleetState()
 	fs.deleteNode("gone", reconcile.NodeDesired{Generation: 4})
@@ -127,4 +130,13 @@ func TestCommitDecisionHandsChangesToTheDecider(t *testing.T) {
 
 	_, _, changed = fs.commitDecision(nil, nil, to)
 	assert.False(t, changed, "nothing to commit and no topic to compare")
+
+	fs.putEntry(testEntry("exporter"))
+	fs.takeWork()
+	fs.commitRollouts(map[string]rollout.State{"fleet/exporter": {Target: "rev-2"}, "fleet/deleted": {Target: "x"}})
+	e, _ := fs.entry("fleet/exporter")
+	assert.Equal(t, "rev-2", e.rollout.Target, "the stepped rollout state is kept")
+	_, ok = fs.entry("fleet/deleted")
+	assert.False(t, ok, "a daemonset deleted meanwhile is not brought back")
+	assert.True(t, fs.takeWork().empty())
 }
