@@ -69,7 +69,7 @@ func (c *Controller) applyObjectsLocked(objs []schema.Object, warnings []schema.
 // it fails, nothing of it is kept, and the error names the object whose
 // write failed or, for a commit the disk refused, the request.
 func (c *Controller) applyLocked(objs []schema.Object, warnings []schema.Warning, req applyRequest) (*applied, error) {
-	now := time.Now()
+	now := c.now()
 	var out *applied
 	err := c.store.Update(req.dryRun, func(tx *store.Txn) (err error) {
 		out, err = c.applyTxn(tx, objs, req, now)
@@ -399,7 +399,7 @@ func applyAction(existed, changed bool) api.ApplyAction {
 // dryRunNodes counts the nodes placement puts the old and the new
 // daemonset on now.
 func (c *Controller) dryRunNodes(old store.DaemonSetRecord, live bool, ds *schema.DaemonSet) (before, after int) {
-	now := time.Now()
+	now := c.now()
 	nodes, _ := c.registry.Snapshot(now, c.cfg.NodeOfflineGrace)
 	if live {
 		before = placedNodes(&old.DaemonSet, nodes, now)
@@ -410,32 +410,8 @@ func (c *Controller) dryRunNodes(old store.DaemonSetRecord, live bool, ds *schem
 // commit puts what a committed request changed into the working state and
 // records its events.
 func (c *Controller) commit(out *applied) error {
-	c.mu.Lock()
-	for key, rec := range out.configMaps {
-		if rec == nil {
-			delete(c.state.configMaps, key)
-		} else {
-			c.state.configMaps[key] = *rec
-		}
-	}
-	for key, rec := range out.secrets {
-		if rec == nil {
-			delete(c.state.secrets, key)
-		} else {
-			c.state.secrets[key] = *rec
-		}
-	}
-	for _, ch := range out.daemonSets {
-		c.state.revisionRefs[ch.rev.Hash] = ch.rev.Template.References()
-	}
-	for key := range out.deleted {
-		delete(c.state.daemonsets, key)
-		c.state.markDaemonSetLocked(key)
-	}
-	if len(out.configMaps) > 0 || len(out.secrets) > 0 || len(out.daemonSets) > 0 {
-		c.state.markConfigsLocked()
-	}
-	c.mu.Unlock()
+	c.state.applyConfigs(out)
+
 	for _, e := range out.events {
 		c.events.add(e.object, schema.EventNormal, e.reason, e.message)
 	}

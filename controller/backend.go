@@ -84,22 +84,7 @@ func (c *Controller) pruneRevisionsTxn(tx *store.Txn, rec store.DaemonSetRecord)
 		limit = int(*l)
 	}
 	key := rec.Key()
-	inUse := map[string]bool{rec.CurrentRevision: true}
-	c.mu.Lock()
-	for _, d := range c.state.current {
-		for _, in := range d.Instances {
-			if in.DaemonSet == key {
-				inUse[in.Revision] = true
-			}
-		}
-	}
-	if e, ok := c.state.daemonsets[key]; ok {
-		inUse[e.rollout.Stable], inUse[e.rollout.Target] = true, true
-		if r := e.rec.Rejected; r != nil {
-			inUse[r.Hash] = true // rollout retry rolls it out again
-		}
-	}
-	c.mu.Unlock()
+	inUse := c.state.revisionsInUse(key, rec.CurrentRevision)
 	pruned, err := tx.PruneRevisions(key, limit, inUse)
 	if err == nil && len(pruned) > 0 {
 		c.log.Debug("pruned revisions", "daemonset", key, "revisions", pruned)
@@ -113,34 +98,27 @@ func (c *Controller) remember(rec store.DaemonSetRecord) error {
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if old, ok := c.state.daemonsets[rec.Key()]; ok && old.rollout.Target != "" {
-		e.rollout = old.rollout
-	}
-	c.state.daemonsets[rec.Key()] = e
-	c.state.markDaemonSetLocked(rec.Key())
+	c.state.putEntry(e)
 	return nil
 }
 
 // ListDaemonSets returns every daemonset with its status, sorted.
 func (c *Controller) ListDaemonSets(ctx context.Context) ([]api.DaemonSet, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]api.DaemonSet, 0, len(c.state.daemonsets))
-	for _, key := range sortedKeys(c.state.daemonsets) {
-		e := c.state.daemonsets[key]
-		if e.orphan() {
+	views := c.state.views()
+	out := make([]api.DaemonSet, 0, len(views))
+	for _, v := range views {
+		if v.entry.orphan() {
 			continue
 		}
-		out = append(out, c.daemonSetViewLocked(e))
+		out = append(out, daemonSetView(v))
 	}
 	return out, nil
 }
 
-func (c *Controller) daemonSetViewLocked(e *dsEntry) api.DaemonSet {
+// daemonSetView is the API form of a daemonset and its status.
+func daemonSetView(v dsView) api.DaemonSet {
+	e, st := &v.entry, v.status
 	ds := e.rec.DaemonSet
-	st := c.state.status[e.rec.Key()]
 	ro := st.Rollout
 	return api.DaemonSet{
 		Namespace: ds.Metadata.Namespace, Name: ds.Metadata.Name,
@@ -188,14 +166,12 @@ func strategyName(e *dsEntry) string {
 
 // GetDaemonSet returns one daemonset with its per-node instances.
 func (c *Controller) GetDaemonSet(ctx context.Context, key string) (api.DaemonSet, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.state.daemonsets[key]
-	if !ok || e.orphan() {
+	dv, ok := c.state.view(key)
+	if !ok || dv.entry.orphan() {
 		return api.DaemonSet{}, fmt.Errorf("daemonset %s: %w", key, api.ErrNotFound)
 	}
-	v := c.daemonSetViewLocked(e)
-	for _, in := range c.instancesLocked() {
+	v := daemonSetView(dv)
+	for _, in := range c.instances() {
 		if in.DaemonSet == key {
 			v.Instances = append(v.Instances, in)
 		}
@@ -208,29 +184,20 @@ func (c *Controller) GetDaemonSet(ctx context.Context, key string) (api.DaemonSe
 func (c *Controller) DeleteDaemonSet(ctx context.Context, key string, orphan bool) error {
 	c.passMu.Lock()
 	defer c.passMu.Unlock()
-	c.mu.Lock()
-	e, ok := c.state.daemonsets[key]
-	c.mu.Unlock()
-	if !ok || e.orphan() {
+	if e, ok := c.state.entry(key); !ok || e.orphan() {
 		return fmt.Errorf("daemonset %s: %w", key, api.ErrNotFound)
 	}
 	if orphan {
-		rec, err := c.store.MarkDaemonSetDeleted(key, time.Now())
+		rec, err := c.store.MarkDaemonSetDeleted(key, c.now())
 		if err != nil {
 			return err
 		}
-		c.mu.Lock()
-		e.rec = rec
-		c.state.markDaemonSetLocked(key)
-		c.mu.Unlock()
+		c.state.setRecord(key, rec)
 	} else {
 		if err := c.store.DeleteDaemonSet(key); err != nil {
 			return err
 		}
-		c.mu.Lock()
-		delete(c.state.daemonsets, key)
-		c.state.markDaemonSetLocked(key)
-		c.mu.Unlock()
+		c.state.deleteEntry(key)
 	}
 	c.events.add(dsObject(key), schema.EventNormal, "Deleted", fmt.Sprintf("deleted (orphan=%t)", orphan))
 	c.wake()
@@ -239,25 +206,22 @@ func (c *Controller) DeleteDaemonSet(ctx context.Context, key string, orphan boo
 
 // ListNodes returns every node, sorted by name.
 func (c *Controller) ListNodes(ctx context.Context) ([]api.Node, error) {
-	nodes, _ := c.registry.Snapshot(time.Now(), c.cfg.NodeOfflineGrace)
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	nodes, _ := c.registry.Snapshot(c.now(), c.cfg.NodeOfflineGrace)
 	out := make([]api.Node, 0, len(nodes))
 	for _, n := range nodes {
-		out = append(out, c.nodeViewLocked(n))
+		out = append(out, c.nodeView(n))
 	}
 	return out, nil
 }
 
-func (c *Controller) nodeViewLocked(n schema.Node) api.Node {
+func (c *Controller) nodeView(n schema.Node) api.Node {
 	v := api.Node{Node: n}
 	if st, ok := c.registry.State(n.Name); ok {
 		v.Online = st.Online
 		v.LastSeen = timePtr(st.LastSeen)
 		v.OfflineSince = timePtr(st.OfflineSince)
 	}
-	v.DesiredGeneration = c.state.current[n.Name].Generation
-	v.ObservedGeneration = c.state.observed[n.Name].ObservedGeneration
+	v.DesiredGeneration, v.ObservedGeneration = c.state.generations(n.Name)
 	return v
 }
 
@@ -271,22 +235,20 @@ func timePtr(t time.Time) *time.Time {
 // GetNode returns one node with its instances and, per daemonset, whether
 // and why it should run there.
 func (c *Controller) GetNode(ctx context.Context, name string) (api.Node, error) {
-	now := time.Now()
+	now := c.now()
 	nodes, _ := c.registry.Snapshot(now, c.cfg.NodeOfflineGrace)
 	i := slices.IndexFunc(nodes, func(n schema.Node) bool { return n.Name == name })
 	if i < 0 {
 		return api.Node{}, c.unknownNode(name, nodes)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v := c.nodeViewLocked(nodes[i])
-	for _, in := range c.instancesLocked() {
+	v := c.nodeView(nodes[i])
+	for _, in := range c.instances() {
 		if in.Node == name {
 			v.Instances = append(v.Instances, in)
 		}
 	}
-	for _, key := range sortedKeys(c.state.daemonsets) {
-		e := c.state.daemonsets[key]
+	for _, dv := range c.state.views() {
+		e := dv.entry
 		if e.orphan() {
 			continue
 		}
@@ -349,44 +311,37 @@ func (c *Controller) deleteNodeLocked(name string) (mqttclient.Message, error) {
 		if err = tx.DeleteOverrides(name); err != nil {
 			return err
 		}
-		rec, err = tx.PutDesired(name, store.DesiredRecord{Node: name, Instances: []schema.DesiredInstance{}, PublishedAt: time.Now()})
+		rec, err = tx.PutDesired(name, store.DesiredRecord{Node: name, Instances: []schema.DesiredInstance{}, PublishedAt: c.now()})
 		return err
 	})
 	if err != nil {
 		return mqttclient.Message{}, fmt.Errorf("delete node %s: %w", name, err)
 	}
 	c.registry.Delete(name)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.state.dirtyNodes, name)
-	c.state.deletedNodes[name] = true
-	c.state.setCurrentLocked(name, reconcile.NodeDesired{Generation: rec.Generation, Instances: rec.Instances})
-	c.state.markNodeLocked(name)
-	return desiredMessage(name, c.state.current[name]), nil
+	nd := reconcile.NodeDesired{Generation: rec.Generation, Instances: rec.Instances}
+	c.state.deleteNode(name, nd)
+	return desiredMessage(name, nd), nil
 }
 
 // ListInstances returns every instance in the fleet.
 func (c *Controller) ListInstances(ctx context.Context) ([]api.Instance, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.instancesLocked(), nil
+	return c.instances(), nil
 }
 
-// instancesLocked joins desired and observed instances, sorted by node and
+// instances joins desired and observed instances, sorted by node and
 // daemonset.
-func (c *Controller) instancesLocked() []api.Instance {
+func (c *Controller) instances() []api.Instance {
 	var out []api.Instance
-	for _, node := range sortedKeys(c.state.current) {
+	c.state.eachNode(func(node string, cur reconcile.NodeDesired, obs schema.ObservedState) {
 		st, _ := c.registry.State(node)
-		obs := c.state.observed[node]
-		for _, d := range c.state.current[node].Instances {
+		for _, d := range cur.Instances {
 			in := api.Instance{Node: node, DaemonSet: d.DaemonSet, Revision: d.Revision, Phase: schema.PhasePending, Online: st.Online, LastSeen: timePtr(st.LastSeen)}
 			if o := findObserved(obs, d); o != nil {
 				in.Phase, in.Ready, in.Restarts, in.Message = o.Phase, o.Ready, o.Restarts, o.Message
 			}
 			out = append(out, in)
 		}
-	}
+	})
 	return out
 }
 

@@ -31,9 +31,10 @@ func TestStatusBurstWithSlowConsumer(t *testing.T) {
 	go func() { // the slow consumer: hold the controller's state lock in bursts
 		defer hold.Done()
 		for range 20 {
-			tc.mu.Lock()
+			tc.state.mu.Lock()
 			time.Sleep(50 * time.Millisecond)
-			tc.mu.Unlock()
+			tc.state.mu.Unlock()
+
 			time.Sleep(10 * time.Millisecond)
 		}
 	}()

@@ -110,6 +110,11 @@ type Config struct {
 	// and daemonset from scratch, the level-triggered safety net under the
 	// incremental passes that decide only what an event changed.
 	FullPassInterval time.Duration `mapstructure:"full-pass-interval"`
+	// Clock is what the controller reads the time from for every decision
+	// and stamp (node offline graces, tolerations, minReadySeconds, store
+	// and event times); nil means time.Now. Tests inject their own. Only
+	// durations measured for metrics and logs read the wall clock.
+	Clock func() time.Time `mapstructure:"-"`
 	// MaxEvents bounds the stored events.
 	MaxEvents int `mapstructure:"max-events"`
 	// MaxEventsPerNode bounds the stored events one node's reports
@@ -217,6 +222,9 @@ func (c *Config) ApplyDefaults() {
 	}
 	if c.FullPassInterval == 0 {
 		c.FullPassInterval = DefaultFullPassInterval
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
 	}
 	if c.MaxEvents == 0 {
 		c.MaxEvents = DefaultMaxEvents

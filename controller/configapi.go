@@ -5,56 +5,50 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/controller/reconcile"
 	"github.com/edgeset/edgeset/controller/store"
 	"github.com/edgeset/edgeset/schema"
 )
 
 // ListConfigMaps returns every ConfigMap, sorted by namespace and name.
 func (c *Controller) ListConfigMaps(ctx context.Context) ([]api.ConfigMap, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]api.ConfigMap, 0, len(c.state.configMaps))
-	for _, key := range sortedKeys(c.state.configMaps) {
-		out = append(out, c.configMapViewLocked(c.state.configMaps[key]))
+	recs := c.state.configMapList()
+	out := make([]api.ConfigMap, 0, len(recs))
+	for _, rec := range recs {
+		out = append(out, c.configMapView(rec))
 	}
 	return out, nil
 }
 
 // GetConfigMap returns one ConfigMap.
 func (c *Controller) GetConfigMap(ctx context.Context, key string) (api.ConfigMap, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	rec, ok := c.state.configMaps[key]
+	rec, ok := c.state.configMap(key)
 	if !ok {
 		return api.ConfigMap{}, fmt.Errorf("configmap %s: %w", key, api.ErrNotFound)
 	}
-	return c.configMapViewLocked(rec), nil
+	return c.configMapView(rec), nil
 }
 
 // ListSecrets returns every Secret, sorted, its values only with
 // showValues.
 func (c *Controller) ListSecrets(ctx context.Context, showValues bool) ([]api.Secret, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]api.Secret, 0, len(c.state.secrets))
-	for _, key := range sortedKeys(c.state.secrets) {
-		out = append(out, c.secretViewLocked(c.state.secrets[key], showValues))
+	recs := c.state.secretList()
+	out := make([]api.Secret, 0, len(recs))
+	for _, rec := range recs {
+		out = append(out, c.secretView(rec, showValues))
 	}
 	return out, nil
 }
 
 // GetSecret returns one Secret, its values only with showValues.
 func (c *Controller) GetSecret(ctx context.Context, key string, showValues bool) (api.Secret, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	rec, ok := c.state.secrets[key]
+	rec, ok := c.state.secret(key)
 	if !ok {
 		return api.Secret{}, fmt.Errorf("secret %s: %w", key, api.ErrNotFound)
 	}
-	return c.secretViewLocked(rec, showValues), nil
+	return c.secretView(rec, showValues), nil
 }
 
 // DeleteConfigMap deletes a ConfigMap. Instances that reference it wait in
@@ -83,7 +77,7 @@ func (c *Controller) deleteConfig(kind, key string, del func(*store.Txn) (bool, 
 		if found, err = del(tx); err != nil || !found {
 			return err
 		}
-		return rollOnConfigChanges(tx, configChanges{kind + key: true}, time.Now(), out)
+		return rollOnConfigChanges(tx, configChanges{kind + key: true}, c.now(), out)
 	})
 	if err != nil {
 		return err
@@ -103,9 +97,9 @@ func (c *Controller) deleteConfig(kind, key string, del func(*store.Txn) (bool, 
 	return nil
 }
 
-func (c *Controller) configMapViewLocked(rec store.ConfigMapRecord) api.ConfigMap {
+func (c *Controller) configMapView(rec store.ConfigMapRecord) api.ConfigMap {
 	cm := rec.Object
-	v := api.ConfigMap{ConfigMeta: c.usageLocked(configMeta(rec, cm.Metadata), false),
+	v := api.ConfigMap{ConfigMeta: c.usage(configMeta(rec, cm.Metadata), false),
 		Data: cm.Data, BinaryData: cm.BinaryData, Immutable: cm.Immutable}
 	v.Keys = v.Keys[:0]
 	for k, val := range cm.Data {
@@ -118,11 +112,11 @@ func (c *Controller) configMapViewLocked(rec store.ConfigMapRecord) api.ConfigMa
 	return v
 }
 
-// secretViewLocked shows a Secret's keys and sizes, and its values only
-// with showValues.
-func (c *Controller) secretViewLocked(rec store.SecretRecord, showValues bool) api.Secret {
+// secretView shows a Secret's keys and sizes, and its values only with
+// showValues.
+func (c *Controller) secretView(rec store.SecretRecord, showValues bool) api.Secret {
 	s := rec.Object
-	v := api.Secret{ConfigMeta: c.usageLocked(configMeta(rec, s.Metadata), true),
+	v := api.Secret{ConfigMeta: c.usage(configMeta(rec, s.Metadata), true),
 		Type: s.Type, Immutable: s.Immutable}
 	for k, val := range s.Data {
 		v.Keys = append(v.Keys, api.ConfigKey{Key: k, Size: len(val)})
@@ -146,32 +140,31 @@ func configMeta[T store.ConfigObject](rec store.ConfigRecord[T], m schema.Object
 		CreatedAt: rec.CreatedAt, UpdatedAt: rec.UpdatedAt, Source: rec.Source, Keys: []api.ConfigKey{}}
 }
 
-// usageLocked fills in which daemonsets reference the object and how many
-// nodes it is delivered to.
-func (c *Controller) usageLocked(v api.ConfigMeta, secret bool) api.ConfigMeta {
-	v.ReferencedBy = c.referencedByLocked(v.Namespace, v.Name, secret)
+// usage fills in which daemonsets reference the object and how many nodes
+// it is delivered to.
+func (c *Controller) usage(v api.ConfigMeta, secret bool) api.ConfigMeta {
+	v.ReferencedBy = c.referencedBy(v.Namespace, v.Name, secret)
 	ref := schema.ObjectRef{Namespace: v.Namespace, Name: v.Name, Hash: v.Hash}
-	for _, d := range c.state.current {
+	v.Nodes = c.state.countNodes(func(d reconcile.NodeDesired) bool {
 		refs := d.ConfigMaps
 		if secret {
 			refs = d.Secrets
 		}
-		if slices.Contains(refs, ref) {
-			v.Nodes++
-		}
-	}
+		return slices.Contains(refs, ref)
+	})
 	return v
 }
 
-// referencedByLocked lists the managed daemonsets of namespace whose
-// template references the object.
-func (c *Controller) referencedByLocked(namespace, name string, secret bool) []string {
+// referencedBy lists the managed daemonsets of namespace whose template
+// references the object.
+func (c *Controller) referencedBy(namespace, name string, secret bool) []string {
 	var out []string
-	for _, key := range sortedKeys(c.state.daemonsets) {
-		e := c.state.daemonsets[key]
+	for _, dv := range c.state.views() {
+		e, key := dv.entry, dv.entry.rec.Key()
 		if e.orphan() || e.rec.DaemonSet.Metadata.Namespace != namespace {
 			continue
 		}
+
 		refs := e.rec.DaemonSet.Spec.Template.References()
 		names := refs.ConfigMaps
 		if secret {

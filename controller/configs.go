@@ -30,8 +30,6 @@ import (
 
 	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller/api"
-	"github.com/edgeset/edgeset/controller/reconcile"
-	"github.com/edgeset/edgeset/controller/registry"
 	"github.com/edgeset/edgeset/controller/store"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
@@ -337,54 +335,6 @@ func messageSize(v any) int {
 	return len(b)
 }
 
-// configsLocked is what a pass needs of the config objects: copies, so
-// the pass reads them without the lock.
-func (c *Controller) configsLocked() reconcile.Configs {
-	cfg := reconcile.Configs{
-		Refs:       make(map[string]schema.ConfigRefs, len(c.state.revisionRefs)),
-		ConfigMaps: make(map[string]string, len(c.state.configMaps)),
-		Secrets:    make(map[string]string, len(c.state.secrets)),
-	}
-	for h, r := range c.state.revisionRefs {
-		cfg.Refs[h] = r
-	}
-	for k, r := range c.state.configMaps {
-		cfg.ConfigMaps[k] = r.Hash
-	}
-	for k, r := range c.state.secrets {
-		cfg.Secrets[k] = r.Hash
-	}
-	return cfg
-}
-
-// loadConfigs reads the config objects and every revision's references.
-func (fs *fleetState) loadConfigs(st *store.Store, _ *registry.Registry, _ time.Duration) error {
-	cms, err := st.ListConfigMaps()
-	if err != nil {
-		return err
-	}
-	for _, r := range cms {
-		fs.configMaps[r.Object.Key()] = r
-	}
-	secrets, err := st.ListSecrets()
-	if err != nil {
-		return err
-	}
-	for _, r := range secrets {
-		fs.secrets[r.Object.Key()] = r
-	}
-	for key := range fs.daemonsets {
-		revs, err := st.ListRevisions(key)
-		if err != nil {
-			return err
-		}
-		for _, rev := range revs {
-			fs.revisionRefs[rev.Hash] = rev.Template.References()
-		}
-	}
-	return nil
-}
-
 // configTopics are the config object topics published retained: each
 // ConfigMap hash with its object's key and the number of desired states
 // that reference it, and per node each Secret hash with its object's key.
@@ -501,58 +451,11 @@ type topicChange struct {
 	key  string // the object's "namespace/name"
 }
 
-// configTopicsLocked brings the published config topics in line with the
-// current desired states: the messages of topics to publish, and the
-// empty retained messages that clear topics nothing references any more.
-func (c *Controller) configTopicsLocked() (publish, clear []mqttclient.Message) {
-	add, remove := c.state.topics.take()
-	for _, tc := range add {
-		if m, ok := c.configMessageLocked(tc); ok {
-			publish = append(publish, m)
-		}
-	}
-	for _, tc := range remove {
-		clear = append(clear, mqttclient.Message{Topic: tc.topic(), Retained: true})
-	}
-	return publish, clear
-}
-
 func (tc topicChange) topic() string {
 	if tc.node == "" {
 		return schema.ConfigMapTopic(tc.hash)
 	}
 	return schema.NodeSecretTopic(tc.node, tc.hash)
-}
-
-// configMessageLocked encodes the object of a config topic; ok is false
-// when the object no longer has that hash (its desired states are about
-// to change).
-func (c *Controller) configMessageLocked(tc topicChange) (mqttclient.Message, bool) {
-	if tc.node == "" {
-		rec, ok := c.state.configMaps[tc.key]
-		if !ok || rec.Hash != tc.hash {
-			return mqttclient.Message{}, false
-		}
-		return configMapMessage(rec), true
-	}
-	rec, ok := c.state.secrets[tc.key]
-	if !ok || rec.Hash != tc.hash {
-		return mqttclient.Message{}, false
-	}
-	return secretMessage(tc.node, rec), true
-}
-
-// publishedConfigMessagesLocked encodes every published config topic, for
-// a republish: ConfigMaps, then each node's Secrets.
-func (c *Controller) publishedConfigMessagesLocked() []mqttclient.Message {
-	all := c.state.topics.all()
-	msgs := make([]mqttclient.Message, 0, len(all))
-	for _, tc := range all {
-		if m, ok := c.configMessageLocked(tc); ok {
-			msgs = append(msgs, m)
-		}
-	}
-	return msgs
 }
 
 // configMapMessage encodes a ConfigMap version as published: what a device

@@ -50,15 +50,17 @@ type Controller struct {
 	// passMu serialises reconcile passes with the API calls that change
 	// daemonsets or rollout state, so a pass never overwrites a change made
 	// after its snapshot.
+	// The lock order (passMu, then the state's own mutex, then the
+	// registry's and the event sink's) is fleetState's doc comment.
 	passMu sync.Mutex
-	mu     sync.Mutex // guards state
-	state  *fleetState
+	state  *fleetState // owns its lock
 	// decider is the incremental decision state, owned by the reconcile
 	// pass (passMu held); nil until the first pass, and after a pass that
 	// could not store its decision (rebuilt from state by the next one).
 	decider *decider.Decider
-	// lastFull is when the last full pass ran (passMu held).
-	lastFull time.Time
+	// lastFull is when the last full pass ran and lastPass when the last
+	// pass stored its decision, on the controller's clock (passMu held).
+	lastFull, lastPass time.Time
 
 	// sources is the manifests directory's bookkeeping (manifests.go).
 	sources sourceTable
@@ -100,6 +102,7 @@ func (c *Controller) open() error {
 		return err
 	}
 	c.events = newEventSink(c.store, c.log, c.metrics, limitsOf(c.cfg))
+	c.events.now = c.cfg.Clock // events are stamped on the controller's clock
 	if c.token, err = loadOrCreateToken(c.cfg.tokenPath()); err != nil {
 		return err
 	}
@@ -192,6 +195,11 @@ func (c *Controller) closeResources() {
 		}
 	})
 }
+
+// now reads the controller's clock (Config.Clock). Every decision and
+// stamp reads it; only durations measured for metrics and logs read
+// time.Now, since they are of the machine, not of the fleet.
+func (c *Controller) now() time.Time { return c.cfg.Clock() }
 
 // wake asks the reconcile loop for a pass; it never blocks.
 func (c *Controller) wake() {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeset/edgeset/controller/reconcile"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -63,13 +64,9 @@ func (f *benchFleet) waitPublished(b *testing.B, total int64) {
 func (f *benchFleet) waitInstances(b *testing.B, k int) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		f.tc.mu.Lock()
-		done := len(f.tc.state.current) == f.n
-		for _, d := range f.tc.state.current {
-			done = done && len(d.Instances) == k
-		}
-		f.tc.mu.Unlock()
-		if done {
+		total := f.tc.state.countNodes(func(reconcile.NodeDesired) bool { return true })
+		running := f.tc.state.countNodes(func(d reconcile.NodeDesired) bool { return len(d.Instances) == k })
+		if total == f.n && running == total {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -133,9 +130,7 @@ func BenchmarkFleetApply10k(b *testing.B) {
 }
 
 func revisionPayload(b *testing.B, f *benchFleet) []byte {
-	f.tc.mu.Lock()
-	defer f.tc.mu.Unlock()
-	for _, rev := range f.tc.state.revisions {
+	for _, rev := range f.tc.state.revisionList() {
 		return revisionMessage(rev).Payload
 	}
 	b.Fatal("no revision")
@@ -163,7 +158,8 @@ func BenchmarkChangeOneOfTen(b *testing.B) {
 		time.Sleep(200 * time.Millisecond)
 		desired := float64(f.bytes.Load()-bytesBefore) / n
 		total := (counterValue(f.tc.metrics.bytesOut) - outBefore) / n
-		tmpl, _ := schema.Encode(f.tc.state.daemonsets["fleet/daemon-3"].rec.DaemonSet.Spec.Template)
+		e, _ := f.tc.state.entry("fleet/daemon-3")
+		tmpl, _ := schema.Encode(e.rec.DaemonSet.Spec.Template)
 		b.ReportMetric(desired, "desired-B/node")
 		b.ReportMetric(total, "all-B/node")
 		b.ReportMetric(float64(len(tmpl)), "template-B")
@@ -225,12 +221,10 @@ func BenchmarkRolloutOverhead10k(b *testing.B) {
 func waitComplete(b *testing.B, tc *testController) {
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		tc.mu.Lock()
-		e := tc.state.daemonsets["fleet/exporter"]
-		st := tc.state.status["fleet/exporter"]
-		done := e != nil && st.Rollout.Complete && st.Rollout.Target == e.rec.CurrentRevision
-		tc.mu.Unlock()
-		if done {
+		v, ok := tc.state.view("fleet/exporter")
+		st := v.status
+		if ok && st.Rollout.Complete && st.Rollout.Target == v.entry.rec.CurrentRevision {
+
 			return
 		}
 		if time.Now().After(deadline) {

@@ -76,7 +76,7 @@ func (c *Controller) onStatus(node string, payload []byte) error {
 	if err := checkNode(node, st.Node); err != nil {
 		return err
 	}
-	if c.registry.ApplyStatus(st, time.Now()) {
+	if c.registry.ApplyStatus(st, c.now()) {
 		c.markNodeChanged(node)
 		c.wake()
 	}
@@ -91,7 +91,7 @@ func (c *Controller) onPresence(node string, payload []byte) error {
 	if err := checkNode(node, p.Node); err != nil {
 		return err
 	}
-	if c.registry.ApplyPresence(p, time.Now()) {
+	if c.registry.ApplyPresence(p, c.now()) {
 		c.markNodeChanged(node)
 		c.events.addFromNode(node, store.Event{Type: schema.EventNormal, Reason: presenceReason(p.Online), Object: nodeObject(node), Message: presenceMessage(p.Online)})
 		c.wake()
@@ -127,18 +127,20 @@ func (c *Controller) onObserved(node string, payload []byte) error {
 	if err := checkNode(node, obs.Node); err != nil {
 		return err
 	}
-	now := time.Now()
-	c.mu.Lock()
-	issued := c.state.current[node].Generation
-	old, had := c.state.observed[node]
-	ahead := obs.ObservedGeneration > issued
-	stale := had && obs.ObservedGeneration < old.ObservedGeneration
-	if !ahead && !stale {
+	now := c.now()
+	var issued uint64
+	var old schema.ObservedState
+	var ahead, stale bool
+	c.state.updateObserved(node, func(gen uint64, prev schema.ObservedState, had bool) (schema.ObservedState, bool) {
+		issued, old = gen, prev
+		ahead = obs.ObservedGeneration > issued
+		stale = had && obs.ObservedGeneration < old.ObservedGeneration
+		if ahead || stale {
+			return schema.ObservedState{}, false
+		}
 		receivedReadySince(&obs, old, had, now)
-		c.state.observed[node] = obs
-		c.state.markNodeLocked(node)
-	}
-	c.mu.Unlock()
+		return obs, true
+	})
 	if ahead {
 		c.refuseObserved(node, obs.ObservedGeneration, issued)
 		return nil
@@ -237,12 +239,7 @@ func (c *Controller) onNodeEvent(node string, payload []byte) error {
 
 // markNodeChanged records that the registry's record of node changed: it
 // is stored at the next flush and decided at the next pass.
-func (c *Controller) markNodeChanged(node string) {
-	c.mu.Lock()
-	c.state.dirtyNodes[node] = true
-	c.state.markNodeLocked(node)
-	c.mu.Unlock()
-}
+func (c *Controller) markNodeChanged(node string) { c.state.nodeChanged(node) }
 
 func nodeObject(name string) string { return "node/" + name }
 func dsObject(key string) string    { return "daemonset/" + key }

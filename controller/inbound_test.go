@@ -100,9 +100,9 @@ func TestReadySinceIsTheControllerClock(t *testing.T) {
 		tc.handleMessage(schema.NodeTopic("gw", schema.TopicObserved), p)
 	}
 	readySince := func() time.Time {
-		tc.mu.Lock()
-		defer tc.mu.Unlock()
-		in := tc.state.observed["gw"].Instances
+		obs, _ := tc.state.observedOf("gw")
+		in := obs.Instances
+
 		require.Len(t, in, 1)
 		require.NotNil(t, in[0].ReadySince)
 		return *in[0].ReadySince

@@ -98,7 +98,7 @@ func (c *Controller) Logs(ctx context.Context, req api.LogsRequest) (io.ReadClos
 	s := c.logs.add(id, req.Node)
 	follow := req.Follow && !req.Previous
 	r := &logReader{c: c, ctx: ctx, id: id, node: req.Node, stream: s, follow: follow,
-		answer: c.cfg.logAnswerTimeout, deadline: time.Now().Add(c.cfg.logFollowLimit)}
+		answer: c.cfg.logAnswerTimeout, deadline: c.now().Add(c.cfg.logFollowLimit)}
 	lr := schema.LogRequest{
 		SchemaVersion: schema.WireVersion, Node: req.Node, ID: id, DaemonSet: req.DaemonSet,
 		Container: req.Container, Tail: req.Tail, Follow: follow, Previous: req.Previous,
@@ -137,28 +137,17 @@ func (c *Controller) checkLogsRequest(req api.LogsRequest) error {
 	if req.Tail < 0 {
 		return fmt.Errorf("%w: tail must be >= 0, not %d", api.ErrInvalid, req.Tail)
 	}
-	c.mu.Lock()
-	e, ok := c.state.daemonsets[req.DaemonSet]
-	known := ok && !e.orphan()
-	var keys []string
-	if !known {
-		for k, e := range c.state.daemonsets {
-			if !e.orphan() {
-				keys = append(keys, k)
-			}
-		}
-	}
-	c.mu.Unlock()
-	if !known {
-		slices.Sort(keys)
+	if e, ok := c.state.entry(req.DaemonSet); !ok || e.orphan() {
+		keys := c.state.managedKeys()
 		msg := fmt.Sprintf("daemonset %q", req.DaemonSet)
 		if close := api.Suggest(req.DaemonSet, keys, 3); len(close) > 0 {
 			msg += "; did you mean " + strings.Join(close, ", ") + "?"
 		}
 		return fmt.Errorf("%w: %s", api.ErrNotFound, msg)
 	}
-	now := time.Now()
+	now := c.now()
 	nodes, _ := c.registry.Snapshot(now, c.cfg.NodeOfflineGrace)
+
 	if !slices.ContainsFunc(nodes, func(n schema.Node) bool { return n.Name == req.Node }) {
 		return c.unknownNode(req.Node, nodes)
 	}
@@ -243,7 +232,7 @@ func (r *logReader) Read(p []byte) (int, error) {
 func (r *logReader) next() (schema.LogChunk, error) {
 	timeout := r.answer
 	if r.follow && r.seq > 0 {
-		timeout = time.Until(r.deadline)
+		timeout = r.deadline.Sub(r.c.now())
 	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()

@@ -38,13 +38,13 @@ func (c *Controller) reconcileLoop(ctx context.Context) error {
 		next, err := c.pass(ctx)
 		if err != nil {
 			c.log.Error("reconcile pass failed; retrying", "err", err)
-			next = time.Now().Add(retryAfterError)
+			next = c.now().Add(retryAfterError)
 		}
 		if first {
 			close(c.ready)
 			first = false
 		}
-		resetTimer(timer, next)
+		resetTimer(timer, next, c.now())
 	}
 }
 
@@ -61,7 +61,9 @@ func (c *Controller) waitTransport(ctx context.Context) error {
 	}
 }
 
-func resetTimer(t *time.Timer, at time.Time) {
+// resetTimer makes t fire at at, as read on the controller's clock at now;
+// a zero at stops it.
+func resetTimer(t *time.Timer, at, now time.Time) {
 	t.Stop()
 	select {
 	case <-t.C:
@@ -70,7 +72,7 @@ func resetTimer(t *time.Timer, at time.Time) {
 	if at.IsZero() {
 		return
 	}
-	t.Reset(max(time.Until(at), 0))
+	t.Reset(max(at.Sub(now), 0))
 }
 
 // pass feeds the decider what changed since the last pass, decides, and
@@ -81,22 +83,22 @@ func resetTimer(t *time.Timer, at time.Time) {
 func (c *Controller) pass(ctx context.Context) (time.Time, error) {
 	c.passMu.Lock()
 	defer c.passMu.Unlock()
-	start := time.Now()
-	c.mu.Lock()
-	w := c.state.takeWorkLocked()
-	if start.Sub(c.lastFull) >= c.cfg.FullPassInterval {
+	start := time.Now() // the pass's duration, for metrics (the wall clock)
+	now := c.now()
+	w := c.state.takeWork()
+	if now.Sub(c.lastFull) >= c.cfg.FullPassInterval {
 		w.all = true
 	}
-	c.mu.Unlock()
 	if w.all || c.decider == nil {
-		c.lastFull = start
+		c.lastFull = now
 	}
-	c.feed(w, start)
-	d := c.decider.Decide(start)
-	if err := c.apply(ctx, start, d); err != nil {
+	c.feed(w, now)
+	d := c.decider.Decide(now)
+	if err := c.apply(ctx, now, d); err != nil {
 		c.decider = nil
 		return time.Time{}, err
 	}
+	c.lastPass = now
 	c.metrics.observePass(time.Since(start), len(d.Desired), d.Placed, d.Full)
 	next := d.RequeueAt
 	if full := c.lastFull.Add(c.cfg.FullPassInterval); next.IsZero() || full.Before(next) {
@@ -125,7 +127,7 @@ func (c *Controller) apply(ctx context.Context, now time.Time, d decider.Decisio
 	}
 	c.recordChanges(d)
 	c.setStatus()
-	if len(d.Forget) == 0 && c.clearsDeletedNodes(d) {
+	if len(d.Forget) == 0 && c.state.deletedAmong(d.Desired) {
 		c.wake() // the next pass forgets them, once their empty state is out
 	}
 	if len(msgs) > 0 {
@@ -149,17 +151,16 @@ func (c *Controller) storeDecision(now time.Time, d decider.Decision) (map[strin
 		recs[node] = store.DesiredRecord{Node: node, Instances: nd.Instances,
 			ConfigMaps: nd.ConfigMaps, Secrets: nd.Secrets, PublishedAt: now}
 	}
-	c.mu.Lock()
-	revisions := map[string]string{}
+	var changed []string
 	for key, r := range d.Rollouts {
-		if e, ok := c.state.daemonsets[key]; ok && r.StateChanged {
-			revisions[key] = e.rec.CurrentRevision
+		if r.StateChanged {
+			changed = append(changed, key)
 		}
 	}
-	c.mu.Unlock()
+	revisions := c.state.currentRevisions(changed)
 	var gens map[string]uint64
 	var rollbacks []store.DaemonSetRecord
-	storeStart := time.Now()
+	storeStart := time.Now() // the write's duration, for metrics
 	err := c.store.Update(false, func(tx *store.Txn) error {
 		gens, rollbacks = nil, nil
 		for _, key := range sortedKeys(revisions) {
@@ -194,20 +195,17 @@ func (c *Controller) storeDecision(now time.Time, d decider.Decision) (map[strin
 // recordRollouts records every stepped rollout's events and keeps each
 // changed state in the daemonset's entry.
 func (c *Controller) recordRollouts(d decider.Decision) {
+	changed := map[string]rollout.State{}
 	for _, key := range sortedKeys(d.Rollouts) {
 		r := d.Rollouts[key]
 		for _, e := range r.Events {
 			c.events.add(dsObject(key), eventType(e.Warning), e.Reason, rolloutMessage(e))
 		}
-		if !r.StateChanged {
-			continue
+		if r.StateChanged {
+			changed[key] = r.State
 		}
-		c.mu.Lock()
-		if e, ok := c.state.daemonsets[key]; ok { // else deleted meanwhile
-			e.rollout = r.State
-		}
-		c.mu.Unlock()
 	}
+	c.state.commitRollouts(changed)
 }
 
 func eventType(warning bool) string {
@@ -233,15 +231,6 @@ func (c *Controller) commitDecision(d decider.Decision, gens map[string]uint64) 
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, node := range d.Forget {
-		c.state.forgetLocked(node)
-		c.decider.Forget(node)
-	}
-	if len(d.Desired) == 0 && !c.state.topics.pending() {
-		return nil, nil
-	}
 	committed := make(map[string]reconcile.NodeDesired, len(d.Desired))
 	var desired []mqttclient.Message
 	for _, node := range sortedKeys(d.Desired) {
@@ -255,10 +244,12 @@ func (c *Controller) commitDecision(d decider.Decision, gens map[string]uint64) 
 		}
 		desired = append(desired, m)
 	}
-	c.commitLocked(committed)
 	// Config objects go before the desired states that reference them;
 	// the topics nobody references any more are cleared after them.
-	publish, clear := c.configTopicsLocked()
+	publish, clear, changed := c.state.commitDecision(d.Forget, committed, c.decider)
+	if !changed {
+		return nil, nil
+	}
 	msgs := append(revMsgs, publish...)
 	msgs = append(msgs, desired...)
 	return append(msgs, clear...), nil
@@ -267,16 +258,7 @@ func (c *Controller) commitDecision(d decider.Decision, gens map[string]uint64) 
 // newRevisions loads the templates of revisions that desired states now
 // reference for the first time, and returns their messages.
 func (c *Controller) newRevisions(desired map[string]reconcile.NodeDesired) ([]mqttclient.Message, error) {
-	need := map[string]string{} // hash -> daemonset
-	c.mu.Lock()
-	for _, nd := range desired {
-		for _, in := range nd.Instances {
-			if _, ok := c.state.revisions[in.Revision]; !ok {
-				need[in.Revision] = in.DaemonSet
-			}
-		}
-	}
-	c.mu.Unlock()
+	need := c.state.missingRevisions(desired) // hash -> daemonset
 	var msgs []mqttclient.Message
 	for _, hash := range sortedKeys(need) {
 		rev, err := c.store.GetRevision(need[hash], hash)
@@ -284,25 +266,10 @@ func (c *Controller) newRevisions(desired map[string]reconcile.NodeDesired) ([]m
 			return nil, fmt.Errorf("load revision %s of %s: %w", hash, need[hash], err)
 		}
 		wire := rev.Wire()
-		c.mu.Lock()
-		c.state.revisions[hash] = wire
-		c.mu.Unlock()
+		c.state.addRevision(hash, wire)
 		msgs = append(msgs, revisionMessage(wire))
 	}
 	return msgs, nil
-}
-
-// clearsDeletedNodes reports whether the decision publishes the empty
-// desired state of a node the operator deleted.
-func (c *Controller) clearsDeletedNodes(d decider.Decision) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for node := range c.state.deletedNodes {
-		if _, ok := d.Desired[node]; ok {
-			return true
-		}
-	}
-	return false
 }
 
 // summariseAbove is the number of changes of one kind and daemonset past
@@ -348,13 +315,11 @@ func (c *Controller) recordDaemonSetChanges(ds string, changes []reconcile.Chang
 // setStatus records every daemonset's status as of the last decision.
 func (c *Controller) setStatus() {
 	decided := c.decider.Status()
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	status := make(map[string]dsStatus, len(decided))
 	for key, st := range decided {
 		status[key] = dsStatus{DaemonSetStatus: st.DaemonSetStatus, Rollout: st.Rollout}
 	}
-	c.state.status = status
+	c.state.setStatus(status)
 }
 
 // flushNodesLoop stores the announcements and presence of nodes that
@@ -382,10 +347,7 @@ func (c *Controller) flushNodesLoop(ctx context.Context) error {
 func (c *Controller) flushNodes() {
 	c.passMu.Lock()
 	defer c.passMu.Unlock()
-	c.mu.Lock()
-	dirty := c.state.dirtyNodes
-	c.state.dirtyNodes = map[string]bool{}
-	c.mu.Unlock()
+	dirty := c.state.takeDirtyNodes()
 	recs := make([]store.NodeRecord, 0, len(dirty))
 	for node := range dirty {
 		if rec, ok := c.nodeRecord(node); ok {
@@ -397,11 +359,11 @@ func (c *Controller) flushNodes() {
 	}
 	if err := c.store.PutNodes(recs); err != nil {
 		c.log.Error("store node records; kept for the next flush", "count", len(recs), "err", err)
-		c.mu.Lock()
-		for _, rec := range recs {
-			c.state.dirtyNodes[rec.Name] = true
+		names := make([]string, len(recs))
+		for i, rec := range recs {
+			names[i] = rec.Name
 		}
-		c.mu.Unlock()
+		c.state.redirtyNodes(names)
 	}
 }
 

@@ -432,7 +432,7 @@ func (c *Controller) applySource(ctx context.Context, path string, data []byte, 
 		c.reportInvalid(path, err, sum)
 		return
 	}
-	now := time.Now()
+	now := c.now()
 	var changes []string
 	for _, r := range out.results {
 		if r.Action != api.ActionUnchanged {
@@ -615,18 +615,17 @@ func (c *Controller) fileSources() (map[string]ownedObjects, error) {
 			out[path] = append(out[path], objectName(schema.KindDaemonSet, k))
 		}
 	}
-	c.mu.Lock()
-	for key, r := range c.state.configMaps {
+	for _, r := range c.state.configMapList() {
 		if path, ok := strings.CutPrefix(r.Source, fileSourcePrefix); ok {
-			out[path] = append(out[path], configMapObject+key)
+			out[path] = append(out[path], configMapObject+r.Object.Key())
 		}
 	}
-	for key, r := range c.state.secrets {
+	for _, r := range c.state.secretList() {
 		if path, ok := strings.CutPrefix(r.Source, fileSourcePrefix); ok {
-			out[path] = append(out[path], secretObject+key)
+			out[path] = append(out[path], secretObject+r.Object.Key())
 		}
 	}
-	c.mu.Unlock()
+
 	for _, objs := range out {
 		slices.Sort(objs)
 	}

@@ -170,15 +170,9 @@ func (f fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	online, known := f.c.registry.Counts()
 	ch <- prometheus.MustNewConstMetric(f.nodes, prometheus.GaugeValue, float64(online), "online")
 	ch <- prometheus.MustNewConstMetric(f.nodes, prometheus.GaugeValue, float64(known-online), "offline")
-	f.c.mu.Lock()
-	daemonsets := len(f.c.state.status)
-	phases := map[string]int{}
-	for _, obs := range f.c.state.observed {
-		for _, in := range obs.Instances {
-			phases[in.Phase]++
-		}
-	}
-	f.c.mu.Unlock()
+	daemonsets := f.c.state.statusCount()
+	phases := f.c.state.observedPhases()
+
 	ch <- prometheus.MustNewConstMetric(f.daemonsets, prometheus.GaugeValue, float64(daemonsets))
 	for phase, n := range phases {
 		ch <- prometheus.MustNewConstMetric(f.instances, prometheus.GaugeValue, float64(n), phase)

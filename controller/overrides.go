@@ -40,7 +40,7 @@ func (c *Controller) UpdateNode(ctx context.Context, name string, patch api.Node
 func (c *Controller) updateNodeLocked(name string, patch api.NodePatch) error {
 	in, ok := c.registry.Input(name)
 	if !ok {
-		nodes, _ := c.registry.Snapshot(time.Now(), c.cfg.NodeOfflineGrace)
+		nodes, _ := c.registry.Snapshot(c.now(), c.cfg.NodeOfflineGrace)
 		return c.unknownNode(name, nodes)
 	}
 	o, err := c.store.UpdateOverrides(name, func(o *store.NodeOverrides) error {
@@ -49,15 +49,16 @@ func (c *Controller) updateNodeLocked(name string, patch api.NodePatch) error {
 				return err
 			}
 		}
-		*o = mergePatch(*o, patch)
-		o.UpdatedAt = time.Now()
+		*o = mergePatch(*o, patch, c.now())
+		o.UpdatedAt = c.now()
 		return nil
 	})
 	if err != nil {
 		return err
 	}
 	c.registry.SetOverrides(name, overridesFromStore(o), o.UpdatedAt)
-	c.markNode(name)
+	c.state.markNode(name)
+
 	return nil
 }
 
@@ -139,7 +140,8 @@ func validatePatch(p api.NodePatch) error {
 	return nil
 }
 
-// mergePatch applies p to the stored overrides o.
+// mergePatch applies p to the stored overrides o; a taint it adds is
+// stamped added at now.
 // taintRefProblem says what is wrong with a taint reference of
 // removeTaints, "key:effect" or "key" (a value has no place in it: kubectl's
 // "key=value:Effect-" form is the CLI's to translate); "" when it is valid.
@@ -161,7 +163,7 @@ func taintRefProblem(ref string) string {
 	return "effect must be NoSchedule, PreferNoSchedule or NoExecute"
 }
 
-func mergePatch(o store.NodeOverrides, p api.NodePatch) store.NodeOverrides {
+func mergePatch(o store.NodeOverrides, p api.NodePatch, now time.Time) store.NodeOverrides {
 	if len(p.Labels) > 0 && o.Labels == nil {
 		o.Labels = map[string]*string{}
 	}
@@ -175,8 +177,8 @@ func mergePatch(o store.NodeOverrides, p api.NodePatch) store.NodeOverrides {
 		ref := registry.TaintRef(t)
 		o.Taints = slices.DeleteFunc(o.Taints, func(x schema.Taint) bool { return registry.TaintRef(x) == ref })
 		o.RemovedTaints = slices.DeleteFunc(o.RemovedTaints, func(r string) bool { return r == ref })
-		now := time.Now()
-		t.TimeAdded = &now
+		added := now
+		t.TimeAdded = &added
 		o.Taints = append(o.Taints, t)
 	}
 	if p.Unschedulable != nil {

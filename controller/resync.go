@@ -116,7 +116,7 @@ func (t *externalTransport) refreshNodes(ctx context.Context) error {
 			topics = append(topics, schema.NodeTopic(node, kind))
 		}
 	}
-	start := time.Now()
+	start := time.Now() // the re-read's duration, for the log (the wall clock)
 	t.log.Info("re-reading the fleet's retained state from the broker", "nodes", len(nodes), "topics", len(topics))
 	if err := t.client.Refresh(ctx, topics, refreshBatch, schema.FenceTopic); err != nil {
 		return err

@@ -41,7 +41,7 @@ func (c *Controller) rolloutLocked(key string, req api.RolloutRequest) error {
 	case api.RolloutRestart:
 		ds := e.rec.DaemonSet
 		ds.Spec.Template.Metadata.Annotations = withAnnotation(ds.Spec.Template.Metadata.Annotations,
-			RestartedAtAnnotation, time.Now().UTC().Format(time.RFC3339))
+			RestartedAtAnnotation, c.now().UTC().Format(time.RFC3339))
 		return c.reapply(&ds, "rollout restart", applyRequest{keepSource: true})
 	case api.RolloutUndo:
 		return c.undo(e, req.ToRevision)
@@ -51,24 +51,22 @@ func (c *Controller) rolloutLocked(key string, req api.RolloutRequest) error {
 	return fmt.Errorf("%w: unknown rollout action %q: want pause, resume, restart, promote, undo or retry", api.ErrInvalid, req.Action)
 }
 
-// entry returns a managed (not orphaned) daemonset.
-func (c *Controller) entry(key string) (*dsEntry, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.state.daemonsets[key]
+// entry returns a copy of a managed (not orphaned) daemonset's entry.
+func (c *Controller) entry(key string) (dsEntry, error) {
+	e, ok := c.state.entry(key)
 	if !ok || e.orphan() {
-		return nil, fmt.Errorf("daemonset %s: %w", key, api.ErrNotFound)
+		return dsEntry{}, fmt.Errorf("daemonset %s: %w", key, api.ErrNotFound)
 	}
 	return e, nil
 }
 
-func (c *Controller) setRolloutState(e *dsEntry, action string) error {
-	c.mu.Lock()
+// setRolloutState stores the rollout state action makes of e's, with
+// passMu held (so e is still current), and puts it in the working state.
+func (c *Controller) setRolloutState(e dsEntry, action string) error {
 	st := e.rollout
 	if st.Target == "" {
 		st.Target = e.rec.CurrentRevision
 	}
-	c.mu.Unlock()
 	switch action {
 	case api.RolloutPause:
 		st.OperatorPaused = true
@@ -83,10 +81,7 @@ func (c *Controller) setRolloutState(e *dsEntry, action string) error {
 	if err := c.store.PutRollout(e.rec.Key(), st); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	e.rollout = st
-	c.state.markDaemonSetLocked(e.rec.Key())
-	c.mu.Unlock()
+	c.state.setRollout(e.rec.Key(), st)
 	c.events.add(dsObject(e.rec.Key()), schema.EventNormal, "Rollout"+titleCase(action), "rollout "+action+" by the operator")
 	return nil
 }
@@ -122,7 +117,7 @@ func withoutAnnotation(m map[string]string, k string) map[string]string {
 }
 
 // undo makes an earlier revision's template current again.
-func (c *Controller) undo(e *dsEntry, to int64) error {
+func (c *Controller) undo(e dsEntry, to int64) error {
 	key := e.rec.Key()
 	revs, err := c.store.ListRevisions(key)
 	if err != nil {
@@ -149,7 +144,7 @@ func liveTemplate(tmpl schema.PodTemplateSpec) schema.PodTemplateSpec {
 
 // retry rolls out again the revision an automatic rollback rejected: its
 // template becomes the daemonset's again, and the rejection is cleared.
-func (c *Controller) retry(e *dsEntry) error {
+func (c *Controller) retry(e dsEntry) error {
 	key := e.rec.Key()
 	rejected := e.rec.Rejected
 	if rejected == nil {
@@ -265,7 +260,7 @@ func (c *Controller) RolloutHistory(ctx context.Context, key string) ([]api.Revi
 		return nil, err
 	}
 	slices.SortFunc(revs, func(a, b store.Revision) int { return int(a.Number - b.Number) })
-	nodes := c.nodesPerRevision(key)
+	nodes := c.state.nodesPerRevision(key)
 	out := make([]api.Revision, 0, len(revs))
 	for _, r := range revs {
 		v := api.Revision{Number: r.Number, Hash: r.Hash, ChangeCause: r.ChangeCause, CreatedAt: r.CreatedAt,
@@ -278,20 +273,6 @@ func (c *Controller) RolloutHistory(ctx context.Context, key string) ([]api.Revi
 	return out, nil
 }
 
-func (c *Controller) nodesPerRevision(key string) map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := map[string]int{}
-	for _, d := range c.state.current {
-		for _, in := range d.Instances {
-			if in.DaemonSet == key {
-				n[in.Revision]++
-			}
-		}
-	}
-	return n
-}
-
 // DeleteInstance removes a daemonset's instance from one node, as deleting
 // its pod does in Kubernetes: under OnDelete the node then gets the current
 // revision; under RollingUpdate it is recreated at once. Durable before it
@@ -302,24 +283,20 @@ func (c *Controller) DeleteInstance(ctx context.Context, key, node string) error
 	if _, err := c.entry(key); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	cur, ok := c.state.current[node]
-	c.mu.Unlock()
+	cur, ok := c.state.currentOf(node)
 	kept := slices.DeleteFunc(slices.Clone(cur.Instances), func(in schema.DesiredInstance) bool { return in.DaemonSet == key })
 	if !ok || len(kept) == len(cur.Instances) {
 		return fmt.Errorf("%w: daemonset %s has no instance on node %q", api.ErrNotFound, key, node)
 	}
 	// The config references stay until the next pass recomputes them.
 	rec, err := c.store.PutDesired(node, store.DesiredRecord{Node: node, Instances: kept,
-		ConfigMaps: cur.ConfigMaps, Secrets: cur.Secrets, PublishedAt: time.Now()})
+		ConfigMaps: cur.ConfigMaps, Secrets: cur.Secrets, PublishedAt: c.now()})
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	c.state.current[node] = reconcile.NodeDesired{Generation: rec.Generation, Instances: kept,
-		ConfigMaps: cur.ConfigMaps, Secrets: cur.Secrets}
-	c.state.markNodeLocked(node)
-	c.mu.Unlock()
+	c.state.setCurrent(node, reconcile.NodeDesired{Generation: rec.Generation, Instances: kept,
+		ConfigMaps: cur.ConfigMaps, Secrets: cur.Secrets})
+
 	c.events.add(dsObject(key), schema.EventNormal, "InstanceDeleted", "instance on node "+node+" deleted by the operator")
 	c.wake()
 	return nil

@@ -307,9 +307,7 @@ func (f *scaleFleet) reportReady(nodes <-chan string, done <-chan struct{}) {
 			return
 		case node = <-nodes:
 		}
-		f.tc.mu.Lock()
-		d := f.tc.state.current[node]
-		f.tc.mu.Unlock()
+		d, _ := f.tc.state.currentOf(node)
 		obs := schema.ObservedState{SchemaVersion: schema.WireVersion, Node: node, ObservedGeneration: d.Generation}
 		for _, in := range d.Instances {
 			obs.Instances = append(obs.Instances, schema.InstanceStatus{DaemonSet: in.DaemonSet, Revision: in.Revision,

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/edgeset/edgeset/controller/placement"
@@ -13,8 +14,29 @@ import (
 )
 
 // fleetState is the controller's working copy of what the store holds plus
-// what the fleet reports. Controller.mu guards it.
+// what the fleet reports. It owns its mutex: every field below mu is
+// guarded by it and reached only through fleetState's methods (state*.go),
+// which hand out copies of values, never a pointer into the state.
+//
+// Invariant: every change to what a reconcile pass decides on (a node's
+// observed or current desired state, its deletion, a daemonset entry, a
+// config object or a revision's references) marks its work (work.go) in
+// the same critical section, so the next incremental pass sees it. The one
+// exception is the pass's own decision, which the decider made: its
+// desired states are handed to the decider in the same call
+// (commitDecision), which replans the nodes as a mark would, and its
+// rollout states are the decider's own already (commitRollouts).
+//
+// Lock order, relied on throughout the controller: Controller.passMu, then
+// fleetState.mu; the registry's and the event sink's own locks are leaves
+// that may be taken while fleetState.mu is held (a read function that asks
+// the registry for a node's presence), never the other way round. Nothing
+// takes passMu while holding fleetState.mu. passMu serialises whoever
+// stores a decision or a daemonset change (the reconcile pass and the
+// API's writers); fleetState.mu only keeps each read or write whole.
 type fleetState struct {
+	mu sync.Mutex
+
 	daemonsets map[string]*dsEntry
 	// current is what was last published (or is about to be) per node.
 	current map[string]reconcile.NodeDesired
@@ -44,7 +66,9 @@ type fleetState struct {
 	work work
 }
 
-// dsEntry is a daemonset with what the controller derived from it.
+// dsEntry is a daemonset with what the controller derived from it. The
+// state holds entries by pointer and hands out copies: a copy's record and
+// compiled policy are never modified in place (a change replaces them).
 type dsEntry struct {
 	rec      store.DaemonSetRecord
 	revision int64 // number of rec.CurrentRevision
@@ -62,10 +86,41 @@ type dsStatus struct {
 	Rollout rollout.Status
 }
 
-// loadFleetState reads the store into memory and primes the registry with
-// the last known nodes and overrides.
-func loadFleetState(st *store.Store, reg *registry.Registry, grace time.Duration) (*fleetState, error) {
-	fs := &fleetState{
+// The marks below are made with mu held, by the methods that change what
+// they mark.
+
+// markNodeLocked records that node's facts changed (its model, presence,
+// observed or published state).
+func (fs *fleetState) markNodeLocked(node string) { fs.work.nodes[node] = true }
+
+// markDaemonSetLocked records that daemonset key changed (spec, revision,
+// rollout state, deletion).
+func (fs *fleetState) markDaemonSetLocked(key string) { fs.work.daemonsets[key] = true }
+
+// markConfigsLocked records that a config object or a revision's
+// references changed.
+func (fs *fleetState) markConfigsLocked() { fs.work.configs = true }
+
+// markAllLocked asks for a pass that decides everything from scratch.
+func (fs *fleetState) markAllLocked() { fs.work.all = true }
+
+// takeWorkLocked returns the marks and clears them.
+func (fs *fleetState) takeWorkLocked() work {
+	w := fs.work
+	fs.work = newWork()
+	return w
+}
+
+// takeWork returns the marks made since the last call and clears them.
+func (fs *fleetState) takeWork() work {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.takeWorkLocked()
+}
+
+// newFleetState returns an empty state.
+func newFleetState() *fleetState {
+	return &fleetState{
 		daemonsets:   map[string]*dsEntry{},
 		current:      map[string]reconcile.NodeDesired{},
 		observed:     map[string]schema.ObservedState{},
@@ -79,6 +134,12 @@ func loadFleetState(st *store.Store, reg *registry.Registry, grace time.Duration
 		topics:       newConfigTopics(),
 		work:         newWork(),
 	}
+}
+
+// loadFleetState reads the store into memory and primes the registry with
+// the last known nodes and overrides.
+func loadFleetState(st *store.Store, reg *registry.Registry, grace time.Duration) (*fleetState, error) {
+	fs := newFleetState()
 	steps := []func(*store.Store, *registry.Registry, time.Duration) error{
 		fs.loadDaemonSets, fs.loadConfigs, fs.loadDesired, fs.loadNodes,
 	}

@@ -178,7 +178,7 @@ func (c *Controller) republishLoop(ctx context.Context) error {
 
 func (c *Controller) republishAll(ctx context.Context) error {
 	msgs := c.republishMessages()
-	start := time.Now()
+	start := time.Now() // the republish's duration, for the log (the wall clock)
 	batch := max(1, c.cfg.RepublishRate/10)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -206,24 +206,10 @@ func (c *Controller) republishAll(ctx context.Context) error {
 // desired states, so an agent never waits for a template or config object
 // it was told to use.
 func (c *Controller) republishMessages() []mqttclient.Message {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	msgs := make([]mqttclient.Message, 0, len(c.state.revisions)+len(c.state.current))
-	for _, hash := range sortedKeys(c.state.revisions) {
-		msgs = append(msgs, revisionMessage(c.state.revisions[hash]))
-	}
-	msgs = append(msgs, c.publishedConfigMessagesLocked()...)
-	for _, node := range sortedKeys(c.state.current) {
-		m := desiredMessage(node, c.state.current[node])
-		if !deliverable(m) {
-			// Reported again (the event folds into its series): the
-			// controller may have restarted since the first report.
-			c.desiredTooLarge(node, c.state.current[node], m)
-			continue
-		}
-		msgs = append(msgs, m)
-	}
-	return msgs
+	// A desired state too large is reported again (the event folds into
+	// its series): the controller may have restarted since the first
+	// report.
+	return c.state.republishMessages(c.desiredTooLarge)
 }
 
 // reasonDesiredTooLarge is the reason of the Warning event on a node whose
