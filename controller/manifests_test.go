@@ -313,12 +313,18 @@ func TestManifestsDirSameObjectInTwoFiles(t *testing.T) {
 		":12; declare each object once (neither copy is applied until then)"}, srcA.Errors)
 	assert.Equal(t, []string{"files/only-a", "files/shared"}, srcA.DaemonSets, "a keeps what it applied")
 	for _, path := range []string{a, b} {
-		evs := tc.eventsOn(t, sourceObject(path))
-		require.NotEmpty(t, evs, path)
-		last := evs[len(evs)-1]
-		assert.Equal(t, "InvalidManifest", last.Reason, path)
-		assert.Contains(t, last.Message, a, path)
-		assert.Contains(t, last.Message, b, path)
+		// Events are stored behind the source's status: wait for them.
+		checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
+			evs := tc.eventsOn(t, sourceObject(path))
+			if len(evs) == 0 {
+				return fmt.Errorf("%s: no event yet", path)
+			}
+			last := evs[len(evs)-1]
+			if last.Reason != "InvalidManifest" || !strings.Contains(last.Message, a) || !strings.Contains(last.Message, b) {
+				return fmt.Errorf("%s: last event %s %q, want InvalidManifest naming both files", path, last.Reason, last.Message)
+			}
+			return nil
+		})
 	}
 	code, body := readyz(t, tc)
 	assert.Equal(t, http.StatusOK, code)

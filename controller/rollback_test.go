@@ -94,10 +94,16 @@ func TestCrashAfterCompletedRolloutDoesNotPause(t *testing.T) {
 	assert.False(t, r.RolledBack)
 	assert.Zero(t, r.Failed)
 	assert.Equal(t, v2, ds.CurrentHash)
-	reasons := eventReasons(t, tc)
+	// Events are stored behind the status: wait for the instance's.
+	var reasons []string
+	checkfor.Eventually(t, 5*time.Second, 20*time.Millisecond, func() error {
+		if reasons = eventReasons(t, tc); !slices.Contains(reasons, "InstanceFailed") {
+			return fmt.Errorf("the crash is not reported as the instance's: events %v", reasons)
+		}
+		return nil
+	})
 	assert.NotContains(t, reasons, rollout.ReasonInstanceFailed)
 	assert.NotContains(t, reasons, rollout.ReasonPaused)
-	assert.Contains(t, reasons, "InstanceFailed", "the crash is reported as the instance's")
 	for _, n := range nodes {
 		assert.Equal(t, []string{v2}, n.revisions())
 	}
