@@ -64,27 +64,13 @@ func printResult(w io.Writer, r scale.Result) {
 		cpu  scale.PhaseCPU
 	}{{"register", r.RegisterCPU}, {"apply", r.ApplyCPU}, {"rollout", r.RolloutCPU}}
 	for _, p := range phases {
-		printPhaseCPU(w, p.name, p.cpu)
+		fmt.Fprintln(w, p.cpu.Line(p.name))
 	}
 	for _, p := range phases {
 		if p.cpu.Profile != nil {
 			printSplit(w, p.name, *p.cpu.Profile)
 		}
 	}
-}
-
-// printPhaseCPU prints where one phase's CPU time went: the controller
-// host, the simulator (this process) and the rest of the machine.
-func printPhaseCPU(w io.Writer, phase string, c scale.PhaseCPU) {
-	window := ""
-	if phase == "register" {
-		window = " (ramp included)"
-	}
-	fmt.Fprintf(w, "%s: %.2fs wall%s; controller %.2fs CPU (%.2f user, %.2f sys), simulator %.2fs CPU (%.2f user, %.2f sys); machine busy %.2fs of %.2fs, %.2fs outside both\n",
-		phase, c.WallSeconds, window,
-		c.Controller.Total(), c.Controller.UserSeconds, c.Controller.SystemSeconds,
-		c.Simulator.Total(), c.Simulator.UserSeconds, c.Simulator.SystemSeconds,
-		c.MachineBusySeconds, c.MachineSeconds, c.OtherSeconds())
 }
 
 // printSplit prints the owners of a phase's controller host profile:

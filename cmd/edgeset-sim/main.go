@@ -58,7 +58,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.DurationVar(&f.interval, "interval", 2*time.Second, "how often to print the summary line")
 	fs.StringVar(&f.logLevel, "log-level", "error", "agent log level: debug, info, warn or error")
 	fs.BoolVar(&f.bench, "bench", false, "run the scale benchmark (controller subprocess plus --nodes devices) instead")
-	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "with --bench: write the controller's CPU profile here")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "with --bench: write the controller's CPU profile of each phase here, the phase before the extension (cpu.pprof: cpu.register.pprof, cpu.apply.pprof, cpu.rollout.pprof)")
 	fs.BoolVar(&f.summary, "summary", false, "print min / median / max of the --bench --report files given as arguments, per fleet size")
 	fs.StringVar(&f.hostDir, "controller-host", "", "internal: run the benchmark's controller host in this data directory")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")

@@ -210,6 +210,7 @@ func (b *bench) run(ctx context.Context) (Result, error) {
 		{"rollout", &b.res.RolloutCPU, func() error { return b.rollout(ctx) }},
 	}
 	for _, p := range phases {
+		// A failed phase keeps its CPU figures for the report.
 		if *p.cpu, err = b.measure(ctx, p.name, p.run); err != nil {
 			if fleet != nil {
 				b.res.Fleet = fleet.Report()
@@ -245,28 +246,27 @@ func (b *bench) measure(ctx context.Context, phase string, run func() error) (Ph
 	if serr := b.post(context.Background(), "/cpuprofile/stop"); serr != nil {
 		return cpu, errors.Join(err, fmt.Errorf("%s: %w", phase, serr))
 	}
-	if err != nil {
-		return cpu, err
+	split, serr := ReadProfileSplit(profile)
+	if serr != nil {
+		return cpu, errors.Join(err, serr)
 	}
-	split, err := ReadProfileSplit(profile)
 	cpu.Profile = &split
 	return cpu, err
 }
 
-// readPhase runs a phase between two CPU readings.
+// readPhase runs a phase between two CPU readings. A phase that fails
+// still reports the CPU time spent until it did.
 func (b *bench) readPhase(run func() error) (PhaseCPU, error) {
 	start, err := readCPU(b.host.PID)
 	if err != nil {
 		return PhaseCPU{}, fmt.Errorf("read CPU time: %w", err)
 	}
-	if err := run(); err != nil {
-		return PhaseCPU{}, err
-	}
+	runErr := run()
 	end, err := readCPU(b.host.PID)
 	if err != nil {
-		return PhaseCPU{}, fmt.Errorf("read CPU time: %w", err)
+		return PhaseCPU{}, errors.Join(runErr, fmt.Errorf("read CPU time: %w", err))
 	}
-	return end.since(start), nil
+	return end.since(start), runErr
 }
 
 // PhaseProfile is the file the CPU profile of one phase goes to: path
@@ -319,7 +319,7 @@ func (b *bench) register(ctx context.Context, fleet *sim.Fleet) error {
 		return int(online) == b.opts.Nodes, fmt.Sprintf("%v online", online), err
 	})
 	if err != nil {
-		return fmt.Errorf("registration: %w", err)
+		return fmt.Errorf("registration: %w; %s", err, b.notOnline(ctx))
 	}
 	// A node is online once its presence is in; it is registered once its
 	// status is too, which may follow a moment later.
@@ -335,6 +335,33 @@ func (b *bench) register(ctx context.Context, fleet *sim.Fleet) error {
 	b.res.RegisterSeconds = time.Since(rampEnd).Seconds()
 	b.progress("registered %d nodes %.2fs after the ramp", nodes, b.res.RegisterSeconds)
 	return nil
+}
+
+// notOnline describes the nodes the controller does not count online,
+// for a registration that did not finish: how many it lists, and the
+// first few listed offline with when they went offline.
+func (b *bench) notOnline(ctx context.Context) string {
+	const maxNamed = 10
+	list, err := b.api.ListNodes(ctx)
+	if err != nil {
+		return fmt.Sprintf("list nodes: %v", err)
+	}
+	var offline []string
+	for _, n := range list {
+		if n.Online {
+			continue
+		}
+		if len(offline) == maxNamed {
+			offline = append(offline, "...")
+			break
+		}
+		since := "unknown"
+		if n.OfflineSince != nil {
+			since = n.OfflineSince.Format(time.RFC3339Nano)
+		}
+		offline = append(offline, fmt.Sprintf("%s (offline since %s)", n.Name, since))
+	}
+	return fmt.Sprintf("the controller lists %d of %d nodes; offline: %s", len(list), b.opts.Nodes, strings.Join(offline, ", "))
 }
 
 // apply times a new daemonset until it is ready on every node.

@@ -56,6 +56,21 @@ func (p PhaseCPU) OtherSeconds() float64 {
 	return p.MachineBusySeconds - p.Controller.Total() - p.Simulator.Total()
 }
 
+// Line is the phase's CPU figures on one line, for instance
+//
+//	apply: 1.54s wall; controller 0.76s CPU (0.54 user, 0.22 sys), simulator 0.63s CPU (0.41 user, 0.22 sys); machine busy 3.05s of 3.07s, 1.66s outside both
+func (p PhaseCPU) Line(phase string) string {
+	window := ""
+	if phase == "register" {
+		window = " (ramp included)"
+	}
+	return fmt.Sprintf("%s: %.2fs wall%s; controller %.2fs CPU (%.2f user, %.2f sys), simulator %.2fs CPU (%.2f user, %.2f sys); machine busy %.2fs of %.2fs, %.2fs outside both",
+		phase, p.WallSeconds, window,
+		p.Controller.Total(), p.Controller.UserSeconds, p.Controller.SystemSeconds,
+		p.Simulator.Total(), p.Simulator.UserSeconds, p.Simulator.SystemSeconds,
+		p.MachineBusySeconds, p.MachineSeconds, p.OtherSeconds())
+}
+
 // cpuReading is one reading of every figure a PhaseCPU is the difference of.
 type cpuReading struct {
 	at                 time.Time

@@ -96,3 +96,15 @@ func TestPhaseProfile(t *testing.T) {
 		}
 	}
 }
+
+func TestPhaseCPULine(t *testing.T) {
+	p := PhaseCPU{WallSeconds: 1.5, Controller: CPUTime{0.5, 0.25}, Simulator: CPUTime{1, 0.5},
+		MachineBusySeconds: 2.75, MachineSeconds: 3}
+	want := "apply: 1.50s wall; controller 0.75s CPU (0.50 user, 0.25 sys), simulator 1.50s CPU (1.00 user, 0.50 sys); machine busy 2.75s of 3.00s, 0.50s outside both"
+	if got := p.Line("apply"); got != want {
+		t.Errorf("Line:\n got %s\nwant %s", got, want)
+	}
+	if got := p.Line("register"); !strings.HasPrefix(got, "register: 1.50s wall (ramp included); ") {
+		t.Errorf("register line %q does not say the ramp is included", got)
+	}
+}
