@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/edgeset/edgeset/sim/scale"
 )
@@ -57,4 +59,83 @@ func printResult(w io.Writer, r scale.Result) {
 	fmt.Fprintf(w, "controller RSS          %.1f MiB -> %.1f MiB, %.2f KiB per node\n",
 		float64(r.RSSBefore)/kib/kib, float64(r.RSSAfter)/kib/kib, r.RSSPerNode()/kib)
 	fmt.Fprintf(w, "rollout MQTT bytes/node %.0f (controller payload bytes published)\n", r.RolloutBytesPerNode)
+	phases := []struct {
+		name string
+		cpu  scale.PhaseCPU
+	}{{"register", r.RegisterCPU}, {"apply", r.ApplyCPU}, {"rollout", r.RolloutCPU}}
+	for _, p := range phases {
+		fmt.Fprintln(w, p.cpu.Line(p.name))
+	}
+	for _, p := range phases {
+		if p.cpu.Profile != nil {
+			printSplit(w, p.name, *p.cpu.Profile)
+		}
+	}
+}
+
+// printSplit prints the owners of a phase's controller host profile:
+// one line per part with its largest packages.
+func printSplit(w io.Writer, phase string, s scale.ProfileSplit) {
+	const topPackages = 5
+	fmt.Fprintf(w, "%s profile: controller host sampled %.2fs CPU\n", phase, s.Seconds)
+	for _, part := range s.Parts {
+		var pkgs []string
+		for _, p := range part.Packages[:min(topPackages, len(part.Packages))] {
+			pkgs = append(pkgs, fmt.Sprintf("%s %.2fs", shortPackage(p.Package), p.Seconds))
+		}
+		fmt.Fprintf(w, "  %-10s %5.1f%% %6.2fs  %s\n", part.Part, percent(part.Seconds, s.Seconds), part.Seconds, strings.Join(pkgs, ", "))
+	}
+}
+
+func percent(part, whole float64) float64 {
+	if whole == 0 {
+		return 0
+	}
+	return 100 * part / whole
+}
+
+// shortPackage drops the module prefix of edgeset's packages and the
+// host of others: controller/reconcile, mochi-mqtt/server/v2.
+func shortPackage(pkg string) string {
+	if p, ok := strings.CutPrefix(pkg, "github.com/edgeset/edgeset/"); ok {
+		return p
+	}
+	if p, ok := strings.CutPrefix(pkg, "github.com/"); ok {
+		return p
+	}
+	return pkg
+}
+
+// runSummary reads --bench reports and prints one spread line per fleet
+// size: apply and rollout (min / median / max), then their CPU medians.
+func runSummary(files []string, stdout io.Writer) error {
+	var results []scale.Result
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return fmt.Errorf("--summary: %w", err)
+		}
+		var r scale.Result
+		if err := json.Unmarshal(data, &r); err != nil {
+			return fmt.Errorf("--summary: %s: %w", file, err)
+		}
+		if r.Nodes <= 0 || r.ApplySeconds <= 0 || r.RolloutSeconds <= 0 {
+			return fmt.Errorf("--summary: %s: not the report of a completed run (nodes %d, apply %gs, rollout %gs)",
+				file, r.Nodes, r.ApplySeconds, r.RolloutSeconds)
+		}
+		results = append(results, r)
+	}
+	for _, s := range scale.Summarize(results) {
+		printSummary(stdout, s)
+	}
+	return nil
+}
+
+func printSummary(w io.Writer, s scale.Summary) {
+	spread := func(x scale.Spread) string {
+		return fmt.Sprintf("min %.2fs median %.2fs max %.2fs", x.Min, x.Median, x.Max)
+	}
+	fmt.Fprintf(w, "summary %d nodes, %d runs: apply %s; rollout %s\n", s.Nodes, s.Runs, spread(s.Apply), spread(s.Rollout))
+	fmt.Fprintf(w, "summary %d nodes, %d runs: CPU medians: apply controller %.2fs simulator %.2fs; rollout controller %.2fs simulator %.2fs\n",
+		s.Nodes, s.Runs, s.ApplyController.Median, s.ApplySimulator.Median, s.RolloutController.Median, s.RolloutSimulator.Median)
 }

@@ -18,6 +18,10 @@
 // With --bench it runs the fleet scale benchmark instead: a controller
 // with its embedded broker in a subprocess (this binary re-run with
 // --controller-host), --nodes devices, and the timings of registration,
-// apply and a rolling update; `make bench-scale` runs it for 1,000 and
-// 10,000 devices. See docs/benchmarks.md, "Fleet scale".
+// apply and a rolling update, with the CPU time of the controller process
+// and of this one (the simulated agents) per phase; --cpuprofile adds a
+// controller profile per phase, split between controller and broker code.
+// `make bench-scale` runs it SCALE_RUNS times for 1,000 and 10,000 devices,
+// then --summary prints the spread (min / median / max) of their reports.
+// See docs/benchmarks.md, "Fleet scale".
 package main

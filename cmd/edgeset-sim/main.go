@@ -35,7 +35,9 @@ type flags struct {
 	nodes                                                   int
 	ramp                                                    float64
 	duration, interval, keepAlive                           time.Duration
-	bench, version                                          bool
+	bench, summary, version                                 bool
+	// args are the report files of --summary.
+	args []string
 }
 
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
@@ -56,15 +58,20 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.DurationVar(&f.interval, "interval", 2*time.Second, "how often to print the summary line")
 	fs.StringVar(&f.logLevel, "log-level", "error", "agent log level: debug, info, warn or error")
 	fs.BoolVar(&f.bench, "bench", false, "run the scale benchmark (controller subprocess plus --nodes devices) instead")
-	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "with --bench: write the controller's CPU profile here")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "with --bench: write the controller's CPU profile of each phase here, the phase before the extension (cpu.pprof: cpu.register.pprof, cpu.apply.pprof, cpu.rollout.pprof)")
+	fs.BoolVar(&f.summary, "summary", false, "print min / median / max of the --bench --report files given as arguments, per fleet size")
 	fs.StringVar(&f.hostDir, "controller-host", "", "internal: run the benchmark's controller host in this data directory")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	_ = fs.MarkHidden("controller-host")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
-	if fs.NArg() > 0 {
-		return f, fmt.Errorf("unexpected arguments %q", fs.Args())
+	f.args = fs.Args()
+	switch {
+	case f.summary && len(f.args) == 0:
+		return f, errors.New("--summary: give the report files as arguments")
+	case !f.summary && len(f.args) > 0:
+		return f, fmt.Errorf("unexpected arguments %q", f.args)
 	}
 	return f, nil
 }
@@ -81,6 +88,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	case f.hostDir != "":
 		return runHost(ctx, f.hostDir, stdout)
+	case f.summary:
+		return runSummary(f.args, stdout)
 	case f.bench:
 		return runBench(ctx, f, stdout)
 	}

@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/edgeset/edgeset/sim/scale"
 )
 
 func TestFlagErrorsNameTheFlag(t *testing.T) {
@@ -17,6 +21,10 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 	}
 	badFleet := filepath.Join(dir, "fleet.yaml")
 	if err := os.WriteFile(badFleet, []byte("labels: {site: {a: 2}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	failed := filepath.Join(dir, "failed.json")
+	if err := os.WriteFile(failed, []byte(`{"nodes": 1000, "applySeconds": 0.7}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -34,6 +42,9 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		{"bad prefix", []string{"--fleet-secret-file", secret, "--name-prefix", "Bad_"}, "name prefix"},
 		{"unknown flag", []string{"--nodez", "3"}, "nodez"},
 		{"stray argument", []string{"extra"}, "unexpected arguments"},
+		{"summary without reports", []string{"--summary"}, "--summary: give the report files"},
+		{"summary of a missing report", []string{"--summary", filepath.Join(dir, "nope.json")}, "--summary: open"},
+		{"summary of a failed run", []string{"--summary", failed}, "not the report of a completed run"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -54,5 +65,30 @@ func TestLinerPlainWhenNotATerminal(t *testing.T) {
 	l.end()
 	if buf.String() != "a\nb\n" {
 		t.Errorf("output %q, want plain lines", buf.String())
+	}
+}
+
+func TestSummaryPrintsSpreadPerSize(t *testing.T) {
+	dir := t.TempDir()
+	var files []string
+	for i, r := range []scale.Result{
+		{Nodes: 1000, ApplySeconds: 0.8, RolloutSeconds: 0.6},
+		{Nodes: 1000, ApplySeconds: 0.7, RolloutSeconds: 0.9},
+		{Nodes: 1000, ApplySeconds: 0.9, RolloutSeconds: 0.7,
+			ApplyCPU: scale.PhaseCPU{Controller: scale.CPUTime{UserSeconds: 0.3, SystemSeconds: 0.1}}},
+	} {
+		files = append(files, filepath.Join(dir, fmt.Sprintf("r%d.json", i)))
+		if err := writeJSON(files[i], r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), append([]string{"--summary"}, files...), &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	want := "summary 1000 nodes, 3 runs: apply min 0.70s median 0.80s max 0.90s; rollout min 0.60s median 0.70s max 0.90s\n" +
+		"summary 1000 nodes, 3 runs: CPU medians: apply controller 0.00s simulator 0.00s; rollout controller 0.00s simulator 0.00s\n"
+	if out.String() != want {
+		t.Errorf("output:\n%s\nwant:\n%s", out.String(), want)
 	}
 }

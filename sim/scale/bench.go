@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,8 +36,10 @@ type Options struct {
 	// DataDir is the controller's data directory; empty makes a temporary
 	// one, removed afterwards.
 	DataDir string
-	// CPUProfile, when set, is where the controller host writes a CPU
-	// profile covering registration, apply and rollout.
+	// CPUProfile, when set, has the controller host write one CPU profile
+	// per phase, named after it with the phase before the extension
+	// (cpu.pprof: cpu.register.pprof, cpu.apply.pprof, cpu.rollout.pprof;
+	// see PhaseProfile), and Result's phases carry their split.
 	CPUProfile string
 	// BrokerURL, when set, is the broker the devices connect to instead of
 	// the host's embedded one: the external broker the host was started
@@ -74,6 +77,11 @@ type Result struct {
 	RSSAfter  uint64 `json:"rssAfter"`
 	// Fleet is the simulator's report.
 	Fleet sim.Report `json:"fleet"`
+	// CPU time of the controller host and of this process (the simulated
+	// agents) per phase. RegisterCPU covers the ramp and registration.
+	RegisterCPU PhaseCPU `json:"registerCPU"`
+	ApplyCPU    PhaseCPU `json:"applyCPU"`
+	RolloutCPU  PhaseCPU `json:"rolloutCPU"`
 }
 
 // HeapPerNode is the controller's live heap growth per node.
@@ -182,30 +190,91 @@ func (b *bench) run(ctx context.Context) (Result, error) {
 	if b.res.HeapBefore, b.res.RSSBefore, err = b.memory(ctx); err != nil {
 		return b.res, err
 	}
-	if b.opts.CPUProfile != "" {
-		abs, _ := filepath.Abs(b.opts.CPUProfile)
-		if err := b.post(ctx, "/cpuprofile/start?file="+abs); err != nil {
+	var fleet *sim.Fleet
+	stop := func() {}
+	defer func() { stop() }()
+	phases := []struct {
+		name string
+		cpu  *PhaseCPU
+		run  func() error
+	}{
+		{"register", &b.res.RegisterCPU, func() error {
+			f, s, err := b.startFleet(ctx)
+			if err != nil {
+				return err
+			}
+			fleet, stop = f, s
+			return b.register(ctx, fleet)
+		}},
+		{"apply", &b.res.ApplyCPU, func() error { return b.apply(ctx) }},
+		{"rollout", &b.res.RolloutCPU, func() error { return b.rollout(ctx) }},
+	}
+	for _, p := range phases {
+		// A failed phase keeps its CPU figures for the report.
+		if *p.cpu, err = b.measure(ctx, p.name, p.run); err != nil {
+			if fleet != nil {
+				b.res.Fleet = fleet.Report()
+			}
 			return b.res, err
 		}
-		defer func() { _ = b.post(context.Background(), "/cpuprofile/stop") }()
-	}
-	fleet, stop, err := b.startFleet(ctx)
-	if err != nil {
-		return b.res, err
-	}
-	defer stop()
-	for _, phase := range []func(context.Context, *sim.Fleet) error{b.register, b.apply, b.rollout} {
-		if err := phase(ctx, fleet); err != nil {
-			b.res.Fleet = fleet.Report()
-			return b.res, err
-		}
-	}
-	if b.opts.CPUProfile != "" {
-		_ = b.post(ctx, "/cpuprofile/stop")
 	}
 	b.res.HeapAfter, b.res.RSSAfter, err = b.memory(ctx)
 	b.res.Fleet = fleet.Report()
 	return b.res, err
+}
+
+// measure runs one phase and returns the CPU time the controller host and
+// this process spent meanwhile. With Options.CPUProfile it profiles the
+// host for the phase into PhaseProfile(CPUProfile, phase) and splits the
+// profile; the profile's start and stop lie outside the CPU readings.
+func (b *bench) measure(ctx context.Context, phase string, run func() error) (PhaseCPU, error) {
+	var profile string
+	if b.opts.CPUProfile != "" {
+		abs, err := filepath.Abs(PhaseProfile(b.opts.CPUProfile, phase))
+		if err != nil {
+			return PhaseCPU{}, err
+		}
+		if err := b.post(ctx, "/cpuprofile/start?file="+url.QueryEscape(abs)); err != nil {
+			return PhaseCPU{}, fmt.Errorf("%s: %w", phase, err)
+		}
+		profile = abs
+	}
+	cpu, err := b.readPhase(run)
+	if profile == "" {
+		return cpu, err
+	}
+	if serr := b.post(context.Background(), "/cpuprofile/stop"); serr != nil {
+		return cpu, errors.Join(err, fmt.Errorf("%s: %w", phase, serr))
+	}
+	split, serr := ReadProfileSplit(profile)
+	if serr != nil {
+		return cpu, errors.Join(err, serr)
+	}
+	cpu.Profile = &split
+	return cpu, err
+}
+
+// readPhase runs a phase between two CPU readings. A phase that fails
+// still reports the CPU time spent until it did.
+func (b *bench) readPhase(run func() error) (PhaseCPU, error) {
+	start, err := readCPU(b.host.PID)
+	if err != nil {
+		return PhaseCPU{}, fmt.Errorf("read CPU time: %w", err)
+	}
+	runErr := run()
+	end, err := readCPU(b.host.PID)
+	if err != nil {
+		return PhaseCPU{}, errors.Join(runErr, fmt.Errorf("read CPU time: %w", err))
+	}
+	return end.since(start), runErr
+}
+
+// PhaseProfile is the file the CPU profile of one phase goes to: path
+// with the phase inserted before its extension (cpu.pprof, apply:
+// cpu.apply.pprof).
+func PhaseProfile(path, phase string) string {
+	ext := filepath.Ext(path)
+	return strings.TrimSuffix(path, ext) + "." + phase + ext
 }
 
 // startFleet runs the simulated devices against the host's broker until
@@ -250,7 +319,7 @@ func (b *bench) register(ctx context.Context, fleet *sim.Fleet) error {
 		return int(online) == b.opts.Nodes, fmt.Sprintf("%v online", online), err
 	})
 	if err != nil {
-		return fmt.Errorf("registration: %w", err)
+		return fmt.Errorf("registration: %w; %s", err, b.notOnline(ctx))
 	}
 	// A node is online once its presence is in; it is registered once its
 	// status is too, which may follow a moment later.
@@ -268,8 +337,35 @@ func (b *bench) register(ctx context.Context, fleet *sim.Fleet) error {
 	return nil
 }
 
+// notOnline describes the nodes the controller does not count online,
+// for a registration that did not finish: how many it lists, and the
+// first few listed offline with when they went offline.
+func (b *bench) notOnline(ctx context.Context) string {
+	const maxNamed = 10
+	list, err := b.api.ListNodes(ctx)
+	if err != nil {
+		return fmt.Sprintf("list nodes: %v", err)
+	}
+	var offline []string
+	for _, n := range list {
+		if n.Online {
+			continue
+		}
+		if len(offline) == maxNamed {
+			offline = append(offline, "...")
+			break
+		}
+		since := "unknown"
+		if n.OfflineSince != nil {
+			since = n.OfflineSince.Format(time.RFC3339Nano)
+		}
+		offline = append(offline, fmt.Sprintf("%s (offline since %s)", n.Name, since))
+	}
+	return fmt.Sprintf("the controller lists %d of %d nodes; offline: %s", len(list), b.opts.Nodes, strings.Join(offline, ", "))
+}
+
 // apply times a new daemonset until it is ready on every node.
-func (b *bench) apply(ctx context.Context, _ *sim.Fleet) error {
+func (b *bench) apply(ctx context.Context) error {
 	start := time.Now()
 	if _, err := b.api.Apply(ctx, "bench", []byte(daemonSet("1.0")), false); err != nil {
 		return fmt.Errorf("apply: %w", err)
@@ -288,7 +384,7 @@ func (b *bench) apply(ctx context.Context, _ *sim.Fleet) error {
 
 // rollout times an image change with maxUnavailable 10% until complete,
 // and the controller's bytes published meanwhile.
-func (b *bench) rollout(ctx context.Context, _ *sim.Fleet) error {
+func (b *bench) rollout(ctx context.Context) error {
 	before, err := b.metric(ctx, "edgeset_mqtt_bytes_out_total")
 	if err != nil {
 		return err

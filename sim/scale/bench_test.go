@@ -1,9 +1,17 @@
 package scale
 
 import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/schema"
 )
 
 func TestFindSample(t *testing.T) {
@@ -52,5 +60,29 @@ func TestProcessRSS(t *testing.T) {
 func TestRaiseFDLimit(t *testing.T) {
 	if err := RaiseFDLimit(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestNotOnlineNamesOfflineNodes: a registration that stalls says how many
+// nodes the controller lists and which it holds offline since when.
+func TestNotOnlineNamesOfflineNodes(t *testing.T) {
+	since := time.Date(2026, 12, 1, 13, 45, 3, 0, time.UTC)
+	nodes := []api.Node{
+		{Node: schema.Node{Name: "sim-00001"}, Online: true},
+		{Node: schema.Node{Name: "sim-00002"}, OfflineSince: &since},
+		{Node: schema.Node{Name: "sim-00003"}},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/nodes") {
+			http.NotFound(w, r)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(nodes)
+	}))
+	defer srv.Close()
+	b := &bench{opts: Options{Nodes: 4}, api: api.NewClient(srv.URL, "token", srv.Client())}
+	want := "the controller lists 3 of 4 nodes; offline: sim-00002 (offline since 2026-12-01T13:45:03Z), sim-00003 (offline since unknown)"
+	if got := b.notOnline(context.Background()); got != want {
+		t.Errorf("notOnline:\n got %s\nwant %s", got, want)
 	}
 }
