@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"sync/atomic"
@@ -114,6 +115,7 @@ func newScaleFleet(b *testing.B, n int) *scaleFleet {
 	// published state changed): settle before measuring.
 	f.settle(b)
 	b.ReportMetric(float64(heapAlloc()-base)/float64(n), "heap-B/node")
+	heapProfile(b, "heap")
 	return f
 }
 
@@ -185,6 +187,24 @@ func profile(b *testing.B, name string) func() {
 	return func() {
 		pprof.StopCPUProfile()
 		_ = f.Close()
+	}
+}
+
+// heapProfile writes the live heap to EDGESET_BENCH_PROFILE-name.pprof,
+// when that variable is set: what each node costs the controller.
+func heapProfile(b *testing.B, name string) {
+	prefix := os.Getenv("EDGESET_BENCH_PROFILE")
+	if prefix == "" {
+		return
+	}
+	f, err := os.Create(prefix + "-" + name + ".pprof")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	runtime.GC()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
 	}
 }
 
