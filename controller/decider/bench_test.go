@@ -113,3 +113,32 @@ func BenchmarkDecideNodeEvent(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecideApplyAll: in a settled fleet of 10,000 or 100,000 nodes
+// x 20 daemonsets, the decision that places a 21st daemonset every node
+// runs (the desired state of every node changes).
+func BenchmarkDecideApplyAll(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			d, _, now := benchDecider(b, n, true)
+			spec := schema.DaemonSetSpec{Template: schema.PodTemplateSpec{Spec: schema.PodSpec{
+				Containers: []schema.Container{{Name: "c", Image: "exporter"}}}}}
+			ds := &schema.DaemonSet{Metadata: schema.ObjectMeta{Name: "exporter", Namespace: "fleet"}, Spec: spec}
+			p, err := placement.Compile(ds)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				d.SetDaemonSet(DaemonSet{Key: ds.Key(), Policy: p, Revision: "exporter-1", Strategy: rollout.FromSpec(&spec, 40*time.Second)})
+				if dec := d.Decide(now); len(dec.Desired) != n {
+					b.Fatalf("%d desired states changed, want %d", len(dec.Desired), n)
+				}
+				b.StopTimer()
+				d.RemoveDaemonSet(ds.Key())
+				d.Decide(now) // back to the settled fleet (not committed: the next apply changes every node again)
+				b.StartTimer()
+			}
+		})
+	}
+}

@@ -1,8 +1,8 @@
 package decider
 
 import (
+	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/edgeset/edgeset/controller/reconcile"
@@ -56,10 +56,16 @@ func (d *Decider) Decide(now time.Time) Decision {
 		}
 	}
 	d.stepRollouts(now, &out, assemble)
-	for name := range assemble {
+	d.assigns = d.assigns[:0]
+	for _, slot := range d.plannerK {
+		d.assigns = append(d.assigns, out.Rollouts[d.slots[slot].Key].Assign)
+	}
+	// In name order, so the changes come out sorted by node (and, per
+	// node, by daemonset) without sorting them.
+	for _, name := range slices.Sorted(maps.Keys(assemble)) {
 		d.assemble(d.nodes[name], &out)
 	}
-	for _, name := range todo {
+	for _, name := range slices.Sorted(slices.Values(todo)) {
 		if n := d.nodes[name]; n != nil && n.Model == nil {
 			d.deleted(n, &out)
 		}
@@ -67,8 +73,9 @@ func (d *Decider) Decide(now time.Time) Decision {
 	out.Placed = len(assemble)
 	clear(d.dirty)
 	d.full, d.replace = false, false
+	clear(d.replaced)
 	out.RequeueAt = d.requeueAt()
-	sortChanges(&out)
+	slices.Sort(out.Forget)
 	return out
 }
 
@@ -104,15 +111,19 @@ func (d *Decider) todo() []string {
 	return out
 }
 
-// place runs stage one for a registered node and tells every daemonset's
-// tracker whether the node is one of its nodes, with its facts.
+// place runs stage one for a registered node and tells the trackers
+// whether the node is one of their nodes, with its facts: every tracker
+// when the node's facts changed (or in a full decision), otherwise only
+// those of the daemonsets whose placement changed; the node's standing
+// with the others is what it was.
 func (d *Decider) place(n *node) {
 	pl := &d.scratch
 	d.planner.Place(n.Model, n.Current, pl)
 	d.grow(n)
+	all := d.full || d.dirty[n.Name]
 	for k, slot := range d.plannerK {
 		ds := d.slots[slot]
-		if ds.tracker == nil {
+		if ds.tracker == nil || !all && !d.replaced[slot] {
 			continue
 		}
 		switch p := &pl.DaemonSets[k]; {
@@ -196,8 +207,7 @@ func (d *Decider) assemble(n *node, out *Decision) {
 	pl, res := &d.scratch, &d.result
 	d.planner.Place(n.Model, n.Current, pl)
 	revs := func(k int) []string {
-		ds := d.slots[d.plannerK[k]]
-		if a, ok := out.Rollouts[ds.Key].Assign[n.Name]; ok {
+		if a, ok := d.assigns[k][n.Name]; ok {
 			return a
 		}
 		if have := pl.DaemonSets[k].Have; len(have) > 0 {
@@ -207,7 +217,7 @@ func (d *Decider) assemble(n *node, out *Decision) {
 			}
 			return revs
 		}
-		return []string{ds.tracker.State().Target}
+		return []string{d.slots[d.plannerK[k]].tracker.State().Target}
 	}
 	d.planner.Assemble(pl, n.HasCurrent, revs, n.Observed, n.Online, res)
 	for k, slot := range d.plannerK {
@@ -300,21 +310,6 @@ func earliestAfter(now time.Time, a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-// sortChanges orders every change list by node, then daemonset, so a
-// decision does not depend on map order.
-func sortChanges(out *Decision) {
-	by := func(a, b reconcile.Change) int {
-		if c := strings.Compare(a.Node, b.Node); c != 0 {
-			return c
-		}
-		return strings.Compare(a.DaemonSet, b.DaemonSet)
-	}
-	for _, cs := range []*[]reconcile.Change{&out.Scheduled, &out.Updated, &out.Unscheduled, &out.Evicted} {
-		slices.SortStableFunc(*cs, by)
-	}
-	slices.Sort(out.Forget)
 }
 
 func keys[V any](m map[string]V) []string {

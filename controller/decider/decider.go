@@ -86,15 +86,20 @@ type Decider struct {
 	nodes   map[string]*node
 	configs reconcile.Configs
 
-	dirty    map[string]bool // nodes to place and assemble again
-	replace  bool            // every node is dirty (a placement, template or config change)
-	full     bool            // MarkAll: every node and every rollout from scratch
+	dirty   map[string]bool // nodes to place and assemble again
+	replace bool            // every node is dirty (a placement, template or config change)
+	// replaced are the slots of the daemonsets whose placement changed:
+	// every node is placed against them; against the others, only nodes
+	// whose own facts changed.
+	replaced map[int]bool
+	full     bool // MarkAll: every node and every rollout from scratch
 	requeue  requeueHeap
 	now      time.Time          // of the decision under way
 	planner  *reconcile.Planner // of the decision under way
 	plannerK []int              // slot of each of planner's daemonsets
 	scratch  reconcile.Placement
 	result   reconcile.NodeResult
+	assigns  []map[string][]string // each planner daemonset's rollout step's moves, this decision
 }
 
 // daemonSet is one daemonset's decision state.
@@ -125,7 +130,7 @@ type node struct {
 
 // New returns an empty Decider.
 func New() *Decider {
-	return &Decider{ds: map[string]*daemonSet{}, nodes: map[string]*node{}, dirty: map[string]bool{}}
+	return &Decider{ds: map[string]*daemonSet{}, nodes: map[string]*node{}, dirty: map[string]bool{}, replaced: map[int]bool{}}
 }
 
 // SetDaemonSet adds or replaces a daemonset. A new placement, template,
@@ -140,13 +145,14 @@ func (d *Decider) SetDaemonSet(in DaemonSet) {
 		if !in.Orphan {
 			ds.tracker = rollout.NewTracker(in.Strategy, in.Rollout.Retarget(in.Revision))
 		}
-		d.replace, ds.step = true, true
+		d.replaceSlot(ds.slot)
+		ds.step = true
 		return
 	}
 	prev := ds.DaemonSet
 	ds.DaemonSet = in
 	if prev.Policy != in.Policy || prev.Revision != in.Revision || prev.MinReadySeconds != in.MinReadySeconds || prev.Orphan != in.Orphan {
-		d.replace = true
+		d.replaceSlot(ds.slot)
 	}
 	if in.Orphan {
 		d.setTracker(ds, nil)
@@ -154,7 +160,7 @@ func (d *Decider) SetDaemonSet(in DaemonSet) {
 	}
 	if ds.tracker == nil {
 		d.setTracker(ds, rollout.NewTracker(in.Strategy, in.Rollout.Retarget(in.Revision)))
-		d.replace, ds.step = true, true
+		ds.step = true
 		return
 	}
 	if !strategyEqual(prev.Strategy, in.Strategy) {
@@ -177,7 +183,13 @@ func (d *Decider) setTracker(ds *daemonSet, t *rollout.Tracker) {
 			n.member[ds.slot] = false
 		}
 	}
+	d.replaceSlot(ds.slot)
+}
+
+// replaceSlot plans every node against the daemonset of slot.
+func (d *Decider) replaceSlot(slot int) {
 	d.replace = true
+	d.replaced[slot] = true
 }
 
 // freeSlot returns an unused slot, growing the table when none is free.
