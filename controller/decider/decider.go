@@ -250,6 +250,7 @@ func (d *Decider) Commit(name string, nd reconcile.NodeDesired) {
 	if !ok {
 		return
 	}
+	old := n.Current
 	n.Current, n.HasCurrent = nd, true
 	if n.Model == nil {
 		d.dirty[name] = true // deleted: forgotten at the next decision
@@ -261,11 +262,12 @@ func (d *Decider) Commit(name string, nd reconcile.NodeDesired) {
 			continue
 		}
 		have := instancesOf(nd.Instances, ds.Key)
-		if len(have) == 0 {
+		switch {
+		case len(have) == 0:
 			d.dirty[name] = true
-			continue
-		}
-		if ds.tracker.Set(rolloutNode(n, ds.Key, have)) {
+		case slices.Equal(have, instancesOf(old.Instances, ds.Key)):
+			// Its rollout facts are what the tracker has.
+		case ds.tracker.Set(rolloutNode(n, ds.Key, have)):
 			ds.step = true
 		}
 	}
