@@ -1,0 +1,53 @@
+package decider
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestCommitLeavesNothingToDecide: Commit may leave the decider Pending
+// (a tracker whose facts a published assignment changed asks for a
+// step), yet the controller schedules no pass for it: the decision's
+// RequeueAt was computed before the commit. That is safe only while such
+// a decision changes nothing: no desired state, no rollout state, no
+// event, the same status. Over random event sequences, it holds.
+func TestCommitLeavesNothingToDecide(t *testing.T) {
+	seeds := []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	seeds = append(seeds, rand.Uint64(), rand.Uint64())
+	for _, seed := range seeds {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) { commitLeavesNothing(t, seed, 300) })
+	}
+}
+
+func commitLeavesNothing(t *testing.T, seed uint64, steps int) {
+	r := rand.New(rand.NewPCG(seed, 0))
+	w := newWorld(t, r)
+	inc := New()
+	w.feedAll(inc)
+	for step := range steps {
+		if step > 0 {
+			for range 1 + r.IntN(3) {
+				w.event(inc)
+			}
+		}
+		where := fmt.Sprintf("seed %d step %d", seed, step)
+		w.apply(inc, inc.Decide(w.now))
+		settle(t, where, w, inc)
+		if !inc.Pending() {
+			continue
+		}
+		before := inc.Status()
+		d := inc.Decide(w.now)
+		require.Empty(t, d.Desired, "%s: desired", where)
+		require.Empty(t, d.Forget, "%s: forget", where)
+		for key, ro := range d.Rollouts {
+			require.False(t, ro.StateChanged, "%s: %s: rollout state changed", where, key)
+			require.Empty(t, ro.Events, "%s: %s: rollout events", where, key)
+		}
+		require.Equal(t, before, inc.Status(), "%s: status", where)
+		w.apply(inc, d)
+	}
+}
