@@ -128,7 +128,7 @@ func (d *Decider) place(n *node) {
 		}
 		switch p := &pl.DaemonSets[k]; {
 		case p.Runs:
-			if ds.tracker.Set(rolloutNode(n, ds.Key, p.Have)) || !n.member[slot] {
+			if ds.tracker.Set(rolloutNode(n, ds, p.Have)) || !n.member[slot] {
 				ds.step = true
 			}
 			n.member[slot] = true
@@ -148,9 +148,14 @@ func (d *Decider) grow(n *node) {
 	}
 }
 
-// rolloutNode describes node n for the rollout of daemonset key, given the
-// instances of it n was last asked to run.
-func rolloutNode(n *node, key string, have []schema.DesiredInstance) rollout.Node {
+// rolloutNode describes node n for the rollout of daemonset ds, given the
+// instances of it n was last asked to run. Of what n reports, it keeps the
+// instances of revisions the rollout can assign it (those it has, the
+// target, the stable and previous revisions a rollback returns to): the
+// others change no decision, and an agent reporting made-up revisions
+// cannot make the tracker hold them.
+func rolloutNode(n *node, ds *daemonSet, have []schema.DesiredInstance) rollout.Node {
+	key, st := ds.Key, ds.tracker.State()
 	rn := rollout.Node{Name: n.Name, Online: n.Online}
 	if !n.Online {
 		rn.OfflineSince = n.OfflineSince
@@ -161,6 +166,9 @@ func rolloutNode(n *node, key string, have []schema.DesiredInstance) rollout.Nod
 	slices.Sort(rn.Assigned)
 	for _, obs := range n.Observed {
 		if obs.DaemonSet != key {
+			continue
+		}
+		if r := obs.Revision; r != st.Target && r != st.Stable && r != st.Previous && !slices.Contains(rn.Assigned, r) {
 			continue
 		}
 		inst := rollout.Instance{Revision: obs.Revision, Ready: obs.Ready, Phase: obs.Phase, Message: obs.Message}

@@ -267,7 +267,7 @@ func (d *Decider) Commit(name string, nd reconcile.NodeDesired) {
 			d.dirty[name] = true
 		case slices.Equal(have, instancesOf(old.Instances, ds.Key)):
 			// Its rollout facts are what the tracker has.
-		case ds.tracker.Set(rolloutNode(n, ds.Key, have)):
+		case ds.tracker.Set(rolloutNode(n, ds, have)):
 			ds.step = true
 		}
 	}

@@ -241,6 +241,12 @@ func (w *world) report(n Node) []schema.InstanceStatus {
 			st.ReadySince = ptr(w.now.Add(-time.Duration(w.r.IntN(60)) * time.Second))
 		}
 		out = append(out, st)
+		if w.r.IntN(5) == 0 { // an instance the agent still runs, or made up
+			old := st
+			old.Revision = fmt.Sprintf("rev%d", w.r.IntN(w.revisions+3))
+			old.Ready, old.ReadySince = true, ptr(w.now.Add(-time.Hour))
+			out = append(out, old)
+		}
 	}
 	return out
 }
