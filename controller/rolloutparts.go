@@ -17,25 +17,24 @@ import (
 // record written before states were stored in parts, its maps in its head:
 // they load as they are, and the next write must replace the record.
 func loadRollout(s *store.Store, key string) (st rollout.State, found, whole bool, err error) {
-	type nodeEntry struct {
-		node  string
-		entry rollout.NodeEntry
-	}
-	var entries []nodeEntry
+	entries := 0
 	found, err = s.GetRolloutParts(key, &st, func(node string, raw []byte) error {
+		if entries == 0 {
+			whole = st.HasEntries() // the head, decoded before its entries
+		}
+		entries++
 		var e rollout.NodeEntry
 		if err := json.Unmarshal(raw, &e); err != nil {
 			return err
 		}
-		entries = append(entries, nodeEntry{node, e})
+		st.SetEntry(node, e)
 		return nil
 	})
 	if err != nil || !found {
 		return rollout.State{}, false, false, err
 	}
-	whole = st.HasEntries()
-	for _, e := range entries {
-		st.SetEntry(e.node, e.entry)
+	if entries == 0 {
+		whole = st.HasEntries()
 	}
 	return st, true, whole, nil
 }
@@ -47,12 +46,12 @@ func putRolloutTxn(tx *store.Txn, key string, st rollout.State, changed []string
 	if replace {
 		changed = st.EntryNodes()
 	}
-	entries := make(map[string]any, len(changed))
-	for _, node := range changed {
-		entries[node] = nil // deleted, unless it has an entry
+	entries := make([]store.RolloutEntry, len(changed))
+	for k, node := range changed {
+		entries[k].Node = node
 		if e, ok := st.Entry(node); ok {
-			entries[node] = e
-		}
+			entries[k].Value = e
+		} // else deleted
 	}
 	return tx.PutRolloutParts(key, st.Head(), entries, replace)
 }

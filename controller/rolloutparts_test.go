@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -113,4 +115,87 @@ func TestWholeRolloutRecordLoadsAndIsReplaced(t *testing.T) {
 	e, err = c.entry(key)
 	require.NoError(t, err)
 	assert.False(t, e.rolloutWhole, "replaced: the next write may be partial")
+}
+
+// benchRolloutState is a rollout state of n nodes, each assigned the
+// target, half of them pending.
+func benchRolloutState(n int) rollout.State {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	st := rollout.State{Target: "rev-2", Stable: "rev-1"}
+	for i := range n {
+		e := rollout.NodeEntry{AssignedAt: t0.Add(time.Duration(i) * time.Millisecond)}
+		if i%2 == 0 {
+			e.Pending, e.HasPending = "not yet available", true
+		}
+		st.SetEntry(fmt.Sprintf("node-%06d", i), e)
+	}
+	return st
+}
+
+// BenchmarkStoreRolloutState stores a rollout state of
+// EDGESET_BENCH_NODES (default 100,000) nodes, each assigned the target
+// and half of them pending, in one transaction: whole, as every pass that
+// changed it did before states were stored in parts, and as its head with
+// the entries of the nodes a pass changed.
+func BenchmarkStoreRolloutState(b *testing.B) {
+	n := benchNodes(100_000)
+	st := benchRolloutState(n)
+	nodes := st.EntryNodes()
+	b.Run("whole-value", func(b *testing.B) { // the one value of before, in a store of its own
+		s, err := store.Open(filepath.Join(b.TempDir(), "store.db"), store.Options{})
+		require.NoError(b, err)
+		defer s.Close()
+		for b.Loop() {
+			if err := s.PutRolloutParts("fleet/exporter", st, nil, true); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	s, err := store.Open(filepath.Join(b.TempDir(), "store.db"), store.Options{})
+	require.NoError(b, err)
+	defer s.Close()
+	write := func(changed []string, replace bool) error {
+		return s.Update(false, func(tx *store.Txn) error { return putRolloutTxn(tx, "fleet/exporter", st, changed, replace) })
+	}
+	require.NoError(b, write(nil, true))
+	for _, changed := range []int{0, 100, 1000, n / 10} {
+		name := fmt.Sprintf("changed=%d", changed)
+		if changed == 0 {
+			name = "whole-parts"
+		}
+		b.Run(name, func(b *testing.B) {
+			k := 0
+			for b.Loop() {
+				start := k % (n - changed + 1)
+				k += changed
+				if err := write(nodes[start:start+changed], changed == 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkLoadRolloutState loads the rollout state of
+// BenchmarkStoreRolloutState as a daemonset's entry does at start, after
+// an apply and after a rollback: stored whole in one value, as before, and
+// in parts.
+func BenchmarkLoadRolloutState(b *testing.B) {
+	st := benchRolloutState(benchNodes(100_000))
+	s, err := store.Open(filepath.Join(b.TempDir(), "store.db"), store.Options{})
+	require.NoError(b, err)
+	defer s.Close()
+	require.NoError(b, s.PutRolloutParts("fleet/before", st, nil, true))
+	require.NoError(b, s.Update(false, func(tx *store.Txn) error { return putRolloutTxn(tx, "fleet/exporter", st, nil, true) }))
+	for _, key := range []string{"fleet/before", "fleet/exporter"} {
+		name := map[string]string{"fleet/before": "whole-value", "fleet/exporter": "parts"}[key]
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				got, _, _, err := loadRollout(s, key)
+				if err != nil || len(got.AssignedAt) != len(st.AssignedAt) {
+					b.Fatal(err, len(got.AssignedAt))
+				}
+			}
+		})
+	}
 }

@@ -95,18 +95,26 @@ func put[V any](m map[string]V, k string, v V) map[string]V {
 // EntryNodes lists, sorted, the nodes that have an entry in st (those for
 // which Entry reports ok).
 func (st State) EntryNodes() []string {
-	out := make([]string, 0, max(len(st.AssignedAt), len(st.Failed), len(st.Pending), len(st.Away)))
-	seen := make(map[string]bool, cap(out))
-	add := func(node string) {
-		if !seen[node] {
-			seen[node] = true
-			if _, ok := st.Entry(node); ok {
-				out = append(out, node)
-			}
+	out := make([]string, 0, len(st.AssignedAt))
+	for node, at := range st.AssignedAt {
+		if !at.IsZero() {
+			out = append(out, node)
 		}
 	}
-	for node := range st.AssignedAt {
-		add(node)
+	// The other maps' nodes are mostly assigned too: only those that are
+	// not (or whose AssignedAt entry is zero) are added, once.
+	var seen map[string]bool
+	add := func(node string) {
+		if !st.AssignedAt[node].IsZero() || seen[node] {
+			return
+		}
+		if seen == nil {
+			seen = map[string]bool{}
+		}
+		seen[node] = true
+		if _, ok := st.Entry(node); ok {
+			out = append(out, node)
+		}
 	}
 	for node := range st.Failed {
 		add(node)

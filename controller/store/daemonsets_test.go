@@ -144,7 +144,7 @@ func TestDaemonSetLifecycle(t *testing.T) {
 	assert.Equal(t, rev.Hash, revived.CurrentRevision)
 
 	// Delete removes record, revisions and rollout state; twice is fine.
-	require.NoError(t, s.PutRolloutParts("default/a", map[string]int{"batch": 1}, map[string]any{"n1": 1}, true))
+	require.NoError(t, s.PutRolloutParts("default/a", map[string]int{"batch": 1}, []RolloutEntry{{Node: "n1", Value: 1}}, true))
 	require.NoError(t, s.DeleteDaemonSet("default/a"))
 	require.NoError(t, s.DeleteDaemonSet("default/a"))
 	_, err = s.GetDaemonSet("default/a")

@@ -3,8 +3,8 @@ package store
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
+	"strings"
 
 	"go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -19,13 +19,26 @@ import (
 // written before schema 3 are a whole state in the head with no entries:
 // they load as they are, and a caller's first write replaces them.
 
+// RolloutEntry is one node's entry of a rollout state, for
+// PutRolloutParts: Value is JSON-encoded; a nil Value deletes the node's
+// entry.
+type RolloutEntry struct {
+	Node  string
+	Value any
+}
+
+// replaceFillPercent fills the pages of a replaced bucket of entries,
+// written in key order, fuller than bbolt's default: a rollout's later
+// writes mostly replace entries with ones of about the same size.
+const replaceFillPercent = 0.9
+
 // PutRolloutParts stores, JSON-encoded, head as the rollout state of the
-// daemonset key ("namespace/name") and entries as its nodes' entries: a
-// nil value deletes that node's entry. With replace the daemonset's other
-// entries are dropped first, so that head and entries are the whole
-// state. A failed write keeps nothing of the call (the transaction is
-// the caller's).
-func (t *Txn) PutRolloutParts(key string, head any, entries map[string]any, replace bool) error {
+// daemonset key ("namespace/name") and entries as its nodes' entries (one
+// per node; sorted by node in place when they are not). With replace the
+// daemonset's other entries are dropped first, so that head and entries
+// are the whole state. A failed write keeps nothing of the call (the
+// transaction is the caller's).
+func (t *Txn) PutRolloutParts(key string, head any, entries []RolloutEntry, replace bool) error {
 	if err := putJSON(t.tx, bucketRollouts, key, head); err != nil {
 		return err
 	}
@@ -41,12 +54,19 @@ func (t *Txn) PutRolloutParts(key string, head any, entries map[string]any, repl
 	if err != nil {
 		return err
 	}
+	if replace {
+		b.FillPercent = replaceFillPercent
+	}
+	byNode := func(a, b RolloutEntry) int { return strings.Compare(a.Node, b.Node) }
+	if !slices.IsSortedFunc(entries, byNode) {
+		slices.SortFunc(entries, byNode) // key order writes pages in order
+	}
 	name := []byte(rolloutEntriesName(key))
-	for _, node := range slices.Sorted(maps.Keys(entries)) { // key order writes pages in order
-		if v := entries[node]; v != nil {
-			err = putJSONIn(b, name, []byte(node), v)
-		} else if err = b.Delete([]byte(node)); err != nil {
-			err = fmt.Errorf("delete %s/%s: %w", name, node, err)
+	for _, e := range entries {
+		if e.Value != nil {
+			err = putJSONIn(b, name, []byte(e.Node), e.Value)
+		} else if err = b.Delete([]byte(e.Node)); err != nil {
+			err = fmt.Errorf("delete %s/%s: %w", name, e.Node, err)
 		}
 		if err != nil {
 			return err
@@ -56,7 +76,7 @@ func (t *Txn) PutRolloutParts(key string, head any, entries map[string]any, repl
 }
 
 // PutRolloutParts is Txn.PutRolloutParts in a transaction of its own.
-func (s *Store) PutRolloutParts(key string, head any, entries map[string]any, replace bool) error {
+func (s *Store) PutRolloutParts(key string, head any, entries []RolloutEntry, replace bool) error {
 	err := s.update(func(tx *bbolt.Tx) error {
 		return (&Txn{tx: tx}).PutRolloutParts(key, head, entries, replace)
 	})

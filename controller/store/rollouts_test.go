@@ -20,6 +20,15 @@ type testEntry struct {
 	Why string `json:"why"`
 }
 
+// entryList is m as PutRolloutParts takes it, in map order.
+func entryList(m map[string]any) []RolloutEntry {
+	out := make([]RolloutEntry, 0, len(m))
+	for node, v := range m {
+		out = append(out, RolloutEntry{Node: node, Value: v})
+	}
+	return out
+}
+
 // readParts reads key's rollout parts: the head and the entries by node.
 func readParts(t *testing.T, s *Store, key string) (testHead, map[string]string, bool) {
 	t.Helper()
@@ -43,8 +52,8 @@ func TestRolloutPartsRoundTripAndPartialUpdate(t *testing.T) {
 	assert.False(t, found)
 
 	require.NoError(t, s.PutRolloutParts("default/a", testHead{Target: "v1"},
-		map[string]any{"n1": testEntry{"one"}, "n2": testEntry{"two"}, "n3": testEntry{"three"}}, true))
-	require.NoError(t, s.PutRolloutParts("default/b", testHead{Target: "w1"}, map[string]any{"n1": testEntry{"other"}}, true))
+		entryList(map[string]any{"n1": testEntry{"one"}, "n2": testEntry{"two"}, "n3": testEntry{"three"}}), true))
+	require.NoError(t, s.PutRolloutParts("default/b", testHead{Target: "w1"}, entryList(map[string]any{"n1": testEntry{"other"}}), true))
 	head, entries, found := readParts(t, s, "default/a")
 	require.True(t, found)
 	assert.Equal(t, testHead{Target: "v1"}, head)
@@ -52,7 +61,7 @@ func TestRolloutPartsRoundTripAndPartialUpdate(t *testing.T) {
 
 	// A partial write changes, adds and deletes the entries named only.
 	require.NoError(t, s.PutRolloutParts("default/a", testHead{Target: "v2"},
-		map[string]any{"n2": testEntry{"TWO"}, "n3": nil, "n4": testEntry{"four"}, "absent": nil}, false))
+		entryList(map[string]any{"n2": testEntry{"TWO"}, "n3": nil, "n4": testEntry{"four"}, "absent": nil}), false))
 	head, entries, _ = readParts(t, s, "default/a")
 	assert.Equal(t, testHead{Target: "v2"}, head)
 	assert.Equal(t, map[string]string{"n1": "one", "n2": "TWO", "n4": "four"}, entries)
@@ -61,7 +70,7 @@ func TestRolloutPartsRoundTripAndPartialUpdate(t *testing.T) {
 	require.NoError(t, s.PutRolloutParts("default/a", testHead{Target: "v3"}, nil, false))
 	_, entries, _ = readParts(t, s, "default/a")
 	assert.Len(t, entries, 3)
-	require.NoError(t, s.PutRolloutParts("default/a", testHead{Target: "v4"}, map[string]any{"n9": testEntry{"nine"}}, true))
+	require.NoError(t, s.PutRolloutParts("default/a", testHead{Target: "v4"}, entryList(map[string]any{"n9": testEntry{"nine"}}), true))
 	head, entries, _ = readParts(t, s, "default/a")
 	assert.Equal(t, testHead{Target: "v4"}, head)
 	assert.Equal(t, map[string]string{"n9": "nine"}, entries)
@@ -77,12 +86,12 @@ func TestRolloutPartsRoundTripAndPartialUpdate(t *testing.T) {
 func TestRolloutPartsErrorsNameWhat(t *testing.T) {
 	s, _ := openTemp(t, Options{})
 	require.ErrorContains(t, s.PutRolloutParts("default/b", func() {}, nil, true), "default/b")
-	err := s.PutRolloutParts("default/b", testHead{}, map[string]any{"n1": func() {}}, true)
+	err := s.PutRolloutParts("default/b", testHead{}, entryList(map[string]any{"n1": func() {}}), true)
 	require.ErrorContains(t, err, "rolloutnodes/default/b/n1")
 	_, _, found := readParts(t, s, "default/b")
 	assert.False(t, found, "a failed write keeps nothing, not even the head")
 
-	require.NoError(t, s.PutRolloutParts("default/b", testHead{}, map[string]any{"n1": testEntry{"x"}}, true))
+	require.NoError(t, s.PutRolloutParts("default/b", testHead{}, entryList(map[string]any{"n1": testEntry{"x"}}), true))
 	boom := errors.New("boom")
 	_, err = s.GetRolloutParts("default/b", &testHead{}, func(string, []byte) error { return boom })
 	require.ErrorIs(t, err, boom)
@@ -99,7 +108,7 @@ func TestDeleteRolloutDropsEntries(t *testing.T) {
 		{"DeleteDaemonSet", s.DeleteDaemonSet},
 	} {
 		t.Run(del.name, func(t *testing.T) {
-			require.NoError(t, s.PutRolloutParts("default/a", testHead{Target: "v1"}, map[string]any{"n1": testEntry{"one"}}, true))
+			require.NoError(t, s.PutRolloutParts("default/a", testHead{Target: "v1"}, entryList(map[string]any{"n1": testEntry{"one"}}), true))
 			require.NoError(t, del.fn("default/a"))
 			require.NoError(t, del.fn("default/a"), "twice is fine")
 			_, _, found := readParts(t, s, "default/a")
@@ -120,11 +129,11 @@ func TestDeleteRolloutDropsEntries(t *testing.T) {
 func TestRolloutPartsOneTransaction(t *testing.T) {
 	s, _ := openTemp(t, Options{})
 	require.NoError(t, s.PutRolloutParts("default/a", testHead{Target: "v1"},
-		map[string]any{"n1": testEntry{"one"}, "n2": testEntry{"two"}}, true))
+		entryList(map[string]any{"n1": testEntry{"one"}, "n2": testEntry{"two"}}), true))
 	write := func(replace bool) func(tx *Txn) error {
 		return func(tx *Txn) error {
 			if err := tx.PutRolloutParts("default/a", testHead{Target: "v2"},
-				map[string]any{"n1": nil, "n3": testEntry{"three"}}, replace); err != nil {
+				entryList(map[string]any{"n1": nil, "n3": testEntry{"three"}}), replace); err != nil {
 				return err
 			}
 			_, err := tx.PutDesiredBatch(map[string]DesiredRecord{"n3": {Node: "n3"}})
@@ -196,7 +205,7 @@ func TestRolloutOldRecordLoads(t *testing.T) {
 	assert.Empty(t, entries)
 
 	require.NoError(t, s.PutRolloutParts("default/a", testHead{Target: "v1"},
-		map[string]any{"n1": testEntry{"crashed"}, "n2": testEntry{"refused"}}, true))
+		entryList(map[string]any{"n1": testEntry{"crashed"}, "n2": testEntry{"refused"}}), true))
 	head, entries, _ = readParts(t, s, "default/a")
 	assert.Equal(t, testHead{Target: "v1"}, head, "the maps moved out of the head")
 	assert.Equal(t, map[string]string{"n1": "crashed", "n2": "refused"}, entries)
