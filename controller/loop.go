@@ -139,8 +139,11 @@ func (c *Controller) apply(ctx context.Context, now time.Time, d decider.Decisio
 }
 
 // storeDecision writes one decision in one store transaction: every
-// rollout state that changed (a rollback with the daemonset's template,
-// current and rejected revision), every changed desired state (generations
+// rollout state that changed (its head and the entries of the nodes its
+// step changed; the whole state when the step cannot say which, or when
+// the stored record is a whole state of before; a rollback whole, with
+// the daemonset's template, current and rejected revision), every changed
+// desired state (generations
 // assigned by the store, monotonic per node across restarts and
 // deletions), and the removal of forgotten nodes. passMu is held, so no
 // API change to a daemonset or rollout interleaves. It returns the
@@ -158,15 +161,17 @@ func (c *Controller) storeDecision(now time.Time, d decider.Decision) (map[strin
 		}
 	}
 	revisions := c.state.currentRevisions(changed)
+	whole := c.state.wholeRollouts(changed)
 	var gens map[string]uint64
 	var rollbacks []store.DaemonSetRecord
 	storeStart := time.Now() // the write's duration, for metrics
 	err := c.store.Update(false, func(tx *store.Txn) error {
 		gens, rollbacks = nil, nil
 		for _, key := range sortedKeys(revisions) {
-			st := d.Rollouts[key].State
+			r := d.Rollouts[key]
+			st := r.State
 			if st.Target == revisions[key] {
-				if err := tx.PutRollout(key, st); err != nil {
+				if err := putRolloutTxn(tx, key, st, r.Changed, r.AllChanged || whole[key]); err != nil {
 					return err
 				}
 				continue

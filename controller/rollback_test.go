@@ -36,8 +36,8 @@ func eventReasons(t *testing.T, tc *testController) []string {
 func waitPastDeadlines(t *testing.T, tc *testController, deadline time.Duration) {
 	t.Helper()
 	checkfor.Eventually(t, wait, 25*time.Millisecond, func() error {
-		var st rollout.State
-		if _, err := tc.store.GetRollout(exporter, &st); err != nil {
+		st, _, _, err := loadRollout(tc.store, exporter)
+		if err != nil {
 			return err
 		}
 		if len(st.AssignedAt) == 0 {

@@ -78,7 +78,8 @@ func (c *Controller) setRolloutState(e dsEntry, action string) error {
 		}
 		st.CanaryPromoted = true
 	}
-	if err := c.store.PutRollout(e.rec.Key(), st); err != nil {
+	err := c.store.Update(false, func(tx *store.Txn) error { return putRolloutTxn(tx, e.rec.Key(), st, nil, true) })
+	if err != nil {
 		return err
 	}
 	c.state.setRollout(e.rec.Key(), st)
@@ -166,7 +167,7 @@ func (c *Controller) retry(e dsEntry) error {
 // manifest shows the difference); and the rejected revision with why. It
 // returns the daemonset's new record.
 func rollbackTxn(tx *store.Txn, key string, st rollout.State, now time.Time) (store.DaemonSetRecord, error) {
-	if err := tx.PutRollout(key, st); err != nil {
+	if err := putRolloutTxn(tx, key, st, nil, true); err != nil {
 		return store.DaemonSetRecord{}, err
 	}
 	to, err := tx.GetRevision(key, st.Target)

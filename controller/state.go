@@ -75,6 +75,10 @@ type dsEntry struct {
 	policy   *placement.Policy
 	strategy rollout.Strategy
 	rollout  rollout.State
+	// rolloutWhole: the stored rollout record is a whole state, written
+	// before states were stored in parts; the next write of the rollout
+	// state replaces it (loadRollout).
+	rolloutWhole bool
 }
 
 // orphan reports whether the daemonset was deleted leaving its instances.
@@ -173,7 +177,7 @@ func newEntry(st *store.Store, rec store.DaemonSetRecord, grace time.Duration) (
 	if e.policy, err = placement.Compile(&rec.DaemonSet); err != nil {
 		return nil, fmt.Errorf("compile stored daemonset %s: %w", rec.Key(), err)
 	}
-	if _, err := st.GetRollout(rec.Key(), &e.rollout); err != nil {
+	if e.rollout, _, e.rolloutWhole, err = loadRollout(st, rec.Key()); err != nil {
 		return nil, err
 	}
 	if rev, err := st.GetRevision(rec.Key(), rec.CurrentRevision); err == nil {

@@ -149,16 +149,30 @@ func (fs *fleetState) commitRollouts(states map[string]rollout.State) {
 }
 
 // putRolloutLocked replaces daemonset key's entry by one with rollout
-// state st; false when there is no such entry.
+// state st, just stored; false when there is no such entry.
 func (fs *fleetState) putRolloutLocked(key string, st rollout.State) bool {
 	e, ok := fs.daemonsets[key]
 	if !ok {
 		return false
 	}
 	next := *e
-	next.rollout = st
+	next.rollout, next.rolloutWhole = st, false // a whole record's first write replaced it
 	fs.daemonsets[key] = &next
 	return true
+}
+
+// wholeRollouts returns those of keys whose stored rollout record is a
+// whole state (dsEntry.rolloutWhole): their next write replaces it.
+func (fs *fleetState) wholeRollouts(keys []string) map[string]bool {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	out := map[string]bool{}
+	for _, key := range keys {
+		if e, ok := fs.daemonsets[key]; ok && e.rolloutWhole {
+			out[key] = true
+		}
+	}
+	return out
 }
 
 // setStatus replaces every daemonset's status. Statuses are derived from

@@ -320,8 +320,7 @@ func TestStoreRolloutAllOrNothing(t *testing.T) {
 	require.EqualValues(t, 1, r1[0].Revision)
 	back := rollout.State{Target: rev1[0].Hash, Stable: rev1[0].Hash}
 	state := func() (string, error) {
-		var st rollout.State
-		found, err := c.store.GetRollout("files/one", &st)
+		st, found, _, err := loadRollout(c.store, "files/one")
 		if err != nil {
 			return "", err
 		}

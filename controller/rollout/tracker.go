@@ -25,6 +25,11 @@ type Tracker struct {
 	st State
 	// full: the next Step visits every node.
 	full bool
+	// rebased: the state was given from outside (NewTracker, a SetState
+	// that changed it) since the last Step that reported a change, so
+	// what the caller stored may differ from it anywhere: Steps report
+	// AllChanged until one reports StateChanged.
+	rebased bool
 
 	members []member
 	index   map[string]int32 // member by node name
@@ -149,8 +154,19 @@ type Delta struct {
 	// StateChanged: State differs from the state before this Step (the
 	// caller stores it only then).
 	StateChanged bool
-	Status       Status
-	Events       []Event
+	// Changed lists, sorted, the nodes whose entries (State.Entry) this
+	// Step changed: every node whose entries differ from those of the
+	// state before it is listed (a listed node's may be the same). A
+	// caller that stored the state before this Step brings its record up
+	// to date by writing State.Head() and the entries of these nodes.
+	Changed []string
+	// AllChanged: write the whole state, not just Changed. The tracker
+	// cannot say what the caller stored (the state was given to NewTracker
+	// or SetState since the last Step that reported StateChanged), or more
+	// entries changed than State holds, so a whole write is the smaller.
+	AllChanged bool
+	Status     Status
+	Events     []Event
 	// RequeueAt is Step's RequeueAt (the same instant; its location may
 	// differ).
 	RequeueAt time.Time
@@ -161,7 +177,7 @@ type Delta struct {
 // NewTracker returns a tracker for a daemonset with strategy s and
 // persisted state st (copied), and no nodes.
 func NewTracker(s Strategy, st State) *Tracker {
-	return &Tracker{s: s, st: cloneState(st), full: true, index: map[string]int32{}, names: newInterner()}
+	return &Tracker{s: s, st: cloneState(st), full: true, rebased: true, index: map[string]int32{}, names: newInterner()}
 }
 
 // SetStrategy replaces the strategy (the spec changed); the next Step
@@ -173,8 +189,12 @@ func (t *Tracker) SetStrategy(s Strategy) {
 
 // SetState replaces the persisted state (copied) from outside: an operator's
 // pause, resume or promotion, a retarget, a stored rollback. The next Step
-// visits every node.
+// visits every node; when st differs from the state, Steps report
+// AllChanged until one reports StateChanged.
 func (t *Tracker) SetState(st State) {
+	if !t.rebased && !statesEqual(t.st, st) {
+		t.rebased = true
+	}
 	t.st = cloneState(st)
 	t.full = true
 }
@@ -260,12 +280,18 @@ func (t *Tracker) Remove(name string) {
 // Step decides one pass at now (never before the last Step's now): what
 // Step(now, strategy, State(), every node Set) returns.
 func (t *Tracker) Step(now time.Time) Delta {
+	d, ok := Delta{}, false
 	if !t.full {
-		if d, ok := t.stepChanged(now); ok {
-			return d
-		}
+		d, ok = t.stepChanged(now)
 	}
-	return t.stepAll(now)
+	if !ok {
+		d = t.stepAll(now)
+	}
+	if t.rebased {
+		d.AllChanged = true
+		t.rebased = !d.StateChanged
+	}
+	return d
 }
 
 func (t *Tracker) markDirty(m *member) {
@@ -324,14 +350,19 @@ func (t *Tracker) stepChanged(now time.Time) (Delta, bool) {
 	}
 	for k, i := range idx {
 		moved := !journal[k].equal(entriesOf(&p.st, t.members[i].name))
+		if moved {
+			d.Changed = append(d.Changed, t.members[i].name)
+		}
 		t.settle(i, nexts[k], moved, views[k].Assigned, p.out, &d)
 	}
+	slices.Sort(d.Changed)
+	d.Changed = slices.Compact(d.Changed)
 	p.next = time.Time{}
 	p.conclude()
 	t.st = p.st
 	d.State, d.Status, d.Events = p.st, p.status, p.events
 	d.RequeueAt = earliest(earliest(p.next, t.queueMin()), batchNext)
-	d.StateChanged = d.StateChanged || !scalarsEqual(saved, p.st) || t.entriesChanged(idx, journal)
+	d.StateChanged = d.StateChanged || !scalarsEqual(saved, p.st) || len(d.Changed) > 0
 	return d, true
 }
 
@@ -470,7 +501,11 @@ func (t *Tracker) moveOne(p *pass, i int32, surge bool, d *Delta) bool {
 	p.status.add(phase, unavailable, 1)
 	d.report(m.name, p.out[m.name])
 	t.markDirty(m)
-	return !before.equal(entriesOf(&p.st, m.name))
+	if before.equal(entriesOf(&p.st, m.name)) {
+		return false
+	}
+	d.Changed = append(d.Changed, m.name)
+	return true
 }
 
 // restore undoes a stepChanged that gave up: the state's scalars and maps
@@ -480,15 +515,6 @@ func (t *Tracker) restore(saved State, idx []int32, journal []entries) {
 		journal[k].restore(&saved, t.members[i].name)
 	}
 	t.st = saved
-}
-
-func (t *Tracker) entriesChanged(idx []int32, journal []entries) bool {
-	for k, i := range idx {
-		if !journal[k].equal(entriesOf(&t.st, t.members[i].name)) {
-			return true
-		}
-	}
-	return false
 }
 
 // stepAll runs Step over every node and rebuilds every member's part.
@@ -501,6 +527,9 @@ func (t *Tracker) stepAll(now time.Time) Delta {
 	t.rebuild(now, nodes)
 	d := Delta{State: dec.State, Status: dec.Status, Events: dec.Events, RequeueAt: dec.RequeueAt, Full: true,
 		StateChanged: !statesEqual(before, dec.State)}
+	if d.StateChanged {
+		d.Changed, d.AllChanged = changedEntries(before, dec.State)
+	}
 	for i := range nodes {
 		if revs := dec.Assign[nodes[i].Name]; !slices.Equal(revs, nodes[i].Assigned) {
 			if d.Assign == nil {

@@ -30,13 +30,19 @@ type fleetModel struct {
 	nextNode    int
 	full, steps int
 	reasons     map[string]int // events seen, by reason
+	// stored is what a controller that writes each changed state as its
+	// Head and its Changed entries (all of them when AllChanged) holds.
+	stored State
+	// partial counts the changed states written as Changed entries only.
+	partial int
 }
 
 func newFleetModel(seed uint64) *fleetModel {
 	m := &fleetModel{rng: rand.New(rand.NewPCG(seed, 0x7a11)), now: t0, nodes: map[string]*Node{},
 		revisions: []string{"v1"}, reasons: map[string]int{}}
 	m.s = randomTrackerStrategy(m.rng)
-	m.tr = NewTracker(m.s, State{Target: "v1", Stable: "v1", Complete: true})
+	m.stored = State{Target: "v1", Stable: "v1", Complete: true}
+	m.tr = NewTracker(m.s, m.stored)
 	for range 1 + m.rng.IntN(25) {
 		m.addNode([]string{"v1"}, ready("v1"))
 	}
@@ -107,6 +113,7 @@ func (m *fleetModel) step(t *testing.T, seed uint64, step int) {
 	require.True(t, want.RequeueAt.Equal(got.RequeueAt), "requeue at %s: want %s, got %s", where, want.RequeueAt, got.RequeueAt)
 	require.Equal(t, normalState(want.State), normalState(got.State), "state at %s", where)
 	require.Equal(t, !reflect.DeepEqual(normalState(before), normalState(want.State)), got.StateChanged, "state changed at %s", where)
+	m.checkChanged(t, where, before, got)
 	require.Equal(t, m.tr.Len(), len(m.names))
 	for _, name := range m.names {
 		n := m.nodes[name]
@@ -129,6 +136,47 @@ func (m *fleetModel) step(t *testing.T, seed uint64, step int) {
 			m.tr.Set(cloneNode(*n))
 		}
 	}
+}
+
+// checkChanged checks that the entries got reports changed are the ones
+// that changed since before, and that a store written with them holds the
+// state.
+func (m *fleetModel) checkChanged(t *testing.T, where string, before State, got Delta) {
+	t.Helper()
+	require.True(t, slices.IsSorted(got.Changed), "changed not sorted at %s: %v", where, got.Changed)
+	if !got.AllChanged {
+		require.Equal(t, normalState(got.State), normalState(applyChanged(before, got)),
+			"the state before with the changed entries %v at %s", got.Changed, where)
+	}
+	switch {
+	case got.StateChanged && got.AllChanged:
+		m.stored = cloneState(got.State)
+	case got.StateChanged:
+		m.stored = applyChanged(m.stored, got)
+		m.partial++
+	case got.AllChanged:
+		return // the tracker's state may differ from the stored one until it changes
+	}
+	require.Equal(t, normalState(got.State), normalState(m.stored), "stored state at %s", where)
+}
+
+// applyChanged is prev written over with d's head and Changed entries.
+func applyChanged(prev State, d Delta) State {
+	return withEntries(withEntries(d.State.Head(), prev, nil), d.State, d.Changed)
+}
+
+// withEntries returns head with from's entries of nodes (every node with
+// an entry in from when nodes is nil) set in its maps (copied).
+func withEntries(head State, from State, nodes []string) State {
+	out := cloneState(head)
+	if nodes == nil {
+		nodes = from.EntryNodes()
+	}
+	for _, node := range nodes {
+		e, _ := from.Entry(node)
+		out.SetEntry(node, e)
+	}
+	return out
 }
 
 // normalState drops empty maps so that nil and empty compare equal.
@@ -276,7 +324,7 @@ func TestPropertyTrackerMatchesStep(t *testing.T) {
 		seeds = append(seeds, seed)
 	}
 	seeds = append(seeds, rand.Uint64(), rand.Uint64(), rand.Uint64())
-	full, steps, reasons := 0, 0, map[string]int{}
+	full, steps, partial, reasons := 0, 0, 0, map[string]int{}
 	for _, seed := range seeds {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			m := newFleetModel(seed)
@@ -288,12 +336,15 @@ func TestPropertyTrackerMatchesStep(t *testing.T) {
 			}
 			full += m.full
 			steps += m.steps
+			partial += m.partial
 			for reason, n := range m.reasons {
 				reasons[reason] += n
 			}
 		})
 	}
-	t.Logf("%d steps, %d full (%.0f%%); events %v", steps, full, 100*float64(full)/float64(max(steps, 1)), reasons)
+	t.Logf("%d steps, %d full (%.0f%%), %d changed states written as their changed entries; events %v",
+		steps, full, 100*float64(full)/float64(max(steps, 1)), partial, reasons)
+	assert.NotZero(t, partial, "no changed state was written as its changed entries")
 	for _, reason := range []string{ReasonInstanceFailed, ReasonPaused, ReasonRollback, ReasonComplete, ReasonCanaryWaiting} {
 		assert.NotZero(t, reasons[reason], "the sequences never produced %s", reason)
 	}

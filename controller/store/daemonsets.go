@@ -306,5 +306,5 @@ func (t *Txn) DeleteDaemonSet(key string) error {
 	if err := deleteRevisions(t.tx, key); err != nil {
 		return err
 	}
-	return deleteKey(t.tx, bucketRollouts, key)
+	return deleteRollout(t.tx, key)
 }

@@ -144,7 +144,7 @@ func TestDaemonSetLifecycle(t *testing.T) {
 	assert.Equal(t, rev.Hash, revived.CurrentRevision)
 
 	// Delete removes record, revisions and rollout state; twice is fine.
-	require.NoError(t, s.PutRollout("default/a", map[string]int{"batch": 1}))
+	require.NoError(t, s.PutRolloutParts("default/a", map[string]int{"batch": 1}, []RolloutEntry{{Node: "n1", Value: 1}}, true))
 	require.NoError(t, s.DeleteDaemonSet("default/a"))
 	require.NoError(t, s.DeleteDaemonSet("default/a"))
 	_, err = s.GetDaemonSet("default/a")
@@ -152,7 +152,7 @@ func TestDaemonSetLifecycle(t *testing.T) {
 	revs, err := s.ListRevisions("default/a")
 	require.NoError(t, err)
 	assert.Empty(t, revs)
-	found, err := s.GetRollout("default/a", new(map[string]int))
+	found, err := s.GetRolloutParts("default/a", new(map[string]int), func(string, []byte) error { return nil })
 	require.NoError(t, err)
 	assert.False(t, found)
 	_, err = s.GetDaemonSet("default/b")

@@ -52,7 +52,11 @@
 //	desiredgen      node name -> 8-byte big-endian uint64, the highest
 //	                desired generation ever stored for the node; kept when
 //	                the node's desired record is deleted
-//	rollouts        "namespace/name" -> JSON owned by the rollout package
+//	rollouts        "namespace/name" -> a rollout state's head, JSON owned by
+//	                the rollout package (before schema 3: the whole state)
+//	rolloutnodes    "namespace/name" -> nested bucket: node name -> the node's
+//	                entry of the rollout state, JSON owned by the rollout
+//	                package (schema 3)
 //	events          8-byte big-endian sequence number -> Event
 //	configmaps      "namespace/name" -> ConfigMapRecord; the bucket's
 //	                sequence numbers resourceVersions (schema 2)

@@ -21,6 +21,7 @@ var (
 	bucketEvents        = []byte("events")
 	bucketConfigMaps    = []byte("configmaps")
 	bucketSecrets       = []byte("secrets")
+	bucketRolloutNodes  = []byte("rolloutnodes")
 )
 
 var keySchemaVersion = []byte("schemaVersion")
@@ -32,6 +33,7 @@ var keySchemaVersion = []byte("schemaVersion")
 var migrations = []func(tx *bbolt.Tx) error{
 	0: createBucketsV1,
 	1: createConfigBucketsV2,
+	2: createRolloutNodesBucketV3,
 }
 
 // codeSchemaVersion is the store schema version this code reads and writes.
@@ -57,6 +59,17 @@ func createConfigBucketsV2(tx *bbolt.Tx) error {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return fmt.Errorf("create bucket %s: %w", name, err)
 		}
+	}
+	return nil
+}
+
+// createRolloutNodesBucketV3 adds the bucket of rollout states' per-node
+// entries of schema version 3 (see rollouts.go). Rollout records of
+// earlier versions stay whole in the rollouts bucket: they load as they
+// are and their first write replaces them.
+func createRolloutNodesBucketV3(tx *bbolt.Tx) error {
+	if _, err := tx.CreateBucketIfNotExists(bucketRolloutNodes); err != nil {
+		return fmt.Errorf("create bucket %s: %w", bucketRolloutNodes, err)
 	}
 	return nil
 }

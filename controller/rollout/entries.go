@@ -1,0 +1,170 @@
+package rollout
+
+import (
+	"slices"
+	"time"
+)
+
+// NodeEntry is what a State records of one node: its entries in the
+// per-node maps (AssignedAt, Failed, Pending, Away), so that a state can be
+// stored as a Head and one small record per node, and a pass rewrites only
+// the nodes it changed.
+//
+// An AssignedAt entry is present when AssignedAt is not zero, an Away entry
+// when Away is true (Step reads only its value, so a false one is the same
+// as none); Failed and Pending entries carry their presence, since an empty
+// reason is still an entry.
+type NodeEntry struct {
+	AssignedAt time.Time `json:"at,omitzero"`
+	Failed     string    `json:"f,omitempty"`
+	HasFailed  bool      `json:"hf,omitempty"`
+	Pending    string    `json:"p,omitempty"`
+	HasPending bool      `json:"hp,omitempty"`
+	Away       bool      `json:"w,omitempty"`
+}
+
+// IsZero reports whether e records nothing: the node has no entry.
+func (e NodeEntry) IsZero() bool {
+	return e.AssignedAt.IsZero() && !e.HasFailed && !e.HasPending && !e.Away
+}
+
+// Equal reports whether e and o record the same, instants compared with
+// time.Time.Equal.
+func (e NodeEntry) Equal(o NodeEntry) bool {
+	return e.AssignedAt.Equal(o.AssignedAt) && e.HasFailed == o.HasFailed && e.Failed == o.Failed &&
+		e.HasPending == o.HasPending && e.Pending == o.Pending && e.Away == o.Away
+}
+
+// Head is st without its per-node maps: what is stored beside the nodes'
+// entries. Its fields are st's; its maps are nil.
+func (st State) Head() State {
+	st.AssignedAt, st.Failed, st.Pending, st.Away = nil, nil, nil, nil
+	return st
+}
+
+// HasEntries reports whether any of st's per-node maps holds an entry (a
+// state whose maps are all nil or empty has none).
+func (st State) HasEntries() bool {
+	return len(st.AssignedAt) > 0 || len(st.Failed) > 0 || len(st.Pending) > 0 || len(st.Away) > 0
+}
+
+// Entry returns node's entries in st; ok is false when it has none.
+func (st State) Entry(node string) (e NodeEntry, ok bool) {
+	e.AssignedAt = st.AssignedAt[node]
+	e.Failed, e.HasFailed = st.Failed[node]
+	e.Pending, e.HasPending = st.Pending[node]
+	e.Away = st.Away[node]
+	return e, !e.IsZero()
+}
+
+// SetEntry makes e node's entries in st, creating the maps it needs; an
+// entry e does not hold is removed, so a zero e removes the node from
+// every map. Maps left empty stay allocated; a nil map and an empty one
+// are the same state.
+func (st *State) SetEntry(node string, e NodeEntry) {
+	if e.AssignedAt.IsZero() {
+		delete(st.AssignedAt, node)
+	} else {
+		st.AssignedAt = put(st.AssignedAt, node, e.AssignedAt)
+	}
+	if e.HasFailed {
+		st.Failed = put(st.Failed, node, e.Failed)
+	} else {
+		delete(st.Failed, node)
+	}
+	if e.HasPending {
+		st.Pending = put(st.Pending, node, e.Pending)
+	} else {
+		delete(st.Pending, node)
+	}
+	if e.Away {
+		st.Away = put(st.Away, node, true)
+	} else {
+		delete(st.Away, node)
+	}
+}
+
+func put[V any](m map[string]V, k string, v V) map[string]V {
+	if m == nil {
+		m = map[string]V{}
+	}
+	m[k] = v
+	return m
+}
+
+// EntryNodes lists, sorted, the nodes that have an entry in st (those for
+// which Entry reports ok).
+func (st State) EntryNodes() []string {
+	out := make([]string, 0, len(st.AssignedAt))
+	for node, at := range st.AssignedAt {
+		if !at.IsZero() {
+			out = append(out, node)
+		}
+	}
+	// The other maps' nodes are mostly assigned too: only those that are
+	// not (or whose AssignedAt entry is zero) are added, once.
+	var seen map[string]bool
+	add := func(node string) {
+		if !st.AssignedAt[node].IsZero() || seen[node] {
+			return
+		}
+		if seen == nil {
+			seen = map[string]bool{}
+		}
+		seen[node] = true
+		if _, ok := st.Entry(node); ok {
+			out = append(out, node)
+		}
+	}
+	for node := range st.Failed {
+		add(node)
+	}
+	for node := range st.Pending {
+		add(node)
+	}
+	for node := range st.Away {
+		add(node)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// changedEntries lists, sorted, the nodes whose entries differ between
+// before and after. all reports instead that more entries changed than
+// after holds: writing after whole is the smaller write.
+func changedEntries(before, after State) (changed []string, all bool) {
+	seen := make(map[string]bool, max(len(before.AssignedAt), len(after.AssignedAt)))
+	held := 0
+	visit := func(node string) {
+		if seen[node] {
+			return
+		}
+		seen[node] = true
+		e := entriesOf(&after, node)
+		if e.hasAssignedAt || e.hasFailed || e.hasPending || e.hasAway {
+			held++
+		}
+		if !entriesOf(&before, node).equal(e) {
+			changed = append(changed, node)
+		}
+	}
+	for _, st := range []*State{&before, &after} {
+		for node := range st.AssignedAt {
+			visit(node)
+		}
+		for node := range st.Failed {
+			visit(node)
+		}
+		for node := range st.Pending {
+			visit(node)
+		}
+		for node := range st.Away {
+			visit(node)
+		}
+	}
+	if len(changed) > held {
+		return nil, true
+	}
+	slices.Sort(changed)
+	return changed, false
+}

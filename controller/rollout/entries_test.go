@@ -1,0 +1,130 @@
+package rollout
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// randomEntriesState is a state whose maps hold random entries of up to
+// 30 nodes, each map nil, empty or filled.
+func randomEntriesState(rng *rand.Rand) State {
+	st := State{Target: "v2", Stable: "v1", Paused: rng.IntN(2) == 0, PauseReason: "why",
+		CanaryAvailableSince: t0.Add(time.Duration(rng.IntN(10)) * time.Second)}
+	nodes := rng.IntN(30)
+	maybe := func() bool { return rng.IntN(3) == 0 }
+	if !maybe() {
+		st.AssignedAt = map[string]time.Time{}
+	}
+	if !maybe() {
+		st.Failed = map[string]string{}
+	}
+	if !maybe() {
+		st.Pending = map[string]string{}
+	}
+	if !maybe() {
+		st.Away = map[string]bool{}
+	}
+	reasons := []string{"", "not yet available", "Failed: exit 1"}
+	for k := range nodes {
+		node := fmt.Sprintf("n%02d", k)
+		if st.AssignedAt != nil && maybe() {
+			st.AssignedAt[node] = t0.Add(time.Duration(rng.IntN(1e6)) * time.Millisecond)
+		}
+		if st.Failed != nil && maybe() {
+			st.Failed[node] = reasons[rng.IntN(len(reasons))]
+		}
+		if st.Pending != nil && maybe() {
+			st.Pending[node] = reasons[rng.IntN(len(reasons))]
+		}
+		if st.Away != nil && maybe() {
+			st.Away[node] = true
+		}
+	}
+	return st
+}
+
+// TestPropertyEntriesRebuildState: a state's Head with every node's Entry
+// set back, and with every entry through JSON, is the state (a nil map the
+// same as an empty one).
+func TestPropertyEntriesRebuildState(t *testing.T) {
+	seeds := []uint64{1, 2, 3, 4, 5, 6, 7, 8, rand.Uint64(), rand.Uint64()}
+	for _, seed := range seeds {
+		rng := rand.New(rand.NewPCG(seed, 0xe17))
+		for round := range 200 {
+			st := randomEntriesState(rng)
+			where := fmt.Sprintf("seed %d round %d", seed, round)
+			head := st.Head()
+			require.False(t, head.HasEntries(), where)
+			require.Equal(t, st.HasEntries(), len(st.EntryNodes()) > 0, where)
+			rebuilt, decoded := head, head
+			for _, node := range st.EntryNodes() {
+				e, ok := st.Entry(node)
+				require.True(t, ok, "%s: %s listed without an entry", where, node)
+				rebuilt.SetEntry(node, e)
+				raw, err := json.Marshal(e)
+				require.NoError(t, err)
+				var back NodeEntry
+				require.NoError(t, json.Unmarshal(raw, &back), "%s: %s", where, raw)
+				require.True(t, e.Equal(back), "%s: %s: %+v through JSON %s is %+v", where, node, e, raw, back)
+				decoded.SetEntry(node, back)
+			}
+			for _, got := range []State{rebuilt, decoded} {
+				require.True(t, scalarsEqual(st, got), where)
+				require.True(t, maps.Equal(st.AssignedAt, got.AssignedAt), "%s: assignedAt", where)
+				require.True(t, maps.Equal(st.Failed, got.Failed), "%s: failed", where)
+				require.True(t, maps.Equal(st.Pending, got.Pending), "%s: pending", where)
+				require.True(t, maps.Equal(st.Away, got.Away), "%s: away", where)
+			}
+		}
+	}
+}
+
+func TestSetEntry(t *testing.T) {
+	at := t0.Add(time.Second)
+	cases := []struct {
+		name  string
+		st    State
+		entry NodeEntry
+		want  State
+	}{
+		{"into nil maps", State{}, NodeEntry{AssignedAt: at, HasPending: true, Pending: "p", Away: true},
+			State{AssignedAt: map[string]time.Time{"n": at}, Pending: map[string]string{"n": "p"}, Away: map[string]bool{"n": true}}},
+		{"an empty failure is an entry", State{}, NodeEntry{HasFailed: true},
+			State{Failed: map[string]string{"n": ""}}},
+		{"replaces and removes", State{AssignedAt: map[string]time.Time{"n": t0, "o": t0}, Failed: map[string]string{"n": "x"}},
+			NodeEntry{AssignedAt: at},
+			State{AssignedAt: map[string]time.Time{"n": at, "o": t0}, Failed: map[string]string{}}},
+		{"zero removes from every map", State{AssignedAt: map[string]time.Time{"n": t0}, Failed: map[string]string{"n": "x"},
+			Pending: map[string]string{"n": ""}, Away: map[string]bool{"n": true, "o": true}},
+			NodeEntry{}, State{Away: map[string]bool{"o": true}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.st.SetEntry("n", tc.entry)
+			assert.Equal(t, normalState(tc.want), normalState(tc.st))
+			e, ok := tc.st.Entry("n")
+			assert.Equal(t, !tc.entry.IsZero(), ok)
+			assert.True(t, tc.entry.Equal(e), "entry %+v, want %+v", e, tc.entry)
+		})
+	}
+}
+
+func TestChangedEntries(t *testing.T) {
+	before := State{AssignedAt: map[string]time.Time{"a": t0, "b": t0, "c": t0}, Pending: map[string]string{"b": "p"}}
+	after := cloneState(before)
+	after.SetEntry("b", NodeEntry{AssignedAt: t0})               // pending cleared
+	after.SetEntry("d", NodeEntry{HasFailed: true, Failed: "x"}) // new
+	changed, all := changedEntries(before, after)
+	assert.False(t, all)
+	assert.Equal(t, []string{"b", "d"}, changed)
+
+	_, all = changedEntries(before, before.Retarget("v9"))
+	assert.True(t, all, "every entry dropped: a whole write is the smaller")
+}
