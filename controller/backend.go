@@ -94,7 +94,13 @@ func (c *Controller) pruneRevisionsTxn(tx *store.Txn, rec store.DaemonSetRecord)
 
 // remember puts a stored daemonset into the working state.
 func (c *Controller) remember(rec store.DaemonSetRecord) error {
-	e, err := newEntry(c.store, rec, c.cfg.NodeOfflineGrace)
+	// A daemonset whose rollout the working state holds keeps it (putEntry):
+	// loading it again from the store costs what the fleet's size does.
+	load := newEntry
+	if c.state.hasRollout(rec.Key()) {
+		load = compileEntry
+	}
+	e, err := load(c.store, rec, c.cfg.NodeOfflineGrace)
 	if err != nil {
 		return err
 	}

@@ -172,13 +172,23 @@ func (fs *fleetState) loadDaemonSets(st *store.Store, _ *registry.Registry, grac
 
 // newEntry compiles a stored daemonset and loads its rollout state.
 func newEntry(st *store.Store, rec store.DaemonSetRecord, grace time.Duration) (*dsEntry, error) {
+	e, err := compileEntry(st, rec, grace)
+	if err != nil {
+		return nil, err
+	}
+	if e.rollout, _, e.rolloutWhole, err = loadRollout(st, rec.Key()); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// compileEntry is newEntry without the rollout state, for a daemonset
+// whose rollout the working state holds already (putEntry keeps it).
+func compileEntry(st *store.Store, rec store.DaemonSetRecord, grace time.Duration) (*dsEntry, error) {
 	e := &dsEntry{rec: rec, strategy: rollout.FromSpec(&rec.DaemonSet.Spec, grace)}
 	var err error
 	if e.policy, err = placement.Compile(&rec.DaemonSet); err != nil {
 		return nil, fmt.Errorf("compile stored daemonset %s: %w", rec.Key(), err)
-	}
-	if e.rollout, _, e.rolloutWhole, err = loadRollout(st, rec.Key()); err != nil {
-		return nil, err
 	}
 	if rev, err := st.GetRevision(rec.Key(), rec.CurrentRevision); err == nil {
 		e.revision = rev.Number

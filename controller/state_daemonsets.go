@@ -94,10 +94,19 @@ func (fs *fleetState) putEntry(e *dsEntry) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if old, ok := fs.daemonsets[key]; ok && old.rollout.Target != "" {
-		e.rollout = old.rollout
+		e.rollout, e.rolloutWhole = old.rollout, old.rolloutWhole
 	}
 	fs.daemonsets[key] = e
 	fs.markDaemonSetLocked(key)
+}
+
+// hasRollout reports whether the working state holds a rollout state of
+// daemonset key (which putEntry keeps).
+func (fs *fleetState) hasRollout(key string) bool {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	e, ok := fs.daemonsets[key]
+	return ok && e.rollout.Target != ""
 }
 
 // setRecord replaces the stored record of daemonset key (its orphaning
