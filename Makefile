@@ -100,11 +100,13 @@ bench-scale: ## fleet scale benchmark: controller subprocess + simulated devices
 	done
 
 .PHONY: bench-controller
-bench-controller: ## controller in process at 10,000 and 100,000 nodes x 20 daemonsets: one node's event (p50/p99 CPU), apply to all, heap per node (~10 min)
+bench-controller: ## controller in process, no broker, 10,000 and 100,000 nodes x 20 daemonsets: one node's event (p50/p99 CPU), apply to all, rolling update per batch, heap per node (~15 min; EDGESET_BENCH_PROFILE=prefix writes profiles)
 	@for n in $${EDGESET_BENCH_NODES_LIST:-10000 100000}; do \
 	  echo "== $$n nodes"; \
-	  EDGESET_BENCH_NODES=$$n $(GO) test -count=1 -timeout 30m -run '^$$' -bench '^Benchmark(NodeEvent|ApplyAll)$$' -benchtime=1x ./controller/ || exit 1; \
+	  EDGESET_BENCH_NODES=$$n $(GO) test -count=1 -timeout 30m -run '^$$' -bench '^Benchmark(NodeEvent|ApplyAll|RollingUpdate)$$' -benchtime=1x ./controller/ || exit 1; \
 	done
+	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkDecideNodeEvent$$' -benchtime=200x -benchmem ./controller/decider/
+	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkDecideApplyAll$$' -benchtime=3x -benchmem ./controller/decider/
 	$(GO) test -count=1 -run '^$$' -bench '^Benchmark(Tracker|StepFull|PlaceAssemble)' -benchmem ./controller/rollout/ ./controller/reconcile/
 
 .PHONY: bench-footprint
