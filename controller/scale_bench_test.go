@@ -86,8 +86,12 @@ func registerScale(f *scaleFleet, n int) {
 
 // newScaleFleet starts a controller with n registered nodes running the
 // 20 daemonsets, every desired state published; it reports the heap per
-// node at that point.
+// node at that point. The scale benchmarks take minutes: they run only
+// when EDGESET_BENCH_NODES asks for them (make bench-controller).
 func newScaleFleet(b *testing.B, n int) *scaleFleet {
+	if os.Getenv("EDGESET_BENCH_NODES") == "" {
+		b.Skip("a scale benchmark: run it with make bench-controller, or EDGESET_BENCH_NODES=N")
+	}
 	base := heapAlloc()
 	f := &scaleFleet{}
 	f.n = n

@@ -9,17 +9,33 @@ import (
 )
 
 var (
-	dns1123LabelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-	labelNameRE    = regexp.MustCompile(`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`)
-	portNameRE     = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
-	percentRE      = regexp.MustCompile(`^[0-9]+%$`)
+	labelNameRE = regexp.MustCompile(`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`)
+	portNameRE  = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
+	percentRE   = regexp.MustCompile(`^[0-9]+%$`)
 )
 
 // IsDNS1123Label reports whether s is a DNS-1123 label: at most 63
 // lowercase alphanumerics or '-', starting and ending alphanumeric.
 func IsDNS1123Label(s string) bool {
-	return len(s) <= 63 && dns1123LabelRE.MatchString(s)
+	return len(s) <= 63 && isDNS1123Label(s)
 }
+
+// isDNS1123Label reports whether s matches ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$,
+// without the regexp engine: reports are validated per instance,
+// thousands a second.
+func isDNS1123Label(s string) bool {
+	if s == "" || !isLowerAlnum(s[0]) || !isLowerAlnum(s[len(s)-1]) {
+		return false
+	}
+	for i := 1; i < len(s)-1; i++ {
+		if c := s[i]; c != '-' && !isLowerAlnum(c) {
+			return false
+		}
+	}
+	return true
+}
+
+func isLowerAlnum(c byte) bool { return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' }
 
 // IsDNS1123Subdomain reports whether s is a DNS-1123 subdomain: at most 253
 // characters of dot-separated DNS-1123 labels.
@@ -27,8 +43,8 @@ func IsDNS1123Subdomain(s string) bool {
 	if len(s) == 0 || len(s) > 253 {
 		return false
 	}
-	for _, part := range strings.Split(s, ".") {
-		if !dns1123LabelRE.MatchString(part) {
+	for part := range strings.SplitSeq(s, ".") {
+		if !isDNS1123Label(part) {
 			return false
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
 	"strings"
 )
@@ -27,8 +26,6 @@ var (
 	// is not the hash of its object.
 	ErrConfigHashMismatch = errors.New("config object hash does not match its content")
 )
-
-var revisionHashRE = regexp.MustCompile(`^[0-9a-f]{20}$`)
 
 // The wire decoders below parse one MQTT payload each. They are strict:
 // a payload over MaxMessageSize, with trailing data, with a field the
@@ -292,7 +289,7 @@ func validateObjectRefs(errs *fieldErrors, field string, refs []ObjectRef) {
 		if !IsDNS1123Subdomain(r.Name) {
 			errs.add(f+".name", "invalid name %q: must be a DNS-1123 subdomain", r.Name)
 		}
-		if !revisionHashRE.MatchString(r.Hash) {
+		if !isRevisionHash(r.Hash) {
 			errs.add(f+".hash", "invalid content hash %q: want 20 lowercase hex digits", r.Hash)
 		}
 		if key := r.Namespace + "/" + r.Name; seen[key] {
@@ -306,6 +303,9 @@ func validateObjectRefs(errs *fieldErrors, field string, refs []ObjectRef) {
 func validateObservedState(errs *fieldErrors, m *ObservedState) {
 	validateWireHeader(errs, m.SchemaVersion, m.Node)
 	for i, in := range m.Instances {
+		if validInstance(&in) {
+			continue // the field names below are built only for an error
+		}
 		f := fmt.Sprintf("instances[%d]", i)
 		validateDaemonSetKey(errs, f+".daemonSet", in.DaemonSet)
 		validateRevisionHash(errs, f+".revision", in.Revision)
@@ -354,6 +354,14 @@ func validateRevision(errs *fieldErrors, m *Revision) {
 }
 
 // validateDaemonSetKey requires "namespace/name".
+// validInstance reports whether in passes every check of
+// validateObservedState's loop.
+func validInstance(in *InstanceStatus) bool {
+	ns, name, ok := strings.Cut(in.DaemonSet, "/")
+	return ok && IsDNS1123Label(ns) && IsDNS1123Subdomain(name) && isRevisionHash(in.Revision) &&
+		slices.Contains(instancePhases, in.Phase) && in.Restarts >= 0
+}
+
 func validateDaemonSetKey(errs *fieldErrors, field, key string) {
 	ns, name, ok := strings.Cut(key, "/")
 	if !ok || !IsDNS1123Label(ns) || !IsDNS1123Subdomain(name) {
@@ -362,7 +370,21 @@ func validateDaemonSetKey(errs *fieldErrors, field, key string) {
 }
 
 func validateRevisionHash(errs *fieldErrors, field, hash string) {
-	if !revisionHashRE.MatchString(hash) {
+	if !isRevisionHash(hash) {
 		errs.add(field, "invalid revision hash %q: want 20 lowercase hex digits", hash)
 	}
+}
+
+// isRevisionHash reports whether s is a revision hash: 20 lowercase hex
+// digits.
+func isRevisionHash(s string) bool {
+	if len(s) != 20 {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
