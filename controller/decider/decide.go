@@ -71,7 +71,13 @@ func (d *Decider) Decide(now time.Time) Decision {
 		}
 	}
 	out.Placed = len(assemble)
-	clear(d.dirty)
+	// A cleared map keeps its buckets, and ranging over it costs them: after
+	// a decision over many nodes, start from a small one.
+	if len(d.dirty) > 1024 {
+		d.dirty = map[string]bool{}
+	} else {
+		clear(d.dirty)
+	}
 	d.full, d.replace = false, false
 	clear(d.replaced)
 	out.RequeueAt = d.requeueAt()
@@ -121,12 +127,19 @@ func (d *Decider) place(n *node) {
 	d.planner.Place(n.Model, n.Current, pl)
 	d.grow(n)
 	all := d.full || d.dirty[n.Name]
+	told := n.told
+	n.told = nil
+	if d.full {
+		told = nil
+	}
 	for k, slot := range d.plannerK {
 		ds := d.slots[slot]
 		if ds.tracker == nil || !all && !d.replaced[slot] {
 			continue
 		}
 		switch p := &pl.DaemonSets[k]; {
+		case p.Runs && n.member[slot] && !d.replaced[slot] && told != nil && sameRolloutFacts(told, &n.Node, ds.Key):
+			// The tracker has these facts.
 		case p.Runs:
 			if ds.tracker.Set(rolloutNode(n, ds, p.Have)) || !n.member[slot] {
 				ds.step = true
@@ -146,6 +159,45 @@ func (d *Decider) grow(n *node) {
 		n.bits = append(n.bits, 0)
 		n.member = append(n.member, false)
 	}
+}
+
+// sameRolloutFacts reports whether a and b are the same node as far as
+// the rollout of daemonset key sees it: presence, the instances of key it
+// was asked to run, and those it reports.
+func sameRolloutFacts(a, b *Node, key string) bool {
+	if a.Online != b.Online || !a.Online && !a.OfflineSince.Equal(b.OfflineSince) {
+		return false
+	}
+	if !slices.Equal(instancesOf(a.Current.Instances, key), instancesOf(b.Current.Instances, key)) {
+		return false
+	}
+	i, j := 0, 0
+	for {
+		for i < len(a.Observed) && a.Observed[i].DaemonSet != key {
+			i++
+		}
+		for j < len(b.Observed) && b.Observed[j].DaemonSet != key {
+			j++
+		}
+		if i == len(a.Observed) || j == len(b.Observed) {
+			return i == len(a.Observed) && j == len(b.Observed)
+		}
+		if !sameInstance(&a.Observed[i], &b.Observed[j]) {
+			return false
+		}
+		i, j = i+1, j+1
+	}
+}
+
+// sameInstance compares the fields of a reported instance a rollout reads.
+func sameInstance(a, b *schema.InstanceStatus) bool {
+	if a.Revision != b.Revision || a.Ready != b.Ready || a.Phase != b.Phase || a.Message != b.Message {
+		return false
+	}
+	if (a.ReadySince == nil) != (b.ReadySince == nil) {
+		return false
+	}
+	return a.ReadySince == nil || a.ReadySince.Equal(*b.ReadySince)
 }
 
 // rolloutNode describes node n for the rollout of daemonset ds, given the

@@ -126,6 +126,11 @@ type node struct {
 	member []bool
 	// next is when the clock alone changes the node's plan (zero if never).
 	next time.Time
+	// told is what the trackers were last told of the node, kept from the
+	// first SetNode after a decision until the next one places the node:
+	// a tracker whose daemonset's facts of the node did not change is not
+	// told again. Nil: every tracker is told.
+	told *Node
 }
 
 // New returns an empty Decider.
@@ -233,6 +238,10 @@ func (d *Decider) SetNode(in Node) {
 	if !ok {
 		n = &node{}
 		d.nodes[in.Name] = n
+	}
+	if ok && !d.dirty[in.Name] && n.Model != nil {
+		told := n.Node
+		n.told = &told
 	}
 	n.Node = in
 	d.dirty[in.Name] = true
