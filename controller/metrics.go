@@ -200,12 +200,6 @@ func (f factory) gauge(name, help string) prometheus.Gauge {
 	return g
 }
 
-func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
-	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
-	f.reg.MustRegister(g)
-	return g
-}
-
 func (f factory) histogram(name, help string, buckets []float64) prometheus.Histogram {
 	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
 	f.reg.MustRegister(h)

@@ -105,9 +105,6 @@ func (fs *fleetState) markDaemonSetLocked(key string) { fs.work.daemonsets[key] 
 // references changed.
 func (fs *fleetState) markConfigsLocked() { fs.work.configs = true }
 
-// markAllLocked asks for a pass that decides everything from scratch.
-func (fs *fleetState) markAllLocked() { fs.work.all = true }
-
 // takeWorkLocked returns the marks and clears them.
 func (fs *fleetState) takeWorkLocked() work {
 	w := fs.work
