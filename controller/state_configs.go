@@ -108,11 +108,7 @@ func (fs *fleetState) configMap(key string) (store.ConfigMapRecord, bool) {
 func (fs *fleetState) configMapList() []store.ConfigMapRecord {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	out := make([]store.ConfigMapRecord, 0, len(fs.configMaps))
-	for _, key := range sortedKeys(fs.configMaps) {
-		out = append(out, fs.configMaps[key])
-	}
-	return out
+	return sortedValues(fs.configMaps)
 }
 
 // secret returns the Secret "namespace/name".
@@ -127,9 +123,14 @@ func (fs *fleetState) secret(key string) (store.SecretRecord, bool) {
 func (fs *fleetState) secretList() []store.SecretRecord {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	out := make([]store.SecretRecord, 0, len(fs.secrets))
-	for _, key := range sortedKeys(fs.secrets) {
-		out = append(out, fs.secrets[key])
+	return sortedValues(fs.secrets)
+}
+
+// sortedValues returns m's values in the order of their keys.
+func sortedValues[V any](m map[string]V) []V {
+	out := make([]V, 0, len(m))
+	for _, key := range sortedKeys(m) {
+		out = append(out, m[key])
 	}
 	return out
 }

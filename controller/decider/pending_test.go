@@ -15,11 +15,7 @@ import (
 // a decision changes nothing: no desired state, no rollout state, no
 // event, the same status. Over random event sequences, it holds.
 func TestCommitLeavesNothingToDecide(t *testing.T) {
-	seeds := []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
-	seeds = append(seeds, rand.Uint64(), rand.Uint64())
-	for _, seed := range seeds {
-		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) { commitLeavesNothing(t, seed, 300) })
-	}
+	forSeeds(t, nil, commitLeavesNothing)
 }
 
 func commitLeavesNothing(t *testing.T, seed uint64, steps int) {

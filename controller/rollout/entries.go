@@ -116,17 +116,23 @@ func (st State) EntryNodes() []string {
 			out = append(out, node)
 		}
 	}
-	for node := range st.Failed {
-		add(node)
-	}
-	for node := range st.Pending {
-		add(node)
-	}
-	for node := range st.Away {
-		add(node)
-	}
+	eachOtherEntryNode(&st, add)
 	slices.Sort(out)
 	return out
+}
+
+// eachOtherEntryNode calls fn for every node of st's Failed, Pending and
+// Away maps, in no order; a node may come more than once.
+func eachOtherEntryNode(st *State, fn func(node string)) {
+	for node := range st.Failed {
+		fn(node)
+	}
+	for node := range st.Pending {
+		fn(node)
+	}
+	for node := range st.Away {
+		fn(node)
+	}
 }
 
 // changedEntries lists, sorted, the nodes whose entries differ between
@@ -152,15 +158,7 @@ func changedEntries(before, after State) (changed []string, all bool) {
 		for node := range st.AssignedAt {
 			visit(node)
 		}
-		for node := range st.Failed {
-			visit(node)
-		}
-		for node := range st.Pending {
-			visit(node)
-		}
-		for node := range st.Away {
-			visit(node)
-		}
+		eachOtherEntryNode(st, visit)
 	}
 	if len(changed) > held {
 		return nil, true
