@@ -223,9 +223,6 @@ func (c *Config) ApplyDefaults() {
 	if c.FullPassInterval == 0 {
 		c.FullPassInterval = DefaultFullPassInterval
 	}
-	if c.Clock == nil {
-		c.Clock = time.Now
-	}
 	if c.MaxEvents == 0 {
 		c.MaxEvents = DefaultMaxEvents
 	}

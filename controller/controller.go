@@ -102,7 +102,7 @@ func (c *Controller) open() error {
 		return err
 	}
 	c.events = newEventSink(c.store, c.log, c.metrics, limitsOf(c.cfg))
-	c.events.now = c.cfg.Clock // events are stamped on the controller's clock
+	c.events.now = c.now // events are stamped on the controller's clock
 	if c.token, err = loadOrCreateToken(c.cfg.tokenPath()); err != nil {
 		return err
 	}
@@ -196,10 +196,17 @@ func (c *Controller) closeResources() {
 	})
 }
 
-// now reads the controller's clock (Config.Clock). Every decision and
-// stamp reads it; only durations measured for metrics and logs read
-// time.Now, since they are of the machine, not of the fleet.
-func (c *Controller) now() time.Time { return c.cfg.Clock() }
+// now reads the controller's clock: Config.Clock, or time.Now when it is
+// nil (ApplyDefaults leaves it nil, so that a Config still compares equal
+// to itself). Every decision and stamp reads it; only durations measured
+// for metrics and logs read time.Now, since they are of the machine, not
+// of the fleet.
+func (c *Controller) now() time.Time {
+	if c.cfg.Clock == nil {
+		return time.Now()
+	}
+	return c.cfg.Clock()
+}
 
 // wake asks the reconcile loop for a pass; it never blocks.
 func (c *Controller) wake() {
