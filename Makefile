@@ -106,7 +106,7 @@ bench-controller: ## controller in process, no broker, 10,000 and 100,000 nodes 
 	  EDGESET_BENCH_NODES=$$n $(GO) test -count=1 -timeout 30m -run '^$$' -bench '^Benchmark(NodeEvent|ApplyAll|RollingUpdate)$$' -benchtime=1x ./controller/ || exit 1; \
 	done
 	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkDecideNodeEvent$$' -benchtime=200x -benchmem ./controller/decider/
-	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkDecideApplyAll$$' -benchtime=3x -benchmem ./controller/decider/
+	$(GO) test -count=1 -run '^$$' -bench '^Benchmark(DecideApplyAll|DecideFull)$$' -benchtime=2x -benchmem ./controller/decider/
 	$(GO) test -count=1 -run '^$$' -bench '^Benchmark(Tracker|StepFull|PlaceAssemble)' -benchmem ./controller/rollout/ ./controller/reconcile/
 
 .PHONY: bench-footprint
