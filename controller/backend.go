@@ -283,10 +283,15 @@ func (c *Controller) unknownNode(name string, nodes []schema.Node) error {
 // its retained announcements. Its record, its overrides and its empty
 // desired state are one store transaction, made before the registry
 // forgets it: a failed write changes nothing.
+//
+// The messages go out with passMu held, as a pass publishes its decision:
+// were they sent after it, an agent announcing itself again in between
+// could get a newer desired state from a pass and then this older empty
+// one, retained, or lose its new announcement to the clearing.
 func (c *Controller) DeleteNode(ctx context.Context, name string) error {
 	c.passMu.Lock()
+	defer c.passMu.Unlock()
 	m, err := c.deleteNodeLocked(name)
-	c.passMu.Unlock()
 	if err != nil {
 		return err
 	}
