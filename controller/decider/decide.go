@@ -46,6 +46,18 @@ func (d *Decider) Decide(now time.Time) Decision {
 	d.now = now
 	d.newPlanner(now)
 	todo := d.todo()
+	assemble := d.placeAll(todo)        // stage one
+	d.stepRollouts(now, &out, assemble) // stage two
+	d.assembleAll(assemble, todo, &out) // stage three
+	out.Placed = len(assemble)
+	d.done()
+	out.RequeueAt = d.requeueAt()
+	return out
+}
+
+// placeAll places the registered nodes of todo and takes the others out
+// of every daemonset; it returns the nodes to assemble.
+func (d *Decider) placeAll(todo []string) map[string]bool {
 	assemble := make(map[string]bool, len(todo))
 	for _, name := range todo {
 		if n := d.nodes[name]; n.Model != nil {
@@ -55,24 +67,31 @@ func (d *Decider) Decide(now time.Time) Decision {
 			d.unplace(n)
 		}
 	}
-	d.stepRollouts(now, &out, assemble)
+	return assemble
+}
+
+// assembleAll assembles the nodes to assemble and publishes or forgets
+// the deleted nodes of todo, each in name order, so the changes come out
+// sorted by node (and, per node, by daemonset) without sorting them.
+func (d *Decider) assembleAll(assemble map[string]bool, todo []string, out *Decision) {
 	d.assigns = d.assigns[:0]
 	for _, slot := range d.plannerK {
 		d.assigns = append(d.assigns, out.Rollouts[d.slots[slot].Key].Assign)
 	}
-	// In name order, so the changes come out sorted by node (and, per
-	// node, by daemonset) without sorting them.
 	for _, name := range slices.Sorted(maps.Keys(assemble)) {
-		d.assemble(d.nodes[name], &out)
+		d.assemble(d.nodes[name], out)
 	}
 	for _, name := range slices.Sorted(slices.Values(todo)) {
 		if n := d.nodes[name]; n != nil && n.Model == nil {
-			d.deleted(n, &out)
+			d.deleted(n, out)
 		}
 	}
-	out.Placed = len(assemble)
-	// A cleared map keeps its buckets, and ranging over it costs them: after
-	// a decision over many nodes, start from a small one.
+}
+
+// done clears what a decision consumed. A cleared map keeps its buckets,
+// and ranging over it costs them: after a decision over many nodes, the
+// dirty set starts again from a small one.
+func (d *Decider) done() {
 	if len(d.dirty) > 1024 {
 		d.dirty = map[string]bool{}
 	} else {
@@ -80,9 +99,6 @@ func (d *Decider) Decide(now time.Time) Decision {
 	}
 	d.full, d.replace = false, false
 	clear(d.replaced)
-	out.RequeueAt = d.requeueAt()
-	slices.Sort(out.Forget)
-	return out
 }
 
 // newPlanner compiles the planner over the daemonsets as they are now.
