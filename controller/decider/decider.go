@@ -330,9 +330,6 @@ func (d *Decider) SetConfigs(c reconcile.Configs) {
 // assembled, every rollout stepped over all its nodes.
 func (d *Decider) MarkAll() { d.full = true }
 
-// Nodes is how many nodes the decider holds.
-func (d *Decider) Nodes() int { return len(d.nodes) }
-
 // Pending reports whether inputs set since the last decision wait for one.
 func (d *Decider) Pending() bool {
 	if d.full || d.replace || len(d.dirty) > 0 {

@@ -299,8 +299,10 @@ func forSeeds(t *testing.T, extra []uint64, check func(t *testing.T, seed uint64
 	}
 }
 
-// agreeOver runs one seeded sequence of steps events.
-func agreeOver(t *testing.T, seed uint64, steps int) {
+// walk runs one seeded sequence: a random world fed to an incremental
+// decider, then steps times one to three events fed to it (none before
+// the first step) and check, told where it is.
+func walk(t *testing.T, seed uint64, steps int, check func(where string, w *world, inc *Decider)) {
 	r := rand.New(rand.NewPCG(seed, 0))
 	w := newWorld(t, r)
 	inc := New()
@@ -311,16 +313,23 @@ func agreeOver(t *testing.T, seed uint64, steps int) {
 				w.event(inc)
 			}
 		}
+		check(fmt.Sprintf("seed %d step %d", seed, step), w, inc)
+	}
+}
+
+// agreeOver compares, at every step of one seeded sequence, the
+// incremental decision with a full one.
+func agreeOver(t *testing.T, seed uint64, steps int) {
+	walk(t, seed, steps, func(where string, w *world, inc *Decider) {
 		full := New()
 		w.feedAll(full)
 		a, b := inc.Decide(w.now), full.Decide(w.now)
-		where := fmt.Sprintf("seed %d step %d", seed, step)
 		require.Equal(t, members(full), members(inc), "%s: members", where)
 		requireSameDecision(t, where, inc, a, b)
 		require.Equal(t, full.Status(), inc.Status(), "%s: status", where)
 		w.apply(inc, a)
 		settle(t, where, w, inc)
-	}
+	})
 }
 
 // settle decides again, with no new input, while a decision asks to be

@@ -1,8 +1,6 @@
 package decider
 
 import (
-	"fmt"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -19,21 +17,11 @@ func TestCommitLeavesNothingToDecide(t *testing.T) {
 }
 
 func commitLeavesNothing(t *testing.T, seed uint64, steps int) {
-	r := rand.New(rand.NewPCG(seed, 0))
-	w := newWorld(t, r)
-	inc := New()
-	w.feedAll(inc)
-	for step := range steps {
-		if step > 0 {
-			for range 1 + r.IntN(3) {
-				w.event(inc)
-			}
-		}
-		where := fmt.Sprintf("seed %d step %d", seed, step)
+	walk(t, seed, steps, func(where string, w *world, inc *Decider) {
 		w.apply(inc, inc.Decide(w.now))
 		settle(t, where, w, inc)
 		if !inc.Pending() {
-			continue
+			return
 		}
 		before := inc.Status()
 		d := inc.Decide(w.now)
@@ -45,5 +33,5 @@ func commitLeavesNothing(t *testing.T, seed uint64, steps int) {
 		}
 		require.Equal(t, before, inc.Status(), "%s: status", where)
 		w.apply(inc, d)
-	}
+	})
 }
