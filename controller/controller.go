@@ -1,8 +1,10 @@
 // Package controller is edgeset's controller: it learns the fleet from MQTT,
 // keeps desired daemonsets, revisions and rollout state in its store,
 // decides placement and rollouts with pure functions, and publishes each
-// node's desired state. It is level-triggered: every pass recomputes from
-// the whole state, so a lost or duplicated message is harmless.
+// node's desired state. A pass decides only what the events since the last
+// one can change (controller/decider, docs/architecture.md), and a full
+// pass from the whole state every full-pass-interval keeps it
+// level-triggered: a lost or duplicated message is harmless.
 package controller
 
 import (
