@@ -10,6 +10,7 @@ import (
 	"github.com/edgeset/edgeset/controller/reconcile"
 	"github.com/edgeset/edgeset/controller/rollout"
 	"github.com/edgeset/edgeset/controller/store"
+	"github.com/edgeset/edgeset/internal/fanout"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 )
@@ -236,15 +237,23 @@ func (c *Controller) commitDecision(d decider.Decision, gens map[string]uint64) 
 	if err != nil {
 		return nil, err
 	}
+	nodes := sortedKeys(d.Desired)
 	committed := make(map[string]reconcile.NodeDesired, len(d.Desired))
-	var desired []mqttclient.Message
-	for _, node := range sortedKeys(d.Desired) {
+	for _, node := range nodes {
 		nd := d.Desired[node]
 		nd.Generation = gens[node]
 		committed[node] = nd
-		m := desiredMessage(node, nd)
+	}
+	encoded := make([]mqttclient.Message, len(nodes))
+	fanout.Each(len(nodes), encodeChunk, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			encoded[i] = desiredMessage(nodes[i], committed[nodes[i]])
+		}
+	})
+	desired := encoded[:0]
+	for i, m := range encoded {
 		if !deliverable(m) {
-			c.desiredTooLarge(node, nd, m)
+			c.desiredTooLarge(nodes[i], committed[nodes[i]], m)
 			continue
 		}
 		desired = append(desired, m)
@@ -259,6 +268,10 @@ func (c *Controller) commitDecision(d decider.Decision, gens map[string]uint64) 
 	msgs = append(msgs, desired...)
 	return append(msgs, clear...), nil
 }
+
+// encodeChunk is the fewest desired states one goroutine of a decision
+// encodes; a decision over fewer than two chunks encodes on one.
+const encodeChunk = 256
 
 // newRevisions loads the templates of revisions that desired states now
 // reference for the first time, and returns their messages.

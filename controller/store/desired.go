@@ -2,11 +2,13 @@ package store
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
 	"time"
 
+	"github.com/edgeset/edgeset/internal/fanout"
 	"github.com/edgeset/edgeset/schema"
 	"go.etcd.io/bbolt"
 )
@@ -97,6 +99,20 @@ func newDesiredWriter(tx *bbolt.Tx) (desiredWriter, error) {
 }
 
 func (w desiredWriter) put(node string, rec DesiredRecord) (DesiredRecord, error) {
+	rec, err := w.assign(node, rec)
+	if err != nil {
+		return rec, err
+	}
+	data, err := encodeDesired(rec)
+	if err != nil {
+		return rec, err
+	}
+	return rec, w.write(rec, data)
+}
+
+// assign gives rec its generation by PutDesired's rules, against the
+// node's high-water mark.
+func (w desiredWriter) assign(node string, rec DesiredRecord) (DesiredRecord, error) {
 	if node == "" {
 		return rec, fmt.Errorf("desired state with empty node name")
 	}
@@ -111,10 +127,26 @@ func (w desiredWriter) put(node string, rec DesiredRecord) (DesiredRecord, error
 		return rec, fmt.Errorf("node %s: generation %d, last %d: %w", node, rec.Generation, last, ErrStaleGeneration)
 	}
 	rec.Node = node
-	if err := w.gens.Put([]byte(node), u64Key(rec.Generation)); err != nil {
-		return rec, fmt.Errorf("write %s/%s: %w", bucketDesiredGen, node, err)
+	return rec, nil
+}
+
+// write stores an assigned record, encoded as data, and its high-water mark.
+func (w desiredWriter) write(rec DesiredRecord, data []byte) error {
+	if err := w.gens.Put([]byte(rec.Node), u64Key(rec.Generation)); err != nil {
+		return fmt.Errorf("write %s/%s: %w", bucketDesiredGen, rec.Node, err)
 	}
-	return rec, putJSONIn(w.desired, bucketDesired, []byte(node), rec)
+	if err := w.desired.Put([]byte(rec.Node), data); err != nil {
+		return fmt.Errorf("write %s/%s: %w", bucketDesired, rec.Node, err)
+	}
+	return nil
+}
+
+func encodeDesired(rec DesiredRecord) ([]byte, error) {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s/%s: %w", bucketDesired, rec.Node, err)
+	}
+	return data, nil
 }
 
 // highWater returns the highest generation stored for node, 0 if none.
@@ -166,20 +198,42 @@ func (s *Store) ListDesired() ([]DesiredRecord, error) {
 
 // PutDesiredBatch is Store.PutDesiredBatch within the transaction.
 func (t *Txn) PutDesiredBatch(recs map[string]DesiredRecord) (map[string]uint64, error) {
-	gens := make(map[string]uint64, len(recs))
 	w, err := newDesiredWriter(t.tx)
 	if err != nil {
 		return nil, err
 	}
-	for _, node := range slices.Sorted(maps.Keys(recs)) {
-		stored, err := w.put(node, recs[node])
-		if err != nil {
+	nodes := slices.Sorted(maps.Keys(recs))
+	assigned := make([]DesiredRecord, len(nodes))
+	gens := make(map[string]uint64, len(recs))
+	for i, node := range nodes {
+		if assigned[i], err = w.assign(node, recs[node]); err != nil {
 			return nil, err
 		}
-		gens[node] = stored.Generation
+		gens[node] = assigned[i].Generation
+	}
+	// Encoding is most of a large batch's cost and needs nothing of the
+	// transaction: it runs on every core, the writes in key order after it.
+	encoded := make([][]byte, len(nodes))
+	errs := make([]error, len(nodes))
+	fanout.Each(len(nodes), encodeChunk, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			encoded[i], errs[i] = encodeDesired(assigned[i])
+		}
+	})
+	for i := range assigned {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		if err := w.write(assigned[i], encoded[i]); err != nil {
+			return nil, err
+		}
 	}
 	return gens, nil
 }
+
+// encodeChunk is the fewest records one goroutine of a batch encodes:
+// below two chunks a batch is encoded on the caller's goroutine alone.
+const encodeChunk = 256
 
 // DeleteDesired is Store.DeleteDesired within the transaction.
 func (t *Txn) DeleteDesired(node string) error { return deleteKey(t.tx, bucketDesired, node) }
