@@ -143,6 +143,14 @@ type Percentiles struct {
 
 // Report summarises the run so far.
 func (f *Fleet) Report() Report {
+	r, _ := f.ReportSamples()
+	return r
+}
+
+// ReportSamples is Report with the connect times it summarises, in
+// seconds: what MergeReports needs to merge the reports of fleets run in
+// several processes.
+func (f *Fleet) ReportSamples() (Report, []float64) {
 	r := Report{Nodes: len(f.devices), Final: f.Snapshot()}
 	f.mu.Lock()
 	started, rampEnd := f.started, f.rampEnd
@@ -168,8 +176,67 @@ func (f *Fleet) Report() Report {
 			connect = append(connect, time.Duration(a-l).Seconds())
 		}
 	}
+	samples := slices.Clone(connect)
 	r.ConnectSeconds = percentiles(connect)
+	return r, samples
+}
+
+// MergeReports is the report of one fleet run as several (one per
+// process): counts summed, the longest duration and ramp, the connect
+// percentiles of every sample together, the final snapshots merged.
+func MergeReports(parts []Report, samples [][]float64) Report {
+	var r Report
+	var all []float64
+	for i, p := range parts {
+		r.Nodes += p.Nodes
+		r.Offline += p.Offline
+		r.Flapping += p.Flapping
+		r.NeverConnected += p.NeverConnected
+		r.DurationSeconds = max(r.DurationSeconds, p.DurationSeconds)
+		r.RampSeconds = max(r.RampSeconds, p.RampSeconds)
+		r.Final = mergeSnapshots(r.Final, p.Final)
+		if i < len(samples) {
+			all = append(all, samples[i]...)
+		}
+	}
+	r.ConnectSeconds = percentiles(all)
 	return r
+}
+
+// mergeSnapshots adds snapshot b to a; the later of the two instants is
+// the merged one's.
+func mergeSnapshots(a, b Snapshot) Snapshot {
+	if b.At.After(a.At) {
+		a.At = b.At
+	}
+	a.Nodes += b.Nodes
+	a.Launched += b.Launched
+	a.Connected += b.Connected
+	a.Announced += b.Announced
+	a.Instances += b.Instances
+	a.Ready += b.Ready
+	a.Received += b.Received
+	a.Published += b.Published
+	a.Reconnects += b.Reconnects
+	a.ConnectFailures += b.ConnectFailures
+	a.BytesIn += b.BytesIn
+	a.BytesOut += b.BytesOut
+	a.Flaps += b.Flaps
+	for ds, revs := range b.DaemonSets {
+		if a.DaemonSets == nil {
+			a.DaemonSets = map[string]map[string]Count{}
+		}
+		if a.DaemonSets[ds] == nil {
+			a.DaemonSets[ds] = map[string]Count{}
+		}
+		for rev, c := range revs {
+			sum := a.DaemonSets[ds][rev]
+			sum.Instances += c.Instances
+			sum.Ready += c.Ready
+			a.DaemonSets[ds][rev] = sum
+		}
+	}
+	return a
 }
 
 // percentiles of xs (nearest rank); xs is sorted in place.

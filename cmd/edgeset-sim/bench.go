@@ -23,6 +23,16 @@ func runHost(ctx context.Context, dir string, stdout io.Writer) error {
 	return scale.Host(ctx, dir, scale.HostOptions{}, stdout)
 }
 
+// runBenchDevices is one device process of the benchmark: its share of
+// the fleet, until its stdin closes (scale.RunDevices).
+func runBenchDevices(ctx context.Context, f flags, stdout io.Writer) error {
+	opts, err := fleetOptions(f)
+	if err != nil {
+		return err
+	}
+	return scale.RunDevices(ctx, opts, os.Stdin, stdout)
+}
+
 // runBench runs the scale benchmark and prints its figures.
 func runBench(ctx context.Context, f flags, stdout io.Writer) error {
 	exe, err := os.Executable()
@@ -31,6 +41,7 @@ func runBench(ctx context.Context, f flags, stdout io.Writer) error {
 	}
 	res, err := scale.Run(ctx, scale.Options{
 		Nodes: f.nodes, Ramp: f.ramp, HostCommand: []string{exe, "--controller-host"},
+		DeviceProcesses: f.deviceProcesses, DeviceCommand: []string{exe, "--bench-devices", "--log-level", f.logLevel},
 		CPUProfile: f.cpuProfile, Progress: stdout,
 	})
 	if f.reportFile != "" {

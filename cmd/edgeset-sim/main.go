@@ -32,10 +32,10 @@ func main() {
 type flags struct {
 	brokerURL, secretFile, tokenFile, fleetFile, reportFile string
 	namePrefix, sourceRange, logLevel, hostDir, cpuProfile  string
-	nodes                                                   int
+	nodes, deviceProcesses                                  int
 	ramp                                                    float64
 	duration, interval, keepAlive                           time.Duration
-	bench, summary, version                                 bool
+	bench, benchDevices, summary, version                   bool
 	// args are the report files of --summary.
 	args []string
 }
@@ -59,10 +59,13 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.logLevel, "log-level", "error", "agent log level: debug, info, warn or error")
 	fs.BoolVar(&f.bench, "bench", false, "run the scale benchmark (controller subprocess plus --nodes devices) instead")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "with --bench: write the controller's CPU profile of each phase here, the phase before the extension (cpu.pprof: cpu.register.pprof, cpu.apply.pprof, cpu.rollout.pprof)")
+	fs.IntVar(&f.deviceProcesses, "device-processes", 1, "with --bench: run the devices in this many processes, each its share (one process may hold 20,000 open files)")
+	fs.BoolVar(&f.benchDevices, "bench-devices", false, "internal: run one device process of the benchmark")
 	fs.BoolVar(&f.summary, "summary", false, "print min / median / max of the --bench --report files given as arguments, per fleet size")
 	fs.StringVar(&f.hostDir, "controller-host", "", "internal: run the benchmark's controller host in this data directory")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	_ = fs.MarkHidden("controller-host")
+	_ = fs.MarkHidden("bench-devices")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -92,6 +95,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runSummary(f.args, stdout)
 	case f.bench:
 		return runBench(ctx, f, stdout)
+	case f.benchDevices:
+		return runBenchDevices(ctx, f, stdout)
 	}
 	return runFleet(ctx, f, stdout)
 }

@@ -45,6 +45,17 @@ type Options struct {
 	// the host's embedded one: the external broker the host was started
 	// against (HostOptions.BrokerURL).
 	BrokerURL string
+	// DeviceProcesses runs the devices in that many processes of
+	// DeviceCommand, each its share of Nodes, instead of in this one (one
+	// process may hold 20,000 open files here). Zero or one: this process.
+	DeviceProcesses int
+	// DeviceCommand starts one device process (RunDevices): edgeset-sim
+	// --bench-devices; the share's flags are appended.
+	DeviceCommand []string
+	// DeviceBrokers, when set, are the brokers the device processes
+	// connect to, process k to DeviceBrokers[k modulo their number]: a
+	// fleet spread over a broker cluster's nodes. Default: BrokerURL.
+	DeviceBrokers []string
 	// Timeout bounds each phase; zero means 10 minutes.
 	Timeout time.Duration
 	// Progress receives one line per phase; nil discards.
@@ -97,10 +108,13 @@ func (r Result) RSSPerNode() float64 {
 // bench is one run in progress.
 type bench struct {
 	opts Options
-	host HostInfo
-	api  *api.Client
-	http *http.Client
-	res  Result
+	// devicePIDs are the device processes, whose CPU time counts as the
+	// simulator's (none when the devices run in this process).
+	devicePIDs []int
+	host       HostInfo
+	api        *api.Client
+	http       *http.Client
+	res        Result
 }
 
 // Run runs the benchmark: start the host, connect the fleet, wait for
@@ -148,6 +162,12 @@ func (o *Options) setDefaults() error {
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
+	if o.DeviceProcesses > 1 && len(o.DeviceCommand) == 0 {
+		return errors.New("bench: device processes asked but no device command")
+	}
+	if o.DeviceProcesses > o.Nodes {
+		return fmt.Errorf("bench: %d device processes for %d nodes", o.DeviceProcesses, o.Nodes)
+	}
 	return nil
 }
 
@@ -190,20 +210,26 @@ func (b *bench) run(ctx context.Context) (Result, error) {
 	if b.res.HeapBefore, b.res.RSSBefore, err = b.memory(ctx); err != nil {
 		return b.res, err
 	}
-	var fleet *sim.Fleet
-	stop := func() {}
-	defer func() { stop() }()
+	var fleet devices
+	stop := func() error {
+		if fleet == nil {
+			return nil
+		}
+		var err error
+		b.res.Fleet, err = fleet.Stop()
+		fleet = nil
+		return err
+	}
+	defer func() { _ = stop() }()
 	phases := []struct {
 		name string
 		cpu  *PhaseCPU
 		run  func() error
 	}{
 		{"register", &b.res.RegisterCPU, func() error {
-			f, s, err := b.startFleet(ctx)
-			if err != nil {
+			if fleet, err = b.startFleet(ctx); err != nil {
 				return err
 			}
-			fleet, stop = f, s
 			return b.register(ctx, fleet)
 		}},
 		{"apply", &b.res.ApplyCPU, func() error { return b.apply(ctx) }},
@@ -212,15 +238,11 @@ func (b *bench) run(ctx context.Context) (Result, error) {
 	for _, p := range phases {
 		// A failed phase keeps its CPU figures for the report.
 		if *p.cpu, err = b.measure(ctx, p.name, p.run); err != nil {
-			if fleet != nil {
-				b.res.Fleet = fleet.Report()
-			}
-			return b.res, err
+			return b.res, errors.Join(err, stop())
 		}
 	}
 	b.res.HeapAfter, b.res.RSSAfter, err = b.memory(ctx)
-	b.res.Fleet = fleet.Report()
-	return b.res, err
+	return b.res, errors.Join(err, stop())
 }
 
 // measure runs one phase and returns the CPU time the controller host and
@@ -257,12 +279,12 @@ func (b *bench) measure(ctx context.Context, phase string, run func() error) (Ph
 // readPhase runs a phase between two CPU readings. A phase that fails
 // still reports the CPU time spent until it did.
 func (b *bench) readPhase(run func() error) (PhaseCPU, error) {
-	start, err := readCPU(b.host.PID)
+	start, err := readCPU(b.host.PID, b.devicePIDs)
 	if err != nil {
 		return PhaseCPU{}, fmt.Errorf("read CPU time: %w", err)
 	}
 	runErr := run()
-	end, err := readCPU(b.host.PID)
+	end, err := readCPU(b.host.PID, b.devicePIDs)
 	if err != nil {
 		return PhaseCPU{}, errors.Join(runErr, fmt.Errorf("read CPU time: %w", err))
 	}
@@ -277,42 +299,46 @@ func PhaseProfile(path, phase string) string {
 	return strings.TrimSuffix(path, ext) + "." + phase + ext
 }
 
-// startFleet runs the simulated devices against the host's broker until
-// the returned stop is called.
-func (b *bench) startFleet(ctx context.Context) (*sim.Fleet, func(), error) {
-	secret, err := sim.ReadFleetSecret(filepath.Join(b.opts.DataDir, credential.SecretFile))
-	if err != nil {
-		return nil, nil, err
-	}
-	src, _ := sim.ParseSourceRange("127.0.0.2-127.0.0.254")
+// startFleet runs the simulated devices against the host's broker (or
+// the device brokers), in this process or in device processes, until
+// the returned devices are stopped.
+func (b *bench) startFleet(ctx context.Context) (devices, error) {
+	secretFile := filepath.Join(b.opts.DataDir, credential.SecretFile)
 	brokerURL := b.opts.BrokerURL
 	if brokerURL == "" {
 		brokerURL = "tcp://" + b.host.MQTT
 	}
-	fleet, err := sim.New(sim.Options{
+	if b.opts.DeviceProcesses > 1 {
+		brokers := b.opts.DeviceBrokers
+		if len(brokers) == 0 {
+			brokers = []string{brokerURL}
+		}
+		b.progress("ramping %d devices at %g/s in %d processes over %d brokers", b.opts.Nodes, b.opts.Ramp, b.opts.DeviceProcesses, len(brokers))
+		return startProcs(ctx, b.opts.DeviceCommand, secretFile, b.opts.Ramp, shares(b.opts.Nodes, b.opts.DeviceProcesses, brokers))
+	}
+	secret, err := sim.ReadFleetSecret(secretFile)
+	if err != nil {
+		return nil, err
+	}
+	src, _ := sim.ParseSourceRange("127.0.0.2-127.0.0.254")
+	b.progress("ramping %d devices at %g/s", b.opts.Nodes, b.opts.Ramp)
+	return startLocal(ctx, sim.Options{
 		BrokerURL: brokerURL, Nodes: b.opts.Nodes, Tokens: sim.SecretTokens(secret),
 		Ramp: b.opts.Ramp, SourceAddrs: src,
 	})
-	if err != nil {
-		return nil, nil, err
-	}
-	fctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- fleet.Run(fctx) }()
-	b.progress("ramping %d devices at %g/s", b.opts.Nodes, b.opts.Ramp)
-	return fleet, func() { cancel(); <-done }, nil
 }
 
 // register waits for the ramp, then times until the controller counts
 // every node online and listed by ListNodes (announced with its status).
-func (b *bench) register(ctx context.Context, fleet *sim.Fleet) error {
+func (b *bench) register(ctx context.Context, fleet devices) error {
+	b.devicePIDs = fleet.PIDs()
 	select {
 	case <-fleet.RampDone():
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	rampEnd := time.Now()
-	b.res.RampSeconds = fleet.Report().RampSeconds
+	b.res.RampSeconds = fleet.RampSeconds()
 	b.progress("ramp done in %.2fs; waiting for registration", b.res.RampSeconds)
 	err := b.poll(ctx, 50*time.Millisecond, func() (bool, string, error) {
 		online, err := b.metric(ctx, `edgeset_nodes{state="online"}`)

@@ -38,8 +38,10 @@ type PhaseCPU struct {
 	// Controller is the controller host subprocess: controller, embedded
 	// broker and store.
 	Controller CPUTime `json:"controller"`
-	// Simulator is the benchmark process: the simulated agents, plus the
-	// benchmark's own polling of the controller's API.
+	// Simulator is the benchmark process, with its device processes when
+	// the devices run in their own (Options.DeviceProcesses): the
+	// simulated agents, plus the benchmark's own polling of the
+	// controller's API.
 	Simulator CPUTime `json:"simulator"`
 	// MachineBusySeconds is the busy time of every CPU of the machine
 	// (from /proc/stat), of MachineSeconds (wall time times CPUs): what
@@ -75,20 +77,26 @@ func (p PhaseCPU) Line(phase string) string {
 type cpuReading struct {
 	at                 time.Time
 	controller, self   CPUTime
-	machine            CPUTime // busy time as user and system
+	devices            map[int]CPUTime // by device process
+	machine            CPUTime         // busy time as user and system
 	machineIdleSeconds float64
 }
 
-// readCPU takes a reading of the controller host pid, this process and
-// the machine.
-func readCPU(pid int) (cpuReading, error) {
-	r := cpuReading{at: time.Now()}
+// readCPU takes a reading of the controller host pid, this process, the
+// device processes and the machine.
+func readCPU(pid int, devices []int) (cpuReading, error) {
+	r := cpuReading{at: time.Now(), devices: make(map[int]CPUTime, len(devices))}
 	var err error
 	if r.controller, err = ProcessCPU(pid); err != nil {
 		return r, err
 	}
 	if r.self, err = SelfCPU(); err != nil {
 		return r, err
+	}
+	for _, d := range devices {
+		if r.devices[d], err = ProcessCPU(d); err != nil {
+			return r, fmt.Errorf("device process: %w", err)
+		}
 	}
 	r.machine, r.machineIdleSeconds, err = MachineCPU()
 	return r, err
@@ -100,10 +108,21 @@ func (r cpuReading) since(start cpuReading) PhaseCPU {
 	return PhaseCPU{
 		WallSeconds:        r.at.Sub(start.at).Seconds(),
 		Controller:         r.controller.Sub(start.controller),
-		Simulator:          r.self.Sub(start.self),
+		Simulator:          r.simulator().Sub(start.simulator()),
 		MachineBusySeconds: busy,
 		MachineSeconds:     busy + r.machineIdleSeconds - start.machineIdleSeconds,
 	}
+}
+
+// simulator is this process's CPU time plus its device processes'. A
+// device process started after a reading counts from zero in it.
+func (r cpuReading) simulator() CPUTime {
+	sum := r.self
+	for _, c := range r.devices {
+		sum.UserSeconds += c.UserSeconds
+		sum.SystemSeconds += c.SystemSeconds
+	}
+	return sum
 }
 
 // ProcessCPU returns the user and system time of pid so far, from

@@ -59,7 +59,7 @@ func TestParseMachineStat(t *testing.T) {
 // figure is non-negative and the machine was busy at least as long as the
 // process (at /proc's 10 ms resolution).
 func TestReadCPU(t *testing.T) {
-	start, err := readCPU(os.Getpid())
+	start, err := readCPU(os.Getpid(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestReadCPU(t *testing.T) {
 	for i := range 20_000_000 {
 		x += math.Sqrt(float64(i))
 	}
-	end, err := readCPU(os.Getpid())
+	end, err := readCPU(os.Getpid(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,5 +106,16 @@ func TestPhaseCPULine(t *testing.T) {
 	}
 	if got := p.Line("register"); !strings.HasPrefix(got, "register: 1.50s wall (ramp included); ") {
 		t.Errorf("register line %q does not say the ramp is included", got)
+	}
+}
+
+// TestSimulatorCountsDeviceProcesses: a device process's CPU time counts
+// as the simulator's, from zero when it started after the first reading.
+func TestSimulatorCountsDeviceProcesses(t *testing.T) {
+	start := cpuReading{self: CPUTime{UserSeconds: 1}, devices: map[int]CPUTime{}}
+	end := cpuReading{self: CPUTime{UserSeconds: 1.5}, devices: map[int]CPUTime{7: {UserSeconds: 2, SystemSeconds: 0.25}}}
+	p := end.since(start)
+	if p.Simulator.UserSeconds != 2.5 || p.Simulator.SystemSeconds != 0.25 {
+		t.Fatalf("simulator %+v, want 2.5 s user and 0.25 s system", p.Simulator)
 	}
 }

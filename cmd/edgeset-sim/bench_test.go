@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgeset/edgeset/sim/scale"
+)
+
+// envAsMain makes the test binary run as edgeset-sim itself, so a test can
+// start it as the benchmark's controller host and device processes.
+const envAsMain = "EDGESET_SIM_TEST_AS_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envAsMain) == "1" {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "edgeset-sim:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestBenchDeviceProcesses runs a small benchmark with its devices in
+// three processes: every device of every process registers, runs the
+// daemonset and its update, and the processes' reports add up to the
+// fleet.
+func TestBenchDeviceProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a controller and three device processes")
+	}
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	t.Setenv(envAsMain, "1")
+	const nodes = 61
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := scale.Run(ctx, scale.Options{
+		Nodes: nodes, Ramp: 500, HostCommand: []string{exe, "--controller-host"},
+		DeviceProcesses: 3, DeviceCommand: []string{exe, "--bench-devices"}, Timeout: time.Minute,
+	})
+	require.NoError(t, err)
+	assert.Equal(t, nodes, res.Fleet.Nodes, "the processes' reports add up to the fleet")
+	assert.Equal(t, nodes, res.Fleet.Final.Announced, "every device announced itself")
+	assert.Equal(t, nodes, res.Fleet.ConnectSeconds.Count, "one connect time per device")
+	assert.Zero(t, res.Fleet.NeverConnected)
+	assert.Positive(t, res.ApplySeconds)
+	assert.Positive(t, res.RolloutSeconds)
+	assert.Positive(t, res.RampSeconds)
+	var instances, ready int
+	for _, revs := range res.Fleet.Final.DaemonSets {
+		for _, c := range revs {
+			instances += c.Instances
+			ready += c.Ready
+		}
+	}
+	assert.Equal(t, nodes, instances, "the merged snapshot counts one instance per device")
+	assert.Equal(t, nodes, ready)
+}
