@@ -3,10 +3,12 @@ package decider
 import (
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/edgeset/edgeset/controller/reconcile"
 	"github.com/edgeset/edgeset/controller/rollout"
+	"github.com/edgeset/edgeset/internal/fanout"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -73,19 +75,120 @@ func (d *Decider) placeAll(todo []string) map[string]bool {
 // assembleAll assembles the nodes to assemble and publishes or forgets
 // the deleted nodes of todo, each in name order, so the changes come out
 // sorted by node (and, per node, by daemonset) without sorting them.
+// Stage three is pure per node, so a large decision runs it on every
+// core (assembleRange), then folds the results in, in order.
 func (d *Decider) assembleAll(assemble map[string]bool, todo []string, out *Decision) {
 	d.assigns = d.assigns[:0]
 	for _, slot := range d.plannerK {
 		d.assigns = append(d.assigns, out.Rollouts[d.slots[slot].Key].Assign)
 	}
-	for _, name := range slices.Sorted(maps.Keys(assemble)) {
-		d.assemble(d.nodes[name], out)
+	names := slices.Sorted(maps.Keys(assemble))
+	nodes := make([]*node, len(names))
+	for i, name := range names {
+		nodes[i] = d.nodes[name]
+	}
+	var chunks []*assembled
+	var mu sync.Mutex
+	fanout.Each(len(nodes), d.chunk, func(lo, hi int) {
+		p, pl, res := d.planner, &d.scratch, &d.result
+		if lo > 0 { // not the caller's goroutine: scratch of its own
+			p, pl, res = d.planner.Fork(), &reconcile.Placement{}, &reconcile.NodeResult{}
+		}
+		c := d.assembleRange(p, pl, res, lo, nodes[lo:hi])
+		mu.Lock()
+		chunks = append(chunks, c)
+		mu.Unlock()
+	})
+	slices.SortFunc(chunks, func(a, b *assembled) int { return a.lo - b.lo })
+	for _, c := range chunks {
+		d.fold(nodes[c.lo:c.lo+len(c.nodes)], c, out)
 	}
 	for _, name := range slices.Sorted(slices.Values(todo)) {
 		if n := d.nodes[name]; n != nil && n.Model == nil {
 			d.deleted(n, out)
 		}
 	}
+}
+
+// assembleChunk is the fewest nodes one goroutine of stage three takes: a
+// decision over fewer than two chunks (a node's event) runs on one.
+const assembleChunk = 256
+
+// assembled is stage three's result over a range of nodes, from lo, in
+// their order: what assemble folds into the decision and the decider.
+type assembled struct {
+	lo    int
+	nodes []assembledNode
+	// status holds each node's contributions, len(plannerK) apiece.
+	status []reconcile.StatusBits
+	// The changes, node after node.
+	scheduled, updated, unscheduled, evicted []reconcile.Change
+}
+
+type assembledNode struct {
+	desired   reconcile.NodeDesired
+	changed   bool
+	requeueAt time.Time
+}
+
+// assembleRange runs stage three for nodes with planner p and scratch pl
+// and res. It only reads the decider, so ranges run concurrently.
+func (d *Decider) assembleRange(p *reconcile.Planner, pl *reconcile.Placement, res *reconcile.NodeResult, lo int, nodes []*node) *assembled {
+	c := &assembled{lo: lo, nodes: make([]assembledNode, len(nodes)), status: make([]reconcile.StatusBits, 0, len(nodes)*len(d.plannerK))}
+	for i, n := range nodes {
+		p.Place(n.Model, n.Current, pl)
+		p.Assemble(pl, n.HasCurrent, d.revisionsOf(n, pl), n.Observed, n.Online, res)
+		c.nodes[i] = assembledNode{desired: res.Desired, changed: res.Changed, requeueAt: res.RequeueAt}
+		c.status = append(c.status, res.Status...)
+		c.scheduled = append(c.scheduled, res.Scheduled...)
+		c.updated = append(c.updated, res.Updated...)
+		c.unscheduled = append(c.unscheduled, res.Unscheduled...)
+		c.evicted = append(c.evicted, res.Evicted...)
+	}
+	return c
+}
+
+// revisionsOf is stage three's revision choice for node n placed in pl:
+// the rollout's assignment where its step made one, what the node has
+// otherwise, or the target for a node that has none.
+func (d *Decider) revisionsOf(n *node, pl *reconcile.Placement) func(k int) []string {
+	return func(k int) []string {
+		if a, ok := d.assigns[k][n.Name]; ok {
+			return a
+		}
+		if have := pl.DaemonSets[k].Have; len(have) > 0 {
+			revs := make([]string, len(have))
+			for i, in := range have {
+				revs[i] = in.Revision
+			}
+			return revs
+		}
+		return []string{d.slots[d.plannerK[k]].tracker.State().Target}
+	}
+}
+
+// fold records the assembled range c of nodes: their status
+// contributions, desired states, changes and requeue instants.
+func (d *Decider) fold(nodes []*node, c *assembled, out *Decision) {
+	width := len(d.plannerK)
+	for i, n := range nodes {
+		r := &c.nodes[i]
+		status := c.status[i*width : (i+1)*width]
+		for k, slot := range d.plannerK {
+			ds := d.slots[slot]
+			ds.status.Sub(n.bits[slot])
+			n.bits[slot] = status[k]
+			ds.status.Add(n.bits[slot])
+		}
+		if r.changed {
+			out.Desired[n.Name] = r.desired
+		}
+		d.schedule(n, earliestAfter(d.now, r.requeueAt, n.ModelChangeAt))
+	}
+	out.Scheduled = append(out.Scheduled, c.scheduled...)
+	out.Updated = append(out.Updated, c.updated...)
+	out.Unscheduled = append(out.Unscheduled, c.unscheduled...)
+	out.Evicted = append(out.Evicted, c.evicted...)
 }
 
 // done clears what a decision consumed. A cleared map keeps its buckets,
@@ -275,41 +378,6 @@ func (d *Decider) stepRollouts(now time.Time, out *Decision, assemble map[string
 			}
 		}
 	}
-}
-
-// assemble runs stage three for one node: its desired state, the changes,
-// its status contributions and when the clock next changes it.
-func (d *Decider) assemble(n *node, out *Decision) {
-	pl, res := &d.scratch, &d.result
-	d.planner.Place(n.Model, n.Current, pl)
-	revs := func(k int) []string {
-		if a, ok := d.assigns[k][n.Name]; ok {
-			return a
-		}
-		if have := pl.DaemonSets[k].Have; len(have) > 0 {
-			revs := make([]string, len(have))
-			for i, in := range have {
-				revs[i] = in.Revision
-			}
-			return revs
-		}
-		return []string{d.slots[d.plannerK[k]].tracker.State().Target}
-	}
-	d.planner.Assemble(pl, n.HasCurrent, revs, n.Observed, n.Online, res)
-	for k, slot := range d.plannerK {
-		ds := d.slots[slot]
-		ds.status.Sub(n.bits[slot])
-		n.bits[slot] = res.Status[k]
-		ds.status.Add(n.bits[slot])
-	}
-	if res.Changed {
-		out.Desired[n.Name] = res.Desired
-	}
-	out.Scheduled = append(out.Scheduled, res.Scheduled...)
-	out.Updated = append(out.Updated, res.Updated...)
-	out.Unscheduled = append(out.Unscheduled, res.Unscheduled...)
-	out.Evicted = append(out.Evicted, res.Evicted...)
-	d.schedule(n, earliestAfter(d.now, res.RequeueAt, n.ModelChangeAt))
 }
 
 // unplace takes a node that is not registered out of every daemonset's

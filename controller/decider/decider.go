@@ -100,6 +100,10 @@ type Decider struct {
 	scratch  reconcile.Placement
 	result   reconcile.NodeResult
 	assigns  []map[string][]string // each planner daemonset's rollout step's moves, this decision
+	// chunk is the fewest nodes one goroutine of stage three takes
+	// (assembleChunk; tests make it small to run the split on small
+	// fleets).
+	chunk int
 }
 
 // daemonSet is one daemonset's decision state.
@@ -135,7 +139,7 @@ type node struct {
 
 // New returns an empty Decider.
 func New() *Decider {
-	return &Decider{ds: map[string]*daemonSet{}, nodes: map[string]*node{}, dirty: map[string]bool{}, replaced: map[int]bool{}}
+	return &Decider{ds: map[string]*daemonSet{}, nodes: map[string]*node{}, dirty: map[string]bool{}, replaced: map[int]bool{}, chunk: assembleChunk}
 }
 
 // SetDaemonSet adds or replaces a daemonset. A new placement, template,

@@ -306,6 +306,7 @@ func walk(t *testing.T, seed uint64, steps int, check func(where string, w *worl
 	r := rand.New(rand.NewPCG(seed, 0))
 	w := newWorld(t, r)
 	inc := New()
+	inc.chunk = 1 + r.IntN(4) // stage three split over goroutines even in small fleets
 	w.feedAll(inc)
 	for step := range steps {
 		if step > 0 {

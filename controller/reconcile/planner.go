@@ -23,7 +23,8 @@ import (
 //
 // Plan is exactly this over every node, summed. A Planner is not safe for
 // concurrent use: it reuses scratch space from node to node, so the steady
-// state (nothing changes) allocates nothing per node.
+// state (nothing changes) allocates nothing per node; Fork gives each
+// goroutine its own.
 type Planner struct {
 	now     time.Time
 	ds      []DaemonSetState // sorted by Key, unique
@@ -65,6 +66,13 @@ func NewPlanner(now time.Time, daemonsets []DaemonSetState, configs Configs) *Pl
 		p.current[k] = ds[k].CurrentRevision
 	}
 	return p
+}
+
+// Fork returns a Planner for the same daemonsets, config objects and
+// instant with scratch space of its own: a Planner and its forks may plan
+// nodes concurrently, one goroutine each.
+func (p *Planner) Fork() *Planner {
+	return &Planner{now: p.now, ds: p.ds, index: p.index, current: p.current, configs: p.configs}
 }
 
 // DaemonSets returns the Planner's daemonsets, sorted by Key and unique:
