@@ -22,7 +22,9 @@ import (
 // TestNodeReadsRetainedDesiredFromAnotherServer: the controller publishes
 // a node's retained desired state through server 0; the node, connected
 // with its token to any of the three servers and subscribed at QoS 0 or
-// QoS 1, receives it, and a later update live.
+// QoS 1, receives it, and a later update live. A subscriber on another
+// server may miss a retained message published a moment before: the test
+// first waits until it is visible there (fleet.awaitRetained).
 func TestNodeReadsRetainedDesiredFromAnotherServer(t *testing.T) {
 	f := startFleet(t, nil)
 	ctx := context.Background()
@@ -37,6 +39,9 @@ func TestNodeReadsRetainedDesiredFromAnotherServer(t *testing.T) {
 			t.Run(node, func(t *testing.T) {
 				topic := schema.NodeTopic(node, schema.TopicDesired)
 				require.NoError(t, ctl.Publish(ctx, topic, []byte("v1"), true))
+				if n := f.awaitRetained(t, server, node, topic, "v1"); n > 1 {
+					t.Logf("retained message visible on server %d after %d attempts", server, n)
+				}
 				in := newInbox()
 				runClient(t, mqttclient.Options{
 					BrokerURL:     f.cluster.MQTTURLs()[server],
@@ -104,4 +109,72 @@ func TestDottedClientIDRejected(t *testing.T) {
 	assert.Zero(t, f.resp.Stats().Allowed+f.resp.Stats().Denied[natsauth.ReasonBadClientID], "refused before the callout")
 	_, err = f.dial(t, 0, natsauth.ClientID("n1.site-a"), "n1.site-a", f.token("n1.site-a"), nil)
 	require.NoError(t, err)
+}
+
+// TestUserTTLCutsRevokedNode: with Options.UserTTL, nats-server closes a
+// connection when its user JWT expires; the client must log in again, so a
+// node revoked meanwhile is out within UserTTL. (Without UserTTL a revoked
+// node keeps its connection until it drops: the responder cannot close it.)
+func TestUserTTLCutsRevokedNode(t *testing.T) {
+	f := startFleet(t, func(o *natsauth.Options) { o.UserTTL = time.Second })
+	n1, err := f.dial(t, 0, "n1", "n1", f.token("n1"), nil)
+	require.NoError(t, err)
+	require.NoError(t, credential.Revoke(f.dataDir, "n1"))
+	checkfor.Eventually(t, waitFor, 50*time.Millisecond, func() error {
+		if n1.IsConnectionOpen() {
+			return errors.New("revoked node still connected")
+		}
+		return nil
+	})
+	_, err = f.dial(t, 1, "n1", "n1", f.token("n1"), nil)
+	assert.True(t, mqttclient.IsAuthRefused(err), "%v", err)
+}
+
+// TestConfigReloadDropsRetainedMessagesOfCalloutUsers pins two hazards
+// of a configuration reload of nats-server v2.15.2 in server
+// configuration mode: the server closes every connection whose user is
+// not in its configuration file (reload.go clientHasMovedToDifferentAccount:
+// "user/nkey no longer exists"), which is every auth callout user, and it
+// deletes every retained message published through it by such a user
+// (mqtt.go mqttCheckPubRetainedPerms). The controller's desired states and
+// the nodes' status published through that server are gone until
+// published again.
+func TestConfigReloadDropsRetainedMessagesOfCalloutUsers(t *testing.T) {
+	f := startFleet(t, nil)
+	ctx := context.Background()
+	ctl := f.controller(t, 0, newInbox())
+	desired := schema.NodeTopic("n1", schema.TopicDesired)
+	require.NoError(t, ctl.Publish(ctx, desired, []byte("v1"), true))
+	witness, err := f.dial(t, 0, "n9", "n9", f.token("n9"), nil)
+	require.NoError(t, err)
+	require.NoError(t, f.cluster.Servers[0].Reload())
+	checkfor.Eventually(t, waitFor, 20*time.Millisecond, func() error {
+		if witness.IsConnectionOpen() {
+			return errors.New("node still connected after the reload")
+		}
+		return nil
+	})
+	fence := schema.RevisionTopic("fence")
+	checkfor.Eventually(t, waitFor, 50*time.Millisecond, func() error {
+		return ctl.Publish(ctx, fence, []byte("after reload"), true) // once reconnected
+	})
+	checkfor.Eventually(t, waitFor, 100*time.Millisecond, func() error {
+		in := newInbox()
+		c, err := f.dial(t, 1, "n1", "n1", f.token("n1"), in)
+		if err != nil {
+			return err
+		}
+		defer c.Disconnect(0)
+		tok := c.SubscribeMultiple(map[string]byte{desired: 0, fence: 0}, nil)
+		if !tok.WaitTimeout(waitFor) || tok.Error() != nil {
+			return fmt.Errorf("subscribe: %v", tok.Error())
+		}
+		got := in.await(t, fence, "after reload") // retained messages come in one batch
+		for _, m := range got {
+			if m.topic == desired {
+				return errors.New("desired state still retained")
+			}
+		}
+		return nil
+	})
 }

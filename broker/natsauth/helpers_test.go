@@ -3,9 +3,11 @@ package natsauth_test
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/edgeset/edgeset/broker/natsauth"
 	"github.com/edgeset/edgeset/credential"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/internal/natstest"
 	"github.com/edgeset/edgeset/mqttclient"
 )
@@ -120,6 +123,51 @@ func (in *inbox) await(t *testing.T, topic, payload string) []received {
 	}
 }
 
+// has reports whether a message on topic with payload arrived within d.
+func (in *inbox) has(topic, payload string, d time.Duration) bool {
+	deadline := time.After(d)
+	for {
+		in.mu.Lock()
+		for _, m := range in.msgs {
+			if m.topic == topic && m.payload == payload {
+				in.mu.Unlock()
+				return true
+			}
+		}
+		in.mu.Unlock()
+		select {
+		case <-in.more:
+		case <-deadline:
+			return false
+		}
+	}
+}
+
+// awaitRetained polls, as node on server i, until the retained message
+// payload on topic is delivered on subscription: nats-server copies
+// retained messages to the other servers asynchronously, so a subscriber
+// on another server can miss one published a moment before. It returns
+// the attempts made.
+func (f *fleet) awaitRetained(t *testing.T, i int, node, topic, payload string) int {
+	t.Helper()
+	attempts := 0
+	checkfor.Eventually(t, waitFor, 10*time.Millisecond, func() error {
+		attempts++
+		in := newInbox()
+		c, err := f.dial(t, i, natsauth.ClientID(node), node, f.token(node), in)
+		if err != nil {
+			return err
+		}
+		defer c.Disconnect(0)
+		subscribeCode(t, c, topic, 0)
+		if !in.has(topic, payload, 250*time.Millisecond) {
+			return fmt.Errorf("retained %q on %s not delivered on server %d", payload, topic, i)
+		}
+		return nil
+	})
+	return attempts
+}
+
 // runClient runs an mqttclient.Client with opts (Handler set to in) until
 // the test ends, and waits until it is connected.
 func runClient(t *testing.T, opts mqttclient.Options, in *inbox) *mqttclient.Client {
@@ -198,7 +246,14 @@ func subscribeCode(t *testing.T, c mqtt.Client, filter string, qos byte) byte {
 	tok := c.Subscribe(filter, qos, nil)
 	require.True(t, tok.WaitTimeout(waitFor), "SUBACK of %s", filter)
 	require.NoError(t, tok.Error(), filter)
-	return tok.(*mqtt.SubscribeToken).Result()[filter]
+	codes := tok.(*mqtt.SubscribeToken).Result()
+	key := filter
+	if parts := strings.SplitN(filter, "/", 3); parts[0] == "$share" && len(parts) == 3 {
+		key = parts[2] // paho keys a shared subscription's code by its topic filter
+	}
+	code, ok := codes[key]
+	require.True(t, ok, "SUBACK of %s: no code for the filter in %v", filter, codes)
+	return code
 }
 
 // publish publishes with paho and waits for the broker's acknowledgement

@@ -213,17 +213,18 @@ func (r *Responder) answer(m *nats.Msg) {
 		r.log.Error("encode auth callout response", "node", v.identity, "error", err)
 		return
 	}
-	if err := m.Respond([]byte(resp)); err != nil {
-		r.log.Warn("respond to auth callout", "node", v.identity, "error", err)
-		return
-	}
+	// Counted before the answer, so a client that saw its CONNACK sees the
+	// counter too.
 	if v.reason != "" {
 		r.counters.deny(v.reason)
 		r.logDenied(v.reason, v.identity, req)
-		return
+	} else {
+		r.counters.allow()
+		r.log.Debug("client admitted", "node", v.identity, "host", req.ClientInformation.Host, "server", req.Server.Name)
 	}
-	r.counters.allow()
-	r.log.Debug("client admitted", "node", v.identity, "host", req.ClientInformation.Host, "server", req.Server.Name)
+	if err := m.Respond([]byte(resp)); err != nil {
+		r.log.Warn("respond to auth callout", "node", v.identity, "error", err)
+	}
 }
 
 // decode checks the request's size and form and decodes its claims.
