@@ -31,7 +31,8 @@ type fleet struct {
 	cluster *natstest.Cluster
 	resp    *natsauth.Responder
 	secret  []byte
-	dataDir string // holds revoked-tokens
+	dataDir string         // holds revoked-tokens
+	warm    natsauth.Stats // the responder's counters after warmUp
 }
 
 // startFleet starts the cluster and the responder; both stop, joined, when
@@ -71,7 +72,28 @@ func startFleet(t *testing.T, adjust func(*natsauth.Options)) *fleet {
 	case <-time.After(waitFor):
 		t.Fatalf("responder not ready within %s", waitFor)
 	}
+	f.cluster.WaitForResponder(t)
+	f.warmUp(t)
 	return f
+}
+
+// warmUp connects the controller to each server in turn: the first MQTT
+// connection of an account on a server sets up its MQTT streams and
+// session manager, which takes seconds on a cold cluster (more under the
+// race detector) and may time out ("lookup sessions stream ... timeout").
+func (f *fleet) warmUp(t *testing.T) {
+	t.Helper()
+	for i := range f.cluster.Servers {
+		checkfor.Eventually(t, 4*waitFor, 10*time.Millisecond, func() error {
+			c, err := f.connect(i, credential.ControllerUsername, credential.ControllerUsername, credential.ControllerToken(f.secret), nil)
+			if err != nil {
+				return fmt.Errorf("warm up server %d: %w", i, err)
+			}
+			c.Disconnect(0)
+			return nil
+		})
+	}
+	f.warm = f.resp.Stats()
 }
 
 // token returns node's token; controller the controller's login.
@@ -214,6 +236,16 @@ func (f *fleet) controller(t *testing.T, i int, in *inbox, subs ...mqttclient.Su
 // i and disconnects it when the test ends.
 func (f *fleet) dial(t *testing.T, i int, clientID, user, password string, in *inbox) (mqtt.Client, error) {
 	t.Helper()
+	c, err := f.connect(i, clientID, user, password, in)
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { c.Disconnect(0) })
+	return c, nil
+}
+
+// connect connects a bare paho client to server i; safe on any goroutine.
+func (f *fleet) connect(i int, clientID, user, password string, in *inbox) (mqtt.Client, error) {
 	opts := mqtt.NewClientOptions().
 		AddBroker(f.cluster.MQTTURLs()[i]).
 		SetClientID(clientID).
@@ -231,12 +263,11 @@ func (f *fleet) dial(t *testing.T, i int, clientID, user, password string, in *i
 	c := mqtt.NewClient(opts)
 	tok := c.Connect()
 	if !tok.WaitTimeout(waitFor) {
-		t.Fatalf("connect %s: no CONNACK within %s", clientID, waitFor)
+		return nil, fmt.Errorf("connect %s: no CONNACK within %s", clientID, waitFor)
 	}
 	if err := tok.Error(); err != nil {
 		return nil, err
 	}
-	t.Cleanup(func() { c.Disconnect(0) })
 	return c, nil
 }
 

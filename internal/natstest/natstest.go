@@ -159,6 +159,29 @@ func (c *Cluster) jetStreamReady() error {
 	return nil
 }
 
+// AuthCalloutSubject is where the servers send authorization requests.
+const AuthCalloutSubject = "$SYS.REQ.USER.AUTH"
+
+// WaitForResponder waits until every server knows of a subscriber to the
+// auth callout subject: a responder subscribed on one server is known to
+// the others only once its interest has crossed the routes, and until
+// then their clients are refused at the auth timeout.
+func (c *Cluster) WaitForResponder(t testing.TB) {
+	t.Helper()
+	checkfor.Eventually(t, startTimeout, 10*time.Millisecond, func() error {
+		for _, s := range c.Servers {
+			acc, err := s.LookupAccount(AuthAccount)
+			if err != nil {
+				return fmt.Errorf("%s: account %s: %w", s.Name(), AuthAccount, err)
+			}
+			if !acc.SubscriptionInterest(AuthCalloutSubject) {
+				return fmt.Errorf("%s has no subscriber to %s yet", s.Name(), AuthCalloutSubject)
+			}
+		}
+		return nil
+	})
+}
+
 // MQTTURLs returns the MQTT listener of every server, as tcp://host:port.
 func (c *Cluster) MQTTURLs() []string {
 	urls := make([]string, len(c.opts))
