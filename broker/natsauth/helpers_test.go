@@ -2,7 +2,6 @@ package natsauth_test
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"log/slog"
@@ -39,8 +38,10 @@ type fleet struct {
 // the test ends. opts may adjust the responder's options.
 func startFleet(t *testing.T, adjust func(*natsauth.Options)) *fleet {
 	t.Helper()
-	f := &fleet{cluster: natstest.Start(t, 3), secret: make([]byte, 32), dataDir: t.TempDir()}
-	_, _ = rand.Read(f.secret)
+	f := &fleet{cluster: natstest.Start(t, 3), dataDir: t.TempDir()}
+	var err error
+	f.secret, err = credential.LoadOrCreateFleetSecret(f.dataDir) // as the controller's data dir
+	require.NoError(t, err)
 	opts := natsauth.Options{
 		URL:            f.cluster.ClientURLs(),
 		User:           natstest.AuthUser,
@@ -55,7 +56,8 @@ func startFleet(t *testing.T, adjust func(*natsauth.Options)) *fleet {
 	if adjust != nil {
 		adjust(&opts)
 	}
-	r, err := natsauth.New(opts)
+	var r *natsauth.Responder
+	r, err = natsauth.New(opts)
 	require.NoError(t, err)
 	f.resp = r
 	ctx, cancel := context.WithCancel(context.Background())
