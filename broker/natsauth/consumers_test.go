@@ -46,8 +46,8 @@ func TestConsumersPerSubscription(t *testing.T) {
 			}
 			return nil
 		})
-		t.Logf("QoS %d: %d clients connected and subscribed in %s; consumers before %v, after %v",
-			qos, n, elapsed.Round(time.Millisecond), before, after)
+		t.Logf("QoS %d: %d clients connected and subscribed in %s; consumers before %v, after %v; replicas of %s consumers: %v",
+			qos, n, elapsed.Round(time.Millisecond), before, after, msgsStream, consumerReplicas(t, f.cluster.Servers[0]))
 	}
 }
 
@@ -93,6 +93,30 @@ func consumers(t *testing.T, s *server.Server) map[string]int {
 	for _, acc := range info.AccountDetails {
 		for _, st := range acc.Streams {
 			counts[st.Name] = st.State.Consumers
+		}
+	}
+	return counts
+}
+
+// consumerReplicas counts the consumers of msgsStream by their number of
+// replicas, as server s sees them.
+func consumerReplicas(t *testing.T, s *server.Server) map[int]int {
+	t.Helper()
+	info, err := s.Jsz(&server.JSzOptions{Account: natstest.Account, Accounts: true, Streams: true, Consumer: true})
+	require.NoError(t, err)
+	counts := map[int]int{}
+	for _, acc := range info.AccountDetails {
+		for _, st := range acc.Streams {
+			if st.Name != msgsStream {
+				continue
+			}
+			for _, c := range st.Consumer {
+				r := 1
+				if c.Cluster != nil {
+					r = 1 + len(c.Cluster.Replicas)
+				}
+				counts[r]++
+			}
 		}
 	}
 	return counts

@@ -5,7 +5,8 @@
 // JWT it signs, or an error).
 //
 // The rules are those of the embedded broker (package broker and
-// docs/security.md): MQTT username = node name, client ID = node name,
+// docs/security.md): MQTT username = node name, client ID = node name
+// (or ClientID of it: nats-server refuses client IDs containing '.'),
 // password = credential.NodeToken; revoked nodes are refused
 // (DATA_DIR/revoked-tokens, re-read when it changes); the controller
 // (credential.ControllerUsername with credential.ControllerToken) may do
@@ -17,7 +18,9 @@
 // a permission that ends in '*' (a node's revisions, ConfigMaps and own
 // secrets, readable one hash at a time) also admits the MQTT filter '+'
 // at that level, since NATS matches a subscription's wildcard against the
-// permission's. See docs/scale-out.md.
+// permission's. A forbidden QoS 1 publish is acknowledged and dropped, and
+// the responder decides at connection time only (see Options.UserTTL). See
+// docs/scale-out.md.
 //
 // No node list is kept: a token is checked by recomputing its HMAC, so
 // 100,000 nodes cost nothing but their connections.
