@@ -79,7 +79,9 @@ func (r *Responder) Stats() Stats { return r.counters.stats() }
 // Run connects to the cluster, subscribes to the auth callout subject in
 // the queue group QueueGroup and answers requests until ctx ends; then it
 // unsubscribes, joins its workers and closes the connection. It polls the
-// revocation list meanwhile. Run may be called once.
+// revocation list meanwhile. It fails at once when no server of URL is
+// reachable; once connected it reconnects for ever. Run may be called
+// once.
 func (r *Responder) Run(ctx context.Context) error {
 	if err := r.start(); err != nil {
 		return err
