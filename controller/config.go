@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/mqttclient"
 )
 
 // Config is the controller's configuration. Every field is a key of
@@ -53,9 +54,14 @@ type Config struct {
 	MQTTAuthFailureBackoff      time.Duration `mapstructure:"mqtt-auth-failure-backoff"`
 	MQTTExemptSources           []string      `mapstructure:"mqtt-exempt-sources"`
 
-	// BrokerURL selects an external MQTT 3.1.1 broker instead of the
-	// embedded one (tcp://host:1883, ssl://host:8883).
-	BrokerURL string `mapstructure:"broker-url"`
+	// BrokerURLs selects an external MQTT 3.1.1 broker instead of the
+	// embedded one (tcp://host:1883, ssl://host:8883): one URL, or the
+	// nodes of a broker cluster, among which the controller fails over
+	// (mqttclient.Options.BrokerURLs). At most mqttclient.MaxBrokerURLs.
+	BrokerURLs []string `mapstructure:"broker-url"`
+	// BrokerURL is shorthand, for callers in Go, for a one-element
+	// BrokerURLs; set one, not both. It is no key of its own.
+	BrokerURL string `mapstructure:"-"`
 	// BrokerUsername and BrokerPasswordFile are the controller's credential
 	// on an external broker. The default password is the controller token
 	// derived from the fleet secret (`edgesetctl token create --controller`).
@@ -209,6 +215,9 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&c.APIAddr, DefaultAPIAddr)
 	setDefault(&c.BrokerUsername, DefaultControllerUser)
 	setDefault(&c.BrokerDropTopic, DefaultBrokerDropTopic)
+	if len(c.BrokerURLs) == 0 {
+		c.BrokerURLs = nil // an empty list (broker-url: []) is none
+	}
 	if c.BrokerResyncInterval == 0 {
 		c.BrokerResyncInterval = DefaultBrokerResyncInterval
 	}
@@ -315,11 +324,7 @@ func (c *Config) Validate() error {
 	if (c.APITLSCert == "") != (c.APITLSKey == "") {
 		bad("api-tls-cert", "api-tls-cert and api-tls-key go together")
 	}
-	if c.BrokerURL != "" {
-		if u, err := url.Parse(c.BrokerURL); err != nil || u.Host == "" {
-			bad("broker-url", "%q is not a URL such as tcp://host:1883", c.BrokerURL)
-		}
-	}
+	c.validateBrokerURLs(bad)
 	if strings.ContainsAny(c.BrokerDropTopic, "+#") {
 		bad("broker-drop-topic", "%q: want one topic name, without wildcards (or none)", c.BrokerDropTopic)
 	}
@@ -473,7 +478,42 @@ func (c *Config) dropTopic() string {
 }
 
 // Embedded reports whether the controller runs its own broker.
-func (c *Config) Embedded() bool { return c.BrokerURL == "" }
+func (c *Config) Embedded() bool { return len(c.brokerURLs()) == 0 }
+
+// brokerURLs returns the external broker's URLs, trimmed of spaces:
+// BrokerURLs, or BrokerURL as a list of one; none for the embedded broker.
+func (c *Config) brokerURLs() []string {
+	if c.BrokerURL != "" && len(c.BrokerURLs) == 0 {
+		return []string{strings.TrimSpace(c.BrokerURL)}
+	}
+	out := make([]string, 0, len(c.BrokerURLs))
+	for _, u := range c.BrokerURLs {
+		out = append(out, strings.TrimSpace(u))
+	}
+	return out
+}
+
+// validateBrokerURLs checks broker-url: each entry a URL with a host,
+// named by its index in a list, and not too many.
+func (c *Config) validateBrokerURLs(bad func(key, format string, args ...any)) {
+	if c.BrokerURL != "" && len(c.BrokerURLs) > 0 {
+		bad("broker-url", "BrokerURL and BrokerURLs both set; set one")
+	}
+	urls := c.brokerURLs()
+	if len(urls) > mqttclient.MaxBrokerURLs {
+		bad("broker-url", "%d URLs, at most %d", len(urls), mqttclient.MaxBrokerURLs)
+		return
+	}
+	for i, raw := range urls {
+		key := "broker-url"
+		if len(urls) > 1 {
+			key = fmt.Sprintf("broker-url[%d]", i)
+		}
+		if u, err := url.Parse(raw); err != nil || u.Host == "" {
+			bad(key, "%q is not a URL such as tcp://host:1883", raw)
+		}
+	}
+}
 
 // Paths of the files the controller keeps in DataDir.
 func (c *Config) storePath() string { return filepath.Join(c.DataDir, "edgeset.db") }

@@ -23,7 +23,7 @@ import (
 // repaired as resync.go describes.
 type externalTransport struct {
 	client         *mqttclient.Client
-	url            string
+	urls           []string      // broker-url: the broker's nodes
 	dropTopic      string        // the broker's drop counter topic; "" when off
 	resyncInterval time.Duration // the periodic re-read; 0 or less for none
 	log            *slog.Logger
@@ -46,13 +46,13 @@ var _ transport = (*externalTransport)(nil)
 // logging in with password. Nothing connects until Run.
 func newExternalTransport(cfg Config, password string, m *metrics, log *slog.Logger, hooks transportHooks) (*externalTransport, error) {
 	t := &externalTransport{
-		url: cfg.BrokerURL, dropTopic: cfg.dropTopic(), resyncInterval: cfg.BrokerResyncInterval,
+		urls: cfg.brokerURLs(), dropTopic: cfg.dropTopic(), resyncInterval: cfg.BrokerResyncInterval,
 		log: log, metrics: m, hooks: hooks,
 		synced: make(chan struct{}), resync: make(chan struct{}, 1),
 	}
 	close(t.synced)
 	opts := mqttclient.Options{
-		BrokerURL:  cfg.BrokerURL,
+		BrokerURLs: t.urls,
 		ClientID:   cfg.BrokerUsername,
 		Username:   cfg.BrokerUsername,
 		Password:   password,
@@ -60,10 +60,11 @@ func newExternalTransport(cfg Config, password string, m *metrics, log *slog.Log
 		Handler:    t.handle,
 		NoCoalesce: eventTopic,
 		OnConnect: func(context.Context) {
-			log.Info("connected to broker", "url", cfg.BrokerURL)
+			log.Info("connected to broker", "url", t.client.Broker())
 			hooks.subscribed()
 		},
-		OnConnectionLost: func(err error) { log.Warn("broker connection lost", "url", cfg.BrokerURL, "err", err) },
+		// err names the broker node.
+		OnConnectionLost: func(err error) { log.Warn("broker connection lost", "err", err) },
 		Logger:           log,
 	}
 	for _, f := range subscriptions {
@@ -162,8 +163,18 @@ func (t *externalTransport) PublishAll(ctx context.Context, msgs []mqttclient.Me
 // Addr is nil: the controller listens for no MQTT connection.
 func (t *externalTransport) Addr() net.Addr { return nil }
 
-// Describe is the broker's URL.
-func (t *externalTransport) Describe() string { return t.url }
+// Describe is the broker's URL; of several, the one connected to (if any)
+// and the list.
+func (t *externalTransport) Describe() string {
+	list := strings.Join(t.urls, ",")
+	if len(t.urls) == 1 {
+		return list
+	}
+	if live := t.client.Broker(); live != "" {
+		return live + " (of " + list + ")"
+	}
+	return list
+}
 
 // Pending is the number of messages in the client's coalescing inbox.
 func (t *externalTransport) Pending() int { return t.client.Stats().Pending }

@@ -79,7 +79,7 @@ func NewNode(opts NodeOptions, rt Runtime) (*Node, error) {
 		m.Logger = n.log
 	}
 	if m.AuthRefusedHint == "" {
-		m.AuthRefusedHint = authRefusedHint(name, m.BrokerURL)
+		m.AuthRefusedHint = authRefusedHint(name, strings.Join(m.BrokerList(), ", "))
 	}
 	var err error
 	if n.client, err = mqttclient.New(m); err != nil {
@@ -264,7 +264,7 @@ func (n *Node) goodbye() {
 }
 
 // authRefusedHint is what to check when the broker refuses the node's
-// credentials.
+// credentials; brokerURL names the broker (its URLs, comma-separated).
 func authRefusedHint(node, brokerURL string) string {
 	return fmt.Sprintf("check that the token was minted by the controller of this broker (edgesetctl token create %s, against that controller), "+
 		"that it was minted for node %s (--node-name must match), that it is not revoked (DATA_DIR/revoked-tokens on the controller; edgesetctl token revoke writes it), "+

@@ -19,42 +19,43 @@ import (
 // Client is one MQTT connection kept alive by Run. Its methods are safe for
 // concurrent use.
 type Client struct {
-	opts      Options     // defaults applied; read-only after New
-	brokerURL string      // validated, with default port
-	tls       *tls.Config // nil for plain transports
-	log       *slog.Logger
-	stats     counters
-	inbox     *inbox
-	fences    fences      // markers Refresh waits for
-	running   atomic.Bool // set by the first Run
+	opts    Options     // defaults applied; read-only after New
+	brokers []broker    // validated, with default ports; never empty
+	tls     *tls.Config // nil when no broker uses TLS
+	log     *slog.Logger
+	stats   counters
+	inbox   *inbox
+	fences  fences      // markers Refresh waits for
+	running atomic.Bool // set by the first Run
 
 	mu sync.Mutex
 	// Guarded by mu.
-	conn mqtt.Client     // paho client of the live connection; nil when offline
-	subs map[string]byte // filter to QoS, subscribed on every connection
+	conn       mqtt.Client     // paho client of the live connection; nil when offline
+	connBroker string          // redacted URL of the live connection's broker; "" offline
+	subs       map[string]byte // filter to QoS, subscribed on every connection
 }
 
 // New validates opts, applies defaults and returns a Client that does
 // nothing until Run.
 func New(opts Options) (*Client, error) {
-	u, err := brokerURL(opts.BrokerURL)
+	brokers, err := opts.brokers()
 	if err != nil {
 		return nil, fmt.Errorf("mqtt options: %w", err)
 	}
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("mqtt options: %w", err)
 	}
-	tlsCfg, err := opts.tlsConfig(u.Scheme)
+	tlsCfg, err := opts.tlsConfig(brokers)
 	if err != nil {
 		return nil, fmt.Errorf("mqtt options: %w", err)
 	}
 	opts = opts.withDefaults()
 	c := &Client{
-		opts:      opts,
-		brokerURL: u.String(),
-		tls:       tlsCfg,
-		log:       opts.Logger.With("broker", u.Redacted(), "clientID", opts.ClientID),
-		subs:      make(map[string]byte, len(opts.Subscriptions)),
+		opts:    opts,
+		brokers: brokers,
+		tls:     tlsCfg,
+		log:     opts.Logger.With("clientID", opts.ClientID),
+		subs:    make(map[string]byte, len(opts.Subscriptions)),
 	}
 	c.inbox = newInbox(opts.MaxPendingTopics, opts.EventBuffer, &c.stats)
 	c.inbox.stale = opts.Stale
@@ -83,6 +84,14 @@ func (c *Client) Run(ctx context.Context) error {
 	return nil
 }
 
+// Broker returns the URL (password masked) of the broker the live
+// connection uses, or "" when there is none.
+func (c *Client) Broker() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.connBroker
+}
+
 // Connected reports whether a connection is up.
 func (c *Client) Connected() bool {
 	pc := c.current()
@@ -103,6 +112,7 @@ func (c *Client) Stats() Stats {
 		Refreshed:       c.stats.refreshed.Load(),
 		Pending:         c.inbox.len(),
 		Connected:       c.Connected(),
+		Broker:          c.Broker(),
 	}
 }
 
@@ -113,12 +123,16 @@ func (c *Client) current() mqtt.Client {
 	return c.conn
 }
 
-// setCurrent records the live connection (nil when it ended).
-func (c *Client) setCurrent(pc mqtt.Client) {
+// setCurrent records the live connection and its broker's URL (nil and ""
+// when it ended).
+func (c *Client) setCurrent(pc mqtt.Client, broker string) {
 	c.mu.Lock()
-	c.conn = pc
+	c.conn, c.connBroker = pc, broker
 	c.mu.Unlock()
 }
+
+// setOffline records that no connection is live.
+func (c *Client) setOffline() { c.setCurrent(nil, "") }
 
 // consume delivers inbox messages to Handler until ctx ends.
 func (c *Client) consume(ctx context.Context) {
@@ -144,53 +158,62 @@ func (c *Client) consume(ctx context.Context) {
 }
 
 // connectLoop connects, serves each connection until it is lost and waits
-// out the backoff, until ctx ends. OnConnect goroutines join wg.
+// out the backoff, until ctx ends; rotation picks each attempt's broker.
+// OnConnect goroutines join wg.
 func (c *Client) connectLoop(ctx context.Context, wg *sync.WaitGroup) {
 	rnd := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	first := 0
+	if !c.opts.OrderedBrokers {
+		first = rnd.IntN(len(c.brokers))
+	}
+	rot := newRotation(len(c.brokers), first, c.opts.Backoff, rnd)
 	delay := jitter(max(c.opts.FirstConnectJitter, 0), rnd)
-	attempt := 0
 	onConnectDone := closedChan()
 	for sleep(ctx, delay) {
-		conn, err := c.connect(ctx)
+		b := c.brokers[rot.pick()]
+		conn, err := c.connect(ctx, b)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			c.stats.connectFails.Add(1)
-			delay = c.opts.Backoff.Delay(attempt, rnd)
-			attempt++
-			if hint := c.opts.AuthRefusedHint; hint != "" && IsAuthRefused(err) {
-				c.log.Warn("mqtt connect refused: the broker did not accept the credentials", "err", err, "retryIn", delay, "hint", hint)
-				continue
-			}
-			c.log.Warn("mqtt connect failed", "err", err, "retryIn", delay)
+			delay = rot.failed()
+			c.logConnectFailure(b, err, delay)
 			continue
 		}
+		rot.connected()
 		start := time.Now()
 		onConnectDone = c.serve(ctx, conn, wg, onConnectDone)
-		if time.Since(start) >= c.opts.Backoff.ResetAfter {
-			attempt = 0
-		}
-		delay = c.opts.Backoff.Delay(attempt, rnd)
-		attempt++
+		delay = rot.lost(time.Since(start) >= c.opts.Backoff.ResetAfter)
 		if ctx.Err() == nil {
-			c.log.Info("mqtt reconnecting", "in", delay)
+			c.log.Info("mqtt reconnecting", "in", delay, "next", c.brokers[rot.peek()].redacted)
 		}
 	}
 }
 
+// logConnectFailure logs a failed attempt on b; retryIn is the wait before
+// the next attempt (zero: the next broker of the round, at once).
+func (c *Client) logConnectFailure(b broker, err error, retryIn time.Duration) {
+	if hint := c.opts.AuthRefusedHint; hint != "" && IsAuthRefused(err) {
+		c.log.Warn("mqtt connect refused: the broker did not accept the credentials", "broker", b.redacted, "err", err, "retryIn", retryIn, "hint", hint)
+		return
+	}
+	c.log.Warn("mqtt connect failed", "broker", b.redacted, "err", err, "retryIn", retryIn)
+}
+
 // connection is one established paho connection.
 type connection struct {
-	pc   mqtt.Client
-	lost chan error // receives the cause when paho reports the loss
+	pc     mqtt.Client
+	broker broker
+	lost   chan error // receives the cause when paho reports the loss
 }
 
 // connect makes one connection attempt, bounded by ConnectTimeout. A fresh
 // paho client per connection sidesteps paho's unsafe reuse of a client after
 // Disconnect; paho's own reconnect is off because its backoff has no jitter.
-func (c *Client) connect(ctx context.Context) (*connection, error) {
-	conn := &connection{lost: make(chan error, 1)}
-	conn.pc = mqtt.NewClient(c.pahoOptions(conn.lost))
+func (c *Client) connect(ctx context.Context, b broker) (*connection, error) {
+	conn := &connection{broker: b, lost: make(chan error, 1)}
+	conn.pc = mqtt.NewClient(c.pahoOptions(b, conn.lost))
 	tok := conn.pc.Connect()
 	select {
 	case <-tok.Done():
@@ -202,19 +225,20 @@ func (c *Client) connect(ctx context.Context) (*connection, error) {
 		return nil, ctx.Err()
 	}
 	if err := tok.Error(); err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", c.brokerURL, err)
+		return nil, fmt.Errorf("connect to %s: %w", b.redacted, err)
 	}
 	return conn, nil
 }
 
-// pahoOptions builds the paho options of one connection attempt. Clean
+// pahoOptions builds the paho options of one connection attempt to b: one
+// paho client per connection, with b its only broker. Clean
 // session with the memory store: paho's file store panics on I/O errors in
 // v1.5.1, and edgeset republishes state on every connection anyway. Order
 // matters stays true so a topic's messages reach the inbox in order
 // (latest wins needs that); the inbox push never blocks the router.
-func (c *Client) pahoOptions(lost chan<- error) *mqtt.ClientOptions {
+func (c *Client) pahoOptions(b broker, lost chan<- error) *mqtt.ClientOptions {
 	po := mqtt.NewClientOptions().
-		AddBroker(c.brokerURL).
+		AddBroker(b.url).
 		SetClientID(c.opts.ClientID).
 		SetUsername(c.opts.Username).
 		SetPassword(c.opts.Password).
@@ -236,7 +260,7 @@ func (c *Client) pahoOptions(lost chan<- error) *mqtt.ClientOptions {
 			default:
 			}
 		})
-	if c.tls != nil {
+	if b.tls {
 		po.SetTLSConfig(c.tls)
 	}
 	if c.opts.Dial != nil {
@@ -256,7 +280,7 @@ func (c *Client) openConn(uri *url.URL, _ mqtt.ClientOptions) (net.Conn, error) 
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.ConnectTimeout)
 	defer cancel()
 	conn, err := c.opts.Dial(ctx, "tcp", uri.Host)
-	if err != nil || c.tls == nil {
+	if err != nil || !usesTLS(uri.Scheme) {
 		return conn, err
 	}
 	cfg := c.tls
@@ -288,22 +312,22 @@ func (c *Client) receive(_ mqtt.Client, m mqtt.Message) {
 // connection to drop or ctx to end. It returns the channel closed when this
 // connection's OnConnect returns.
 func (c *Client) serve(ctx context.Context, conn *connection, wg *sync.WaitGroup, prevDone <-chan struct{}) <-chan struct{} {
-	c.setCurrent(conn.pc)
-	defer c.setCurrent(nil)
+	c.setCurrent(conn.pc, conn.broker.redacted)
+	defer c.setOffline()
 	if c.stats.connects.Add(1) > 1 {
 		c.stats.reconnects.Add(1)
 	}
-	c.log.Info("mqtt connected")
+	c.log.Info("mqtt connected", "broker", conn.broker.redacted)
 	connCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if err := c.resubscribe(connCtx, conn.pc); err != nil {
-		c.log.Error("mqtt resubscribe failed", "err", err)
+		c.log.Error("mqtt resubscribe failed", "broker", conn.broker.redacted, "err", err)
 		if !errors.Is(err, ErrSubscriptionRefused) {
 			// The connection is unusable (most likely already lost):
 			// drop it and let the loop reconnect with backoff.
-			c.setCurrent(nil)
+			c.setOffline()
 			conn.pc.Disconnect(c.quiesceMillis())
-			c.connectionLost(err)
+			c.connectionLost(conn.broker, err)
 			return prevDone
 		}
 	}
@@ -324,21 +348,21 @@ func (c *Client) serve(ctx context.Context, conn *connection, wg *sync.WaitGroup
 func (c *Client) awaitEnd(ctx context.Context, conn *connection) {
 	select {
 	case <-ctx.Done():
-		c.setCurrent(nil)
+		c.setOffline()
 		conn.pc.Disconnect(c.quiesceMillis())
-		c.log.Info("mqtt disconnected")
+		c.log.Info("mqtt disconnected", "broker", conn.broker.redacted)
 	case err := <-conn.lost:
-		c.setCurrent(nil)
-		c.connectionLost(err)
+		c.setOffline()
+		c.connectionLost(conn.broker, err)
 	}
 }
 
-// connectionLost logs the loss of an established connection and reports it
-// to OnConnectionLost.
-func (c *Client) connectionLost(err error) {
-	c.log.Warn("mqtt connection lost", "err", err)
+// connectionLost logs the loss of an established connection to b and
+// reports it, naming b, to OnConnectionLost.
+func (c *Client) connectionLost(b broker, err error) {
+	c.log.Warn("mqtt connection lost", "broker", b.redacted, "err", err)
 	if c.opts.OnConnectionLost != nil {
-		c.opts.OnConnectionLost(err)
+		c.opts.OnConnectionLost(fmt.Errorf("connection to %s: %w", b.redacted, err))
 	}
 }
 

@@ -23,6 +23,27 @@
 // agent that shuts down on purpose publishes its offline presence itself
 // first. Run joins every goroutine it started before returning.
 //
+// # Failover
+//
+// Options.BrokerURLs lists the nodes of one broker (a cluster whose nodes
+// share sessions and retained messages, or a primary and standbys). Each
+// connection goes to one node, over its own paho client with that node as
+// its only broker. Attempts go round-robin through the list, starting at
+// a random node per client (OrderedBrokers: at the first) so a fleet
+// spreads over the nodes. A round is one attempt on each node: a failed
+// attempt moves to the next node at once, Backoff applies between full
+// rounds, so a dead node costs one failed attempt and a client that
+// reaches no node backs off as with one broker. A lost connection ends the
+// round: the client waits Backoff, jittered so the clients of a dead node
+// do not fall on the survivors together, then tries the next node, not the
+// one it lost. Stats.Broker and Broker name the live connection's node;
+// every connection log names it as "broker".
+//
+// A node that dies publishes no will: its clients' sessions die with it.
+// Presence across a node's death is the reconnection: the agent connects
+// to a surviving node and publishes online=true there from OnConnect (see
+// docs/protocol.md, Broker failover).
+//
 // # Inbound messages
 //
 // Paho calls its message handler on its router goroutine; a handler that

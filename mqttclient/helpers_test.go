@@ -19,6 +19,14 @@ import (
 // loopback port, closed on cleanup.
 func startMochi(t testing.TB) (*mochi.Server, string) {
 	t.Helper()
+	srv, url, _ := startStoppableMochi(t)
+	return srv, url
+}
+
+// startStoppableMochi is startMochi that also returns stop, which closes
+// the broker (once; cleanup then does nothing): a broker node dying.
+func startStoppableMochi(t testing.TB) (*mochi.Server, string, func()) {
+	t.Helper()
 	srv := mochi.New(&mochi.Options{InlineClient: true, Logger: slog.New(slog.DiscardHandler)})
 	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
 		t.Fatalf("add hook: %v", err)
@@ -30,8 +38,10 @@ func startMochi(t testing.TB) (*mochi.Server, string) {
 	if err := srv.Serve(); err != nil {
 		t.Fatalf("serve: %v", err)
 	}
-	t.Cleanup(func() { _ = srv.Close() })
-	return srv, "tcp://" + ln.Address()
+	var once sync.Once
+	stop := func() { once.Do(func() { _ = srv.Close() }) }
+	t.Cleanup(stop)
+	return srv, "tcp://" + ln.Address(), stop
 }
 
 // testOptions returns options with fast timings for tests.

@@ -24,13 +24,28 @@ const (
 	DefaultPublishWindow    = 256
 )
 
+// MaxBrokerURLs bounds Options.BrokerURLs.
+const MaxBrokerURLs = 32
+
 // Options configure a Client. The zero value of every optional field means
 // its default; New applies all defaults in one place.
 type Options struct {
-	// BrokerURL is scheme://host[:port] with scheme tcp, mqtt, ssl, tls,
-	// mqtts, ws or wss. A missing port means 1883 (tcp, mqtt) or 8883
-	// (ssl, tls, mqtts). Required.
+	// BrokerURLs are the nodes of one broker (a cluster, or a primary and
+	// its standbys), each scheme://host[:port] with scheme tcp, mqtt, ssl,
+	// tls, mqtts, ws or wss. A missing port means 1883 (tcp, mqtt) or 8883
+	// (ssl, tls, mqtts). Every connection goes to one of them; a failed
+	// attempt or a lost connection moves to the next (see doc.go,
+	// Failover). At most MaxBrokerURLs. BrokerURLs or BrokerURL is
+	// required.
+	BrokerURLs []string
+	// BrokerURL is shorthand for a one-element BrokerURLs; set one, not
+	// both.
 	BrokerURL string
+	// OrderedBrokers makes the first attempt go to BrokerURLs[0] instead of
+	// a random one: for a caller that spreads its clients itself (the
+	// simulator) or prefers a primary. Failover order is the same either
+	// way: the next URL in the list, wrapping around.
+	OrderedBrokers bool
 	// ClientID must be stable across restarts (the node name for an agent):
 	// a broker lets one session per client ID live, so a second process with
 	// the same ID takes the connection over. Required.
@@ -193,10 +208,70 @@ func (o Options) validate() error {
 	if (o.CertFile == "") != (o.KeyFile == "") {
 		errs = append(errs, errors.New("options CertFile and KeyFile: set both or neither"))
 	}
-	if o.Dial != nil && strings.HasPrefix(o.BrokerURL, "ws") {
-		errs = append(errs, errors.New("option Dial: not supported with ws:// or wss:// brokers"))
+	if o.Dial != nil {
+		for _, raw := range o.brokerURLs() {
+			if strings.HasPrefix(raw, "ws") {
+				errs = append(errs, errors.New("option Dial: not supported with ws:// or wss:// brokers"))
+				break
+			}
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// brokerURLs returns BrokerURLs, or BrokerURL as a list of one.
+func (o Options) brokerURLs() []string {
+	if len(o.BrokerURLs) == 0 && o.BrokerURL != "" {
+		return []string{o.BrokerURL}
+	}
+	return o.BrokerURLs
+}
+
+// BrokerList returns the broker URLs o names (BrokerURLs, or BrokerURL as a
+// list of one), as given: for messages that name them before New.
+func (o Options) BrokerList() []string {
+	return append([]string(nil), o.brokerURLs()...)
+}
+
+// broker is one validated broker URL.
+type broker struct {
+	field    string // the option it came from: BrokerURL or BrokerURLs[i]
+	url      string // with the default port: what paho dials
+	redacted string // the password masked: for logs and Stats
+	tls      bool   // a TLS transport
+}
+
+// brokers validates BrokerURL or BrokerURLs and returns them with default
+// ports; each error names the field and, in a list, the index.
+func (o Options) brokers() ([]broker, error) {
+	switch {
+	case o.BrokerURL != "" && len(o.BrokerURLs) > 0:
+		return nil, errors.New("options BrokerURL and BrokerURLs: set one, not both")
+	case o.BrokerURL != "":
+		b, err := parseBroker("BrokerURL", o.BrokerURL)
+		return []broker{b}, err
+	case len(o.BrokerURLs) == 0:
+		return nil, errors.New("BrokerURL: required (or BrokerURLs)")
+	case len(o.BrokerURLs) > MaxBrokerURLs:
+		return nil, fmt.Errorf("BrokerURLs: %d URLs, at most %d", len(o.BrokerURLs), MaxBrokerURLs)
+	}
+	out := make([]broker, len(o.BrokerURLs))
+	var errs []error
+	for i, raw := range o.BrokerURLs {
+		b, err := parseBroker(fmt.Sprintf("BrokerURLs[%d]", i), raw)
+		errs = append(errs, err)
+		out[i] = b
+	}
+	return out, errors.Join(errs...)
+}
+
+// parseBroker validates the URL raw of field.
+func parseBroker(field, raw string) (broker, error) {
+	u, err := brokerURL(field, raw)
+	if err != nil {
+		return broker{}, err
+	}
+	return broker{field: field, url: u.String(), redacted: u.Redacted(), tls: usesTLS(u.Scheme)}, nil
 }
 
 // validate checks a filter's syntax and QoS.
@@ -245,21 +320,22 @@ var defaultPorts = map[string]string{
 	"ws": "", "wss": "",
 }
 
-// brokerURL validates raw and adds the default port when it is missing.
-func brokerURL(raw string) (*url.URL, error) {
+// brokerURL validates raw, the value of field, and adds the default port
+// when it is missing.
+func brokerURL(field, raw string) (*url.URL, error) {
 	if raw == "" {
-		return nil, errors.New("BrokerURL: required")
+		return nil, fmt.Errorf("%s: empty", field)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("BrokerURL: %w", err)
+		return nil, fmt.Errorf("%s: %w", field, err)
 	}
 	port, ok := defaultPorts[u.Scheme]
 	if !ok {
-		return nil, fmt.Errorf("BrokerURL %q: scheme %q is not one of tcp, mqtt, ssl, tls, mqtts, ws, wss", raw, u.Scheme)
+		return nil, fmt.Errorf("%s %q: scheme %q is not one of tcp, mqtt, ssl, tls, mqtts, ws, wss", field, u.Redacted(), u.Scheme)
 	}
 	if u.Hostname() == "" {
-		return nil, fmt.Errorf("BrokerURL %q: no host", raw)
+		return nil, fmt.Errorf("%s %q: no host", field, u.Redacted())
 	}
 	if u.Port() == "" && port != "" {
 		u.Host = net.JoinHostPort(u.Hostname(), port)
@@ -276,15 +352,20 @@ func usesTLS(scheme string) bool {
 	return false
 }
 
-// tlsConfig builds the TLS configuration for scheme: nil for plain
-// transports, otherwise a clone of TLSConfig (or a TLS 1.2+ default) with
-// CAFile and the client certificate loaded.
-func (o Options) tlsConfig(scheme string) (*tls.Config, error) {
+// tlsConfig builds the TLS configuration of brokers: nil when none uses
+// TLS, otherwise a clone of TLSConfig (or a TLS 1.2+ default) with CAFile
+// and the client certificate loaded. TLS options with a plain broker are
+// an error naming it: they would silently not apply there.
+func (o Options) tlsConfig(brokers []broker) (*tls.Config, error) {
 	anySet := o.TLSConfig != nil || o.CAFile != "" || o.CertFile != ""
-	if !usesTLS(scheme) {
-		if anySet {
-			return nil, fmt.Errorf("TLS options set but BrokerURL scheme %q is not TLS (use ssl://, tls://, mqtts:// or wss://)", scheme)
+	anyTLS := false
+	for _, b := range brokers {
+		anyTLS = anyTLS || b.tls
+		if anySet && !b.tls {
+			return nil, fmt.Errorf("TLS options set but %s %s is not TLS (use ssl://, tls://, mqtts:// or wss://)", b.field, b.redacted)
 		}
+	}
+	if !anyTLS {
 		return nil, nil
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}

@@ -13,7 +13,7 @@ func TestNewValidation(t *testing.T) {
 		name    string
 		opts    Options
 		wantErr string // substring; "" means success
-		wantURL string
+		wantURL string // the brokers' URLs, comma-separated
 	}{
 		{name: "tcp default port", opts: Options{BrokerURL: "tcp://broker", ClientID: "n1"}, wantURL: "tcp://broker:1883"},
 		{name: "mqtts default port", opts: Options{BrokerURL: "mqtts://broker", ClientID: "n1"}, wantURL: "mqtts://broker:8883"},
@@ -32,6 +32,16 @@ func TestNewValidation(t *testing.T) {
 		{name: "missing CA file", opts: Options{BrokerURL: "ssl://b", ClientID: "n1", CAFile: "/nonexistent/ca.pem"}, wantErr: "CAFile"},
 		{name: "dial with websocket", opts: Options{BrokerURL: "ws://b/mqtt", ClientID: "n1", Dial: (&net.Dialer{}).DialContext}, wantErr: "Dial: not supported"},
 		{name: "dial with tcp", opts: Options{BrokerURL: "tcp://b", ClientID: "n1", Dial: (&net.Dialer{}).DialContext}, wantURL: "tcp://b:1883"},
+		{name: "list", opts: Options{BrokerURLs: []string{"tcp://a", "ssl://b:9999", "tcp://c:1884"}, ClientID: "n1"}, wantURL: "tcp://a:1883,ssl://b:9999,tcp://c:1884"},
+		{name: "list of one", opts: Options{BrokerURLs: []string{"mqtt://a"}, ClientID: "n1"}, wantURL: "mqtt://a:1883"},
+		{name: "url and list", opts: Options{BrokerURL: "tcp://a", BrokerURLs: []string{"tcp://b"}, ClientID: "n1"}, wantErr: "BrokerURL and BrokerURLs: set one, not both"},
+		{name: "bad list entry named by index", opts: Options{BrokerURLs: []string{"tcp://a", "http://b"}, ClientID: "n1"}, wantErr: `BrokerURLs[1] "http://b": scheme "http"`},
+		{name: "empty list entry", opts: Options{BrokerURLs: []string{"tcp://a", ""}, ClientID: "n1"}, wantErr: "BrokerURLs[1]: empty"},
+		{name: "every bad entry", opts: Options{BrokerURLs: []string{"tcp://:1", "tcp://b", "udp://c"}, ClientID: "n1"}, wantErr: `BrokerURLs[0] "tcp://:1": no host` + "\n" + `BrokerURLs[2] "udp://c"`},
+		{name: "too many", opts: Options{BrokerURLs: make([]string, MaxBrokerURLs+1), ClientID: "n1"}, wantErr: "at most 32"},
+		{name: "tls options with a plain list entry", opts: Options{BrokerURLs: []string{"ssl://a", "tcp://b"}, ClientID: "n1", CAFile: "ca.pem"}, wantErr: "BrokerURLs[1] tcp://b:1883 is not TLS"},
+		{name: "password masked", opts: Options{BrokerURLs: []string{"http://u:secret@b"}, ClientID: "n1"}, wantErr: `"http://u:xxxxx@b"`},
+		{name: "dial with a websocket list entry", opts: Options{BrokerURLs: []string{"tcp://a", "ws://b/mqtt"}, ClientID: "n1", Dial: (&net.Dialer{}).DialContext}, wantErr: "Dial: not supported"},
 		{name: "sub-second keepalive", opts: Options{BrokerURL: "tcp://b", ClientID: "n1", KeepAlive: 1}, wantErr: "KeepAlive"},
 	}
 	for _, tc := range tests {
@@ -46,8 +56,12 @@ func TestNewValidation(t *testing.T) {
 			if err != nil {
 				t.Fatalf("New() error = %v", err)
 			}
-			if c.brokerURL != tc.wantURL {
-				t.Errorf("broker URL = %q, want %q", c.brokerURL, tc.wantURL)
+			var urls []string
+			for _, b := range c.brokers {
+				urls = append(urls, b.url)
+			}
+			if got := strings.Join(urls, ","); got != tc.wantURL {
+				t.Errorf("broker URLs = %q, want %q", got, tc.wantURL)
 			}
 		})
 	}

@@ -30,6 +30,9 @@ type Stats struct {
 	Pending int
 	// Connected reports whether a connection is up.
 	Connected bool
+	// Broker is the URL (password masked) of the broker the live
+	// connection uses; "" when there is none.
+	Broker string
 }
 
 // counters are the atomic counters behind Stats.

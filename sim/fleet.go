@@ -25,7 +25,13 @@ const DefaultNamePrefix = "sim-"
 // Options configure a Fleet. Zero optional fields take the defaults
 // documented on each.
 type Options struct {
-	// BrokerURL is the MQTT broker every device connects to; required.
+	// BrokerURLs are the nodes of the MQTT broker the devices connect to.
+	// Device i starts on node i modulo their number, so the fleet spreads
+	// evenly over them, and fails over round-robin from there
+	// (mqttclient.Options.BrokerURLs). BrokerURLs or BrokerURL is required.
+	BrokerURLs []string
+	// BrokerURL is shorthand for a one-element BrokerURLs; set one, not
+	// both.
 	BrokerURL string
 	// Nodes is the number of devices; required unless Names is set, when
 	// zero means all of Names.
@@ -100,7 +106,12 @@ func New(opts Options) (*Fleet, error) {
 }
 
 func (o Options) withDefaults() (Options, error) {
-	if o.BrokerURL == "" {
+	switch {
+	case o.BrokerURL != "" && len(o.BrokerURLs) > 0:
+		return o, errors.New("fleet: BrokerURL and BrokerURLs: set one, not both")
+	case o.BrokerURL != "":
+		o.BrokerURLs, o.BrokerURL = []string{o.BrokerURL}, ""
+	case len(o.BrokerURLs) == 0:
 		return o, errors.New("fleet: broker URL is required")
 	}
 	if o.Tokens == nil {
@@ -132,6 +143,14 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
+// brokersOf returns device i's broker list: BrokerURLs rotated to start at
+// node i modulo their number.
+func (o Options) brokersOf(i int) []string {
+	n := len(o.BrokerURLs)
+	start := i % n
+	return append(append(make([]string, 0, n), o.BrokerURLs[start:]...), o.BrokerURLs[:start]...)
+}
+
 // name returns device i's node name.
 func (o Options) name(i int) string {
 	if len(o.Names) > 0 {
@@ -158,7 +177,7 @@ func (f *Fleet) newDevice(i int) (*device, error) {
 	d.node, err = edgeagent.NewNode(edgeagent.NodeOptions{
 		Agent: edgeagent.Config{NodeName: name, Ephemeral: true, Logger: f.opts.Logger, ProbeDial: dialDaemon},
 		MQTT: mqttclient.Options{
-			BrokerURL: f.opts.BrokerURL, Password: token, KeepAlive: f.opts.KeepAlive,
+			BrokerURLs: f.opts.brokersOf(i), OrderedBrokers: true, Password: token, KeepAlive: f.opts.KeepAlive,
 			Backoff: f.opts.Backoff, FirstConnectJitter: -1, Dial: d.link.Dial,
 			Logger: f.opts.Logger,
 		},

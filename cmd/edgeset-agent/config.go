@@ -32,13 +32,15 @@ type fileConfig struct {
 	ConfigFile string `mapstructure:"config"`
 	NodeName   string `mapstructure:"node-name"`
 
-	BrokerURL string        `mapstructure:"broker-url"`
-	Token     string        `mapstructure:"token"`
-	TokenFile string        `mapstructure:"token-file"`
-	CAFile    string        `mapstructure:"ca-file"`
-	CertFile  string        `mapstructure:"cert-file"`
-	KeyFile   string        `mapstructure:"key-file"`
-	KeepAlive time.Duration `mapstructure:"keepalive"`
+	// BrokerURLs is broker-url: one URL, a comma-separated list (flag,
+	// environment, file) or a YAML list.
+	BrokerURLs []string      `mapstructure:"broker-url"`
+	Token      string        `mapstructure:"token"`
+	TokenFile  string        `mapstructure:"token-file"`
+	CAFile     string        `mapstructure:"ca-file"`
+	CertFile   string        `mapstructure:"cert-file"`
+	KeyFile    string        `mapstructure:"key-file"`
+	KeepAlive  time.Duration `mapstructure:"keepalive"`
 
 	DataDir    string `mapstructure:"data-dir"`
 	Runtime    string `mapstructure:"runtime"`
@@ -80,7 +82,7 @@ type fileConfig struct {
 func addFlags(f *pflag.FlagSet) {
 	f.String("config", "", "config file (YAML); see configs/agent.yaml")
 	f.String("node-name", "", "this device's node name, a DNS-1123 subdomain (default: the hostname, lowercased)")
-	f.String("broker-url", defaultBrokerURL, "MQTT broker: tcp://, ssl://, tls://, mqtts://, ws:// or wss://")
+	f.StringSlice("broker-url", []string{defaultBrokerURL}, "MQTT broker: tcp://, ssl://, tls://, mqtts://, ws:// or wss://; a comma-separated list names the nodes of one broker, tried in turn on failure")
 	f.String("token", "", "node token (MQTT password) from `edgesetctl token create NODE`")
 	f.String("token-file", "", "file holding the node token (instead of --token)")
 	f.String("ca-file", "", "CA bundle verifying the broker's TLS certificate (default: system roots)")
@@ -161,6 +163,8 @@ func (fc fileConfig) resolve(hostname func() (string, error)) (settings, error) 
 	add(err)
 	auth, err := fc.registryAuth()
 	add(err)
+	brokers, err := fc.brokerURLs()
+	add(err)
 	add(fc.checkChoices())
 	add(fc.policy().Validate())
 	announce := edgeagent.AnnounceConfig{NodeName: node, Labels: labels, Taints: taints, DataDir: fc.DataDir, Thresholds: thr}
@@ -179,7 +183,7 @@ func (fc fileConfig) resolve(hostname func() (string, error)) (settings, error) 
 		Agent: edgeagent.Config{NodeName: node, DataDir: fc.DataDir, Policy: fc.policy(), RegistryAuth: auth,
 			KubeletLogDir: fc.KubeletLogDir, SeccompProfileDir: fc.SeccompDir},
 		MQTT: mqttclient.Options{
-			BrokerURL: fc.BrokerURL, Password: token, KeepAlive: fc.KeepAlive,
+			BrokerURLs: brokers, Password: token, KeepAlive: fc.KeepAlive,
 			CAFile: fc.CAFile, CertFile: fc.CertFile, KeyFile: fc.KeyFile,
 		},
 		StatusInterval: fc.StatusInterval,
@@ -199,9 +203,6 @@ func (fc fileConfig) checkChoices() error {
 	if fc.DataDir == "" {
 		errs = append(errs, errors.New("data-dir: required"))
 	}
-	if fc.BrokerURL == "" {
-		errs = append(errs, errors.New("broker-url: required"))
-	}
 	if fc.KeepAlive < time.Second {
 		errs = append(errs, fmt.Errorf("keepalive: %s is below the 1s MQTT resolution", fc.KeepAlive))
 	}
@@ -219,6 +220,27 @@ func (fc fileConfig) checkChoices() error {
 		errs = append(errs, fmt.Errorf("log-format: %q is not text or json", fc.LogFormat))
 	}
 	return errors.Join(errs...)
+}
+
+// brokerURLs returns broker-url's URLs, trimmed of spaces. The list must
+// not be empty, nor have an empty entry, nor more than
+// mqttclient.MaxBrokerURLs; mqttclient checks each URL, naming its index.
+func (fc fileConfig) brokerURLs() ([]string, error) {
+	if len(fc.BrokerURLs) == 0 {
+		return nil, errors.New("broker-url: required")
+	}
+	if len(fc.BrokerURLs) > mqttclient.MaxBrokerURLs {
+		return nil, fmt.Errorf("broker-url: %d URLs, at most %d", len(fc.BrokerURLs), mqttclient.MaxBrokerURLs)
+	}
+	out := make([]string, len(fc.BrokerURLs))
+	var errs []error
+	for i, u := range fc.BrokerURLs {
+		out[i] = strings.TrimSpace(u)
+		if out[i] == "" {
+			errs = append(errs, fmt.Errorf("broker-url[%d]: empty (a stray comma?)", i))
+		}
+	}
+	return out, errors.Join(errs...)
 }
 
 // token returns the node token from token or token-file. One of them is

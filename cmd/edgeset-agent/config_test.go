@@ -40,7 +40,7 @@ func TestConfigPrecedence(t *testing.T) {
 		want func(t *testing.T, fc fileConfig)
 	}{
 		{name: "defaults", args: nil, want: func(t *testing.T, fc fileConfig) {
-			require.Equal(t, defaultBrokerURL, fc.BrokerURL)
+			require.Equal(t, []string{defaultBrokerURL}, fc.BrokerURLs)
 			require.Equal(t, defaultDataDir, fc.DataDir)
 			require.Equal(t, "docker", fc.Runtime)
 			require.Equal(t, 60*time.Second, fc.KeepAlive)
@@ -49,7 +49,7 @@ func TestConfigPrecedence(t *testing.T) {
 		}},
 		{name: "file over default", args: []string{"--config", file}, want: func(t *testing.T, fc fileConfig) {
 			require.Equal(t, "from-file", fc.NodeName)
-			require.Equal(t, "tcp://file:1883", fc.BrokerURL)
+			require.Equal(t, []string{"tcp://file:1883"}, fc.BrokerURLs)
 			require.Equal(t, 30*time.Second, fc.KeepAlive)
 			require.Equal(t, []string{"site=file", "role=gw"}, fc.Labels)
 			require.Equal(t, defaultDataDir, fc.DataDir)
@@ -59,13 +59,13 @@ func TestConfigPrecedence(t *testing.T) {
 				require.Equal(t, "from-env", fc.NodeName)
 				require.Equal(t, []string{"site=env", "x=y"}, fc.Labels)
 				require.Equal(t, 45*time.Second, fc.KeepAlive)
-				require.Equal(t, "tcp://file:1883", fc.BrokerURL)
+				require.Equal(t, []string{"tcp://file:1883"}, fc.BrokerURLs)
 			}},
 		{name: "flag over env and file", env: map[string]string{"EDGESET_NODE_NAME": "from-env", "EDGESET_BROKER_URL": "tcp://env:1883"},
 			args: []string{"--config", file, "--node-name", "from-flag", "--labels", "site=flag"}, want: func(t *testing.T, fc fileConfig) {
 				require.Equal(t, "from-flag", fc.NodeName)
 				require.Equal(t, []string{"site=flag"}, fc.Labels)
-				require.Equal(t, "tcp://env:1883", fc.BrokerURL)
+				require.Equal(t, []string{"tcp://env:1883"}, fc.BrokerURLs)
 				require.Equal(t, "fake", fc.Runtime)
 			}},
 		{name: "config file from env", env: map[string]string{"EDGESET_CONFIG": file}, want: func(t *testing.T, fc fileConfig) {
@@ -80,6 +80,42 @@ func TestConfigPrecedence(t *testing.T) {
 			fc, err := parseCmd(t, tc.args...)
 			require.NoError(t, err)
 			tc.want(t, fc)
+		})
+	}
+}
+
+// TestBrokerURLList: broker-url takes one URL or several, as a
+// comma-separated flag, environment variable or file string, a repeated
+// flag, or a YAML list; resolve trims them and hands them to the client.
+func TestBrokerURLList(t *testing.T) {
+	want := []string{"tcp://a:1883", "ssl://b:8883"}
+	cases := []struct {
+		name string
+		env  string // EDGESET_BROKER_URL
+		file string // agent.yaml content; "" for none
+		args []string
+	}{
+		{name: "flag list", args: []string{"--broker-url", "tcp://a:1883,ssl://b:8883"}},
+		{name: "repeated flag", args: []string{"--broker-url", "tcp://a:1883", "--broker-url", "ssl://b:8883"}},
+		{name: "environment list", env: "tcp://a:1883,ssl://b:8883"},
+		{name: "file string list", file: "broker-url: tcp://a:1883, ssl://b:8883\n"},
+		{name: "file yaml list", file: "broker-url: [tcp://a:1883, ssl://b:8883]\n"},
+		{name: "file yaml block list", file: "broker-url:\n  - tcp://a:1883\n  - ssl://b:8883\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv("EDGESET_BROKER_URL", tc.env)
+			}
+			args := append([]string{"--token", "secret-token", "--node-name", "gw-1"}, tc.args...)
+			if tc.file != "" {
+				args = append(args, "--config", writeFile(t, "agent.yaml", tc.file))
+			}
+			fc, err := parseCmd(t, args...)
+			require.NoError(t, err)
+			s, err := fc.resolve(os.Hostname)
+			require.NoError(t, err)
+			require.Equal(t, want, s.node.MQTT.BrokerURLs)
 		})
 	}
 }
@@ -140,6 +176,9 @@ func TestResolveErrors(t *testing.T) {
 		{name: "log level", edit: func(fc *fileConfig) { fc.LogLevel = "loud" }, wantIn: []string{"log-level"}},
 		{name: "log format", edit: func(fc *fileConfig) { fc.LogFormat = "xml" }, wantIn: []string{"log-format"}},
 		{name: "unknown capability", edit: func(fc *fileConfig) { fc.DeniedCapabilities = []string{"SYS_ADMIN", "SYS_ADMN"} }, wantIn: []string{`denied-capabilities: "SYS_ADMN"`}},
+		{name: "no broker", edit: func(fc *fileConfig) { fc.BrokerURLs = nil }, wantIn: []string{"broker-url: required"}},
+		{name: "empty broker entry", edit: func(fc *fileConfig) { fc.BrokerURLs = []string{"tcp://a", " "} }, wantIn: []string{"broker-url[1]: empty"}},
+		{name: "too many brokers", edit: func(fc *fileConfig) { fc.BrokerURLs = make([]string, 33) }, wantIn: []string{"broker-url: 33 URLs, at most 32"}},
 		{name: "several at once", edit: func(fc *fileConfig) { fc.Runtime, fc.LogFormat = "x", "y" }, wantIn: []string{"runtime", "log-format"}},
 	}
 	for _, tc := range cases {

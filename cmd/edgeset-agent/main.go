@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -87,7 +88,7 @@ func run(ctx context.Context, s settings, source string, stderr io.Writer) error
 		return err
 	}
 	log.Info("edgeset-agent starting", "version", schema.Version, "node", s.node.Agent.NodeName, "config", source,
-		"broker", s.node.MQTT.BrokerURL, "runtime", s.runtime, "data", s.node.Agent.DataDir)
+		"broker", strings.Join(s.node.MQTT.BrokerURLs, ","), "runtime", s.runtime, "data", s.node.Agent.DataDir)
 	start := time.Now()
 	err = runNode(ctx, node, rt, s.metricsAddr, log)
 	log.Info("edgeset-agent stopped", "uptime", time.Since(start).Round(time.Second))

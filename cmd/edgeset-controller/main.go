@@ -78,7 +78,7 @@ func addFlags(f *pflag.FlagSet) {
 	f.Duration("mqtt-auth-failure-window", broker.DefaultAuthFailureWindow, "window counting failed MQTT logins per IP address")
 	f.Duration("mqtt-auth-failure-backoff", broker.DefaultAuthFailureBackoff, "how long an IP address that failed too many MQTT logins is refused")
 	f.StringSlice("mqtt-exempt-sources", nil, "IP addresses or CIDR prefixes exempt from the per-source cap and the failed-login back-off")
-	f.String("broker-url", "", "use this external MQTT broker instead of the embedded one (tcp://host:1883)")
+	f.StringSlice("broker-url", nil, "use this external MQTT broker instead of the embedded one (tcp://host:1883); a comma-separated list names the nodes of a broker cluster, tried in turn on failure")
 	f.String("broker-username", controller.DefaultControllerUser, "controller's username on an external broker")
 	f.String("broker-password-file", "", "controller's password on an external broker (default: derived from the fleet secret)")
 	f.String("broker-ca-file", "", "CA file verifying an external broker's TLS certificate")

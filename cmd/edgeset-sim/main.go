@@ -30,12 +30,13 @@ func main() {
 
 // flags are the command line.
 type flags struct {
-	brokerURL, secretFile, tokenFile, fleetFile, reportFile string
-	namePrefix, sourceRange, logLevel, hostDir, cpuProfile  string
-	nodes, deviceProcesses                                  int
-	ramp                                                    float64
-	duration, interval, keepAlive                           time.Duration
-	bench, benchDevices, summary, version                   bool
+	brokerURLs                                             []string
+	secretFile, tokenFile, fleetFile, reportFile           string
+	namePrefix, sourceRange, logLevel, hostDir, cpuProfile string
+	nodes, deviceProcesses                                 int
+	ramp                                                   float64
+	duration, interval, keepAlive                          time.Duration
+	bench, benchDevices, summary, version                  bool
 	// args are the report files of --summary.
 	args []string
 }
@@ -44,7 +45,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	var f flags
 	fs := pflag.NewFlagSet("edgeset-sim", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&f.brokerURL, "broker-url", "tcp://127.0.0.1:1883", "MQTT broker the devices connect to")
+	fs.StringSliceVar(&f.brokerURLs, "broker-url", []string{"tcp://127.0.0.1:1883"}, "MQTT broker the devices connect to; a comma-separated list of a cluster's nodes spreads the devices evenly over them")
 	fs.IntVar(&f.nodes, "nodes", 100, "number of simulated devices (with --token-file, 0 means every name in it)")
 	fs.StringVar(&f.secretFile, "fleet-secret-file", "", "the controller's DATA_DIR/fleet.secret: derive each device's token (read only)")
 	fs.StringVar(&f.tokenFile, "token-file", "", `file of "NAME TOKEN" lines: device names and tokens (instead of --fleet-secret-file)`)
@@ -137,7 +138,7 @@ func runFleet(ctx context.Context, f flags, stdout io.Writer) error {
 // fleetOptions builds the fleet's options from the flags, naming the flag
 // or file of any error.
 func fleetOptions(f flags) (sim.Options, error) {
-	opts := sim.Options{BrokerURL: f.brokerURL, Nodes: f.nodes, NamePrefix: f.namePrefix, Ramp: f.ramp, KeepAlive: f.keepAlive}
+	opts := sim.Options{BrokerURLs: f.brokerURLs, Nodes: f.nodes, NamePrefix: f.namePrefix, Ramp: f.ramp, KeepAlive: f.keepAlive}
 	level, err := parseLevel(f.logLevel)
 	if err != nil {
 		return opts, err

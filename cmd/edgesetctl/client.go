@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,6 +29,10 @@ const (
 // clientConfig says how to reach the controller, and where each setting
 // came from (for error messages).
 type clientConfig struct {
+	// Servers are the controller's API URLs (an HA controller's standbys),
+	// tried in order (see failover); Server is them comma-separated, for
+	// messages.
+	Servers     []string
 	Server      string
 	Token       string
 	TokenSource string
@@ -41,7 +46,7 @@ type clientConfig struct {
 // addClientFlags adds the persistent flags of every command that talks to
 // the controller.
 func addClientFlags(f *pflag.FlagSet) {
-	f.String("server", defaultServer, "controller API URL (env EDGESET_SERVER)")
+	f.String("server", defaultServer, "controller API URL, or a comma-separated list tried in turn when one is unreachable or answers 503 (env EDGESET_SERVER)")
 	f.String("token", "", "API bearer token (env EDGESET_TOKEN)")
 	f.String("token-file", "", "file holding the API token (default ./"+defaultTokenFile+" when present)")
 	f.String("client-config", "", "client config file (default ~/.config/edgeset/config.yaml when present)")
@@ -62,10 +67,11 @@ func loadClientConfig(cmd *cobra.Command) (clientConfig, error) {
 	if err := readClientConfigFile(v, &cfg); err != nil {
 		return cfg, err
 	}
-	cfg.Server = strings.TrimRight(v.GetString("server"), "/")
-	if !strings.Contains(cfg.Server, "://") {
-		cfg.Server = "http://" + cfg.Server
+	servers, err := parseServers(v.Get("server"))
+	if err != nil {
+		return cfg, err
 	}
+	cfg.Servers, cfg.Server = servers, strings.Join(servers, ",")
 	return cfg, resolveToken(cmd.Flags(), v, &cfg)
 }
 
@@ -136,13 +142,26 @@ func readTokenFile(cfg *clientConfig, path, source string, explicit bool) error 
 	}
 }
 
-// newAPIClient returns a client for the controller the flags name.
+// apiTimeout bounds one API request (all its servers' attempts together).
+const apiTimeout = 30 * time.Second
+
+// newAPIClient returns a client for the controller the flags name; with
+// several servers, its requests fail over between them.
 func newAPIClient(cmd *cobra.Command) (*api.Client, clientConfig, error) {
 	cfg, err := loadClientConfig(cmd)
 	if err != nil {
 		return nil, cfg, err
 	}
-	return api.NewClient(cfg.Server, cfg.Token, nil), cfg, nil
+	return cfg.apiClient(), cfg, nil
+}
+
+// apiClient returns the API client of cfg's servers.
+func (cfg clientConfig) apiClient() *api.Client {
+	hc := &http.Client{Timeout: apiTimeout}
+	if len(cfg.Servers) > 1 {
+		hc = newFailoverClient(cfg.Servers, apiTimeout)
+	}
+	return api.NewClient(cfg.Servers[0], cfg.Token, hc)
 }
 
 // explain turns a client error into one that says what happened and what

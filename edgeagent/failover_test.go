@@ -1,0 +1,159 @@
+package edgeagent_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/auth"
+	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgeset/edgeset/edgeagent"
+	"github.com/edgeset/edgeset/edgeagent/fake"
+	"github.com/edgeset/edgeset/internal/checkfor"
+	"github.com/edgeset/edgeset/mqttclient"
+	"github.com/edgeset/edgeset/schema"
+)
+
+// brokerNode is one in-process broker node that allows everyone; stop
+// kills it (once; cleanup then does nothing).
+type brokerNode struct {
+	srv  *mochi.Server
+	url  string
+	stop func()
+}
+
+func startBrokerNode(t *testing.T) brokerNode {
+	t.Helper()
+	srv := mochi.New(&mochi.Options{InlineClient: true, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, srv.AddHook(new(auth.AllowHook), nil))
+	ln := listeners.NewTCP(listeners.Config{ID: "tcp", Address: "127.0.0.1:0"})
+	require.NoError(t, srv.AddListener(ln))
+	require.NoError(t, srv.Serve())
+	var once sync.Once
+	stop := func() { once.Do(func() { _ = srv.Close() }) }
+	t.Cleanup(stop)
+	return brokerNode{srv: srv, url: "tcp://" + ln.Address(), stop: stop}
+}
+
+// presence returns the retained presence of node on b, if any.
+func (b brokerNode) presence(node string) (schema.Presence, error) {
+	msgs := b.srv.Topics.Messages(schema.NodeTopic(node, schema.TopicOnline))
+	if len(msgs) != 1 {
+		return schema.Presence{}, fmt.Errorf("%s: %d retained presence messages", b.url, len(msgs))
+	}
+	var p schema.Presence
+	if err := json.Unmarshal(msgs[0].Payload, &p); err != nil {
+		return schema.Presence{}, fmt.Errorf("%s: presence %q: %w", b.url, msgs[0].Payload, err)
+	}
+	return p, nil
+}
+
+// waitPresence waits until node's presence on b reads online and, when
+// notSession is non-zero, belongs to another session.
+func (b brokerNode) waitPresence(t *testing.T, node string, online bool, notSession int64) schema.Presence {
+	t.Helper()
+	var p schema.Presence
+	checkfor.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
+		var err error
+		if p, err = b.presence(node); err != nil {
+			return err
+		}
+		if p.Online != online || (notSession != 0 && p.Session == notSession) {
+			return fmt.Errorf("%s: presence %+v, want online=%v of a session other than %d", b.url, p, online, notSession)
+		}
+		return nil
+	})
+	return p
+}
+
+// TestPresenceAcrossBrokerNodeDeath: a broker node that dies publishes no
+// will, so presence is not read from there. The node reconnects to the
+// surviving node and announces itself online there, with a new session
+// whose will the survivor now holds: a later loss there reads offline.
+func TestPresenceAcrossBrokerNodeDeath(t *testing.T) {
+	a, b := startBrokerNode(t), startBrokerNode(t)
+	node, err := edgeagent.NewNode(edgeagent.NodeOptions{
+		Agent: edgeagent.Config{NodeName: testNode, Ephemeral: true},
+		MQTT: mqttclient.Options{BrokerURLs: []string{a.url, b.url}, OrderedBrokers: true, FirstConnectJitter: -1,
+			Backoff: mqttclient.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}},
+	}, fake.New())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- node.Run(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+
+	onA := a.waitPresence(t, testNode, true, 0)
+	require.Equal(t, a.url, node.Client().Broker())
+
+	a.stop()
+	onB := b.waitPresence(t, testNode, true, onA.Session)
+	require.Equal(t, b.url, node.Client().Broker())
+
+	// The survivor holds the will of the new session: killing the node's
+	// connection there publishes it offline with that session, and the
+	// node comes back online on B (A is still dead).
+	seen := watchPresence(t, b.url, testNode)
+	cl, ok := b.srv.Clients.Get(testNode)
+	require.True(t, ok, "B does not know the node")
+	cl.Stop(errors.New("test: connection killed"))
+	checkfor.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
+		got := seen()
+		for i, p := range got {
+			if !p.Online && p.Session == onB.Session {
+				for _, q := range got[i+1:] {
+					if q.Online && q.Session != onB.Session {
+						return nil
+					}
+				}
+			}
+		}
+		return fmt.Errorf("presence on B %+v, want the will of session %d, then online again", got, onB.Session)
+	})
+}
+
+// watchPresence records every presence message of node on the broker at
+// url, in order, from a client of its own; it returns them.
+func watchPresence(t *testing.T, url, node string) func() []schema.Presence {
+	t.Helper()
+	topic := schema.NodeTopic(node, schema.TopicOnline)
+	var mu sync.Mutex
+	var got []schema.Presence // guarded by mu
+	c, err := mqttclient.New(mqttclient.Options{BrokerURL: url, ClientID: "watcher", FirstConnectJitter: -1,
+		Subscriptions: []mqttclient.Subscription{{Filter: topic, QoS: 1}},
+		NoCoalesce:    func(string) bool { return true },
+		Handler: func(_ string, payload []byte) {
+			var p schema.Presence
+			if json.Unmarshal(payload, &p) == nil {
+				mu.Lock()
+				got = append(got, p)
+				mu.Unlock()
+			}
+		}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	checkfor.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) == 0 {
+			return errors.New("watcher has not received the retained presence yet")
+		}
+		return nil
+	})
+	return func() []schema.Presence {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]schema.Presence(nil), got...)
+	}
+}
