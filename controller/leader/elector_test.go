@@ -54,7 +54,7 @@ func TestOneOfTwoLeadsAndBothReportIt(t *testing.T) {
 	waitCandidates(t, check, 2)
 
 	var winner, loser *candidate
-	checkfor.Eventually(t, waitFor, pollE, func() error {
+	checkfor.Eventually(t, waitFor, pollEvery, func() error {
 		_, aLeads := a.e.Term()
 		_, bLeads := b.e.Term()
 		switch {
@@ -129,7 +129,7 @@ func TestTakeoverWhenTheLeadersSessionIsRevoked(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotLeader, "etcd itself refuses the old term's write")
 	assert.Nil(t, etcdtest.Get(t, check, "/test/data"))
 
-	checkfor.Eventually(t, waitFor, pollE, func() error {
+	checkfor.Eventually(t, waitFor, pollEvery, func() error {
 		info, err := a.e.Leader(t.Context())
 		if err != nil || info.ID != "b" {
 			return fmt.Errorf("a sees leader %+v (%v), want b", info, err)
@@ -170,7 +170,7 @@ func TestLeadReturningEarlyResignsAndCampaignsAgain(t *testing.T) {
 		<-ctx.Done()
 		return nil
 	})
-	checkfor.Eventually(t, waitFor, pollE, func() error {
+	checkfor.Eventually(t, waitFor, pollEvery, func() error {
 		if terms := a.allTerms(); len(terms) < 2 {
 			return fmt.Errorf("%d terms, want 2", len(terms))
 		}

@@ -12,11 +12,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// waitFor is the patience of the tests' Eventually calls: generous, since a
+// waitFor and pollEvery pace the tests' Eventually calls: generous, since a
 // takeover after a partition takes about one 1 s TTL.
 const (
-	waitFor = 10 * time.Second
-	pollE   = 10 * time.Millisecond
+	waitFor   = 10 * time.Second
+	pollEvery = 10 * time.Millisecond
 )
 
 // candidate is an Elector running in the background that records every
@@ -32,7 +32,7 @@ type candidate struct {
 	terms []*Term
 }
 
-// lead is a Lead that does nothing but hold the term.
+// holdTerm is a Lead that does nothing but hold the term.
 func holdTerm(ctx context.Context, _ *Term) error {
 	<-ctx.Done()
 	return nil
@@ -76,7 +76,7 @@ func apiURL(id string) string { return "https://" + id + ".example:8443" }
 // stop ends Run and waits for it to return.
 func (c *candidate) stop() {
 	c.cancel()
-	checkfor.Eventually(c.t, waitFor, pollE, func() error {
+	checkfor.Eventually(c.t, waitFor, pollEvery, func() error {
 		select {
 		case <-c.done:
 			return nil
@@ -96,7 +96,7 @@ func (c *candidate) allTerms() []*Term {
 func (c *candidate) waitLeading(t testing.TB) *Term {
 	t.Helper()
 	var term *Term
-	checkfor.Eventually(t, waitFor, pollE, func() error {
+	checkfor.Eventually(t, waitFor, pollEvery, func() error {
 		var ok bool
 		if term, ok = c.e.Term(); !ok {
 			return fmt.Errorf("%s does not lead", c.id)
@@ -110,7 +110,7 @@ func (c *candidate) waitLeading(t testing.TB) *Term {
 func waitCandidates(t testing.TB, cli *clientv3.Client, n int) *clientv3.GetResponse {
 	t.Helper()
 	var resp *clientv3.GetResponse
-	checkfor.Eventually(t, waitFor, pollE, func() error {
+	checkfor.Eventually(t, waitFor, pollEvery, func() error {
 		var err error
 		resp, err = cli.Get(t.Context(), "/test/leader/", clientv3.WithPrefix())
 		if err != nil {
@@ -127,7 +127,7 @@ func waitCandidates(t testing.TB, cli *clientv3.Client, n int) *clientv3.GetResp
 // waitEnded waits until term's context has ended and returns its cause.
 func waitEnded(t testing.TB, term *Term) error {
 	t.Helper()
-	checkfor.Eventually(t, waitFor, pollE, func() error {
+	checkfor.Eventually(t, waitFor, pollEvery, func() error {
 		if term.Context().Err() == nil {
 			return fmt.Errorf("term %d still active", term.Rev)
 		}
@@ -187,7 +187,7 @@ func (fw *faultyWatcher) state() (muted bool, broken <-chan struct{}) {
 // waitWatching waits until at least one watch is open.
 func (fw *faultyWatcher) waitWatching(t testing.TB) {
 	t.Helper()
-	checkfor.Eventually(t, waitFor, pollE, func() error {
+	checkfor.Eventually(t, waitFor, pollEvery, func() error {
 		fw.mu.Lock()
 		defer fw.mu.Unlock()
 		if fw.watching == 0 {

@@ -43,7 +43,7 @@ func TestCampaignEndsWithItsSession(t *testing.T) {
 	require.NoError(t, err)
 
 	var campaignErr error
-	checkfor.Eventually(t, waitFor, pollE, func() error {
+	checkfor.Eventually(t, waitFor, pollEvery, func() error {
 		select {
 		case campaignErr = <-result:
 			return nil
@@ -149,7 +149,7 @@ func TestObserverSeesADeletionItsWatchMissed(t *testing.T) {
 			done := make(chan error, 1)
 			go func() { done <- o.Run(ctx) }()
 			defer func() { cancel(); require.NoError(t, <-done) }()
-			checkfor.Eventually(t, waitFor, pollE, func() error {
+			checkfor.Eventually(t, waitFor, pollEvery, func() error {
 				if info, ok := o.Leader(); !ok || info.ID != "a" {
 					return fmt.Errorf("observer sees %+v (%v), want a", info, ok)
 				}
@@ -163,7 +163,7 @@ func TestObserverSeesADeletionItsWatchMissed(t *testing.T) {
 				assert.True(t, ok, "the muted watch hid the deletion")
 				fw.Break()
 			}
-			checkfor.Eventually(t, waitFor, pollE, func() error {
+			checkfor.Eventually(t, waitFor, pollEvery, func() error {
 				if info, ok := o.Leader(); ok {
 					return fmt.Errorf("observer still sees %+v", info)
 				}
@@ -223,7 +223,7 @@ func TestPartitionedLeaderStopsBeforeItsSuccessorStarts(t *testing.T) {
 	}()
 	b.waitLeading(t)
 	assert.True(t, <-oldEndedFirst, "a's term had ended when b's began")
-	checkfor.Eventually(t, waitFor, pollE, func() error {
+	checkfor.Eventually(t, waitFor, pollEvery, func() error {
 		select {
 		case err := <-inFlight:
 			if err == nil {
@@ -242,7 +242,7 @@ func TestPartitionedLeaderStopsBeforeItsSuccessorStarts(t *testing.T) {
 	require.ErrorIs(t, old.Fenced(t.Context(), put), ErrNotLeader)
 
 	proxy.Restore()
-	checkfor.Eventually(t, waitFor, pollE, func() error {
+	checkfor.Eventually(t, waitFor, pollEvery, func() error {
 		_, err := old.fencedTxn(t.Context(), nil, []clientv3.Op{put}, nil)
 		if !isAny(err, ErrNotLeader) {
 			return fmt.Errorf("late write of the old term through the healed proxy: %v", err)
@@ -250,7 +250,7 @@ func TestPartitionedLeaderStopsBeforeItsSuccessorStarts(t *testing.T) {
 		return nil
 	})
 	assert.Nil(t, etcdtest.Get(t, check, "/test/data"))
-	checkfor.Eventually(t, waitFor, pollE, func() error {
+	checkfor.Eventually(t, waitFor, pollEvery, func() error {
 		info, err := a.e.Leader(t.Context())
 		if err != nil || info.ID != "b" {
 			return fmt.Errorf("a sees leader %+v (%v), want b", info, err)

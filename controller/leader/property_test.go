@@ -91,7 +91,7 @@ func TestFencedWritesOfDifferentTermsNeverInterleave(t *testing.T) {
 	rng := rand.New(rand.NewPCG(s, s))
 	srv := etcdtest.Start(t)
 	check := srv.Client(t)
-	log := &writeLog{}
+	writes := &writeLog{}
 
 	const n = 3
 	proxies := make([]*etcdtest.Proxy, n)
@@ -99,7 +99,7 @@ func TestFencedWritesOfDifferentTermsNeverInterleave(t *testing.T) {
 	running := make([]*candidate, n)
 	var started []*candidate
 	start := func(i int) {
-		running[i] = startCandidate(t, clients[i], fmt.Sprint("c", i), testTTL, log.writer)
+		running[i] = startCandidate(t, clients[i], fmt.Sprint("c", i), testTTL, writes.writer)
 		started = append(started, running[i])
 	}
 	cut := make([]bool, n)
@@ -149,7 +149,7 @@ func TestFencedWritesOfDifferentTermsNeverInterleave(t *testing.T) {
 		for _, term := range c.allTerms() {
 			terms++
 			put := clientv3.OpPut(writesKey, strconv.FormatInt(term.Rev, 10))
-			checkfor.Eventually(t, waitFor, pollE, func() error {
+			checkfor.Eventually(t, waitFor, pollEvery, func() error {
 				_, err := term.fencedTxn(t.Context(), nil, []clientv3.Op{put}, nil)
 				if !errors.Is(err, ErrNotLeader) {
 					return fmt.Errorf("late write of ended term %d: %v", term.Rev, err)
@@ -160,13 +160,13 @@ func TestFencedWritesOfDifferentTermsNeverInterleave(t *testing.T) {
 	}
 
 	landed := checkLandedWritesAgainstLeaders(t, check)
-	log.mu.Lock()
-	defer log.mu.Unlock()
+	writes.mu.Lock()
+	defer writes.mu.Unlock()
 	t.Logf("%d terms; writes: %d landed, %d refused as not leader, %d outcome unknown; late writes: %d sent, %d landed (while still leading)",
-		terms, log.landed, log.refused, log.unknown, log.late, log.lateLanded)
-	assert.GreaterOrEqual(t, landed, log.landed+log.lateLanded, "every write reported landed is in etcd")
-	assert.LessOrEqual(t, landed, log.landed+log.lateLanded+log.unknown, "etcd holds no write that was refused")
-	assert.Positive(t, log.late, "deposed terms sent late writes")
+		terms, writes.landed, writes.refused, writes.unknown, writes.late, writes.lateLanded)
+	assert.GreaterOrEqual(t, landed, writes.landed+writes.lateLanded, "every write reported landed is in etcd")
+	assert.LessOrEqual(t, landed, writes.landed+writes.lateLanded+writes.unknown, "etcd holds no write that was refused")
+	assert.Positive(t, writes.late, "deposed terms sent late writes")
 }
 
 // checkLandedWritesAgainstLeaders replays etcd's history under /test/ and
