@@ -17,6 +17,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/edgeset/edgeset/credential"
+	"github.com/edgeset/edgeset/internal/mochistop"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -110,7 +111,7 @@ func New(opts Options) (*Broker, error) {
 		Logger:                   slog.New(mochiLog).With("component", "mochi"),
 	})
 	if err := b.setup(); err != nil {
-		_ = b.server.Close() // closes whatever listeners and hooks were added
+		_ = mochistop.Close(b.server, listenerTCP, listenerTLS, listenerWS) // whatever listeners and hooks were added
 		return nil, err
 	}
 	return b, nil
@@ -281,7 +282,7 @@ func (b *Broker) Close() error {
 		b.closing = true
 		b.mu.Unlock()
 		b.conns.closeAll()
-		b.closeErr = b.server.Close()
+		b.closeErr = mochistop.Close(b.server, listenerTCP, listenerTLS, listenerWS)
 		b.serving.Wait()
 		close(b.closed)
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/edgeagent/fake"
 	"github.com/edgeset/edgeset/internal/checkfor"
+	"github.com/edgeset/edgeset/internal/mochistop"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 )
@@ -38,7 +39,7 @@ func startBrokerNode(t *testing.T) brokerNode {
 	require.NoError(t, srv.AddListener(ln))
 	require.NoError(t, srv.Serve())
 	var once sync.Once
-	stop := func() { once.Do(func() { _ = srv.Close() }) }
+	stop := func() { once.Do(func() { _ = mochistop.Close(srv, "tcp") }) }
 	t.Cleanup(stop)
 	return brokerNode{srv: srv, url: "tcp://" + ln.Address(), stop: stop}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/listeners"
 
 	"github.com/edgeset/edgeset/internal/checkfor"
+	"github.com/edgeset/edgeset/internal/mochistop"
 )
 
 // startMochi starts an in-process broker that allows everyone, on a free
@@ -39,7 +40,7 @@ func startStoppableMochi(t testing.TB) (*mochi.Server, string, func()) {
 		t.Fatalf("serve: %v", err)
 	}
 	var once sync.Once
-	stop := func() { once.Do(func() { _ = srv.Close() }) }
+	stop := func() { once.Do(func() { _ = mochistop.Close(srv, "test") }) }
 	t.Cleanup(stop)
 	return srv, "tcp://" + ln.Address(), stop
 }

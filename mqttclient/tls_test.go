@@ -23,6 +23,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/listeners"
 
 	"github.com/edgeset/edgeset/internal/checkfor"
+	"github.com/edgeset/edgeset/internal/mochistop"
 )
 
 // testPKI is a throwaway CA and a server certificate for 127.0.0.1.
@@ -96,7 +97,7 @@ func startMochiTLS(t *testing.T, cert tls.Certificate) string {
 	if err := srv.Serve(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = srv.Close() })
+	t.Cleanup(func() { _ = mochistop.Close(srv, "tls") })
 	return "ssl://" + ln.Address()
 }
 
