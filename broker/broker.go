@@ -378,7 +378,7 @@ func (b *Broker) authenticate(commonName string, pk packets.Packet) (string, err
 		return "", errBadPassword
 	case b.revoked.Revoked(b.secret, identity):
 		return "", errRevoked
-	case pk.Connect.ClientIdentifier != identity:
+	case pk.Connect.ClientIdentifier != identity && pk.Connect.ClientIdentifier != schema.MQTTClientID(identity):
 		return "", errBadClientID
 	}
 	if pk.Connect.WillFlag && !allowed(identity, pk.Connect.WillTopic, true) {

@@ -27,6 +27,7 @@ func TestConnectAuthentication(t *testing.T) {
 	// starting its back-off (TestAuthFailuresBackOff covers that).
 	tb := startBroker(t, Options{Limits: Limits{AuthFailureLimit: 1000}})
 	good := tb.node("node-a")
+	dotted := tb.node("node-a.site")
 	tests := []struct {
 		name string
 		c    client
@@ -39,6 +40,9 @@ func TestConnectAuthentication(t *testing.T) {
 		{"other node's token", client{user: "node-a", pass: credential.NodeToken(tb.secret, "node-b"), id: "node-a"}, false},
 		{"token of another fleet", client{user: "node-a", pass: credential.NodeToken([]byte("other secret of 32 bytes......."), "node-a"), id: "node-a"}, false},
 		{"client id of another node", client{user: "node-a", pass: good.pass, id: "node-b"}, false},
+		{"dotted node, its name as client id", dotted, true},
+		{"dotted node, its MQTT client id", client{user: dotted.user, pass: dotted.pass, id: "node-a_site"}, true},
+		{"dotted node, another's MQTT client id", client{user: dotted.user, pass: dotted.pass, id: "node-b_site"}, false},
 		{"controller with node-style token", client{user: credential.ControllerUsername, pass: credential.NodeToken(tb.secret, credential.ControllerUsername), id: "c"}, false},
 		{"invalid node name", client{user: "Node/A", pass: credential.NodeToken(tb.secret, "Node/A"), id: "Node/A"}, false},
 		{"wildcard node name", client{user: "#", pass: credential.NodeToken(tb.secret, "#"), id: "#"}, false},

@@ -65,7 +65,7 @@ func NewNode(opts NodeOptions, rt Runtime) (*Node, error) {
 	}
 	name := opts.Agent.NodeName
 	m := opts.MQTT
-	m.ClientID, m.Username = name, name
+	m.ClientID, m.Username = schema.MQTTClientID(name), name
 	m.Will = n.will
 	m.Handler = n.handle
 	m.Stale = func(topic string, pending, incoming []byte) bool {

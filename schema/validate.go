@@ -78,6 +78,14 @@ func NodeNameProblem(name string) string {
 // finds nothing wrong with it.
 func ValidNodeName(name string) bool { return NodeNameProblem(name) == "" }
 
+// MQTTClientID is the MQTT client ID of node: its name with each '.' as
+// '_'. Some clustered brokers refuse a '.' in a client ID (nats-server
+// answers CONNACK 0x02), and a node name, a DNS-1123 subdomain, never
+// holds '_', so the mapping is one to one; a name without '.' is its own
+// client ID. Brokers accept either form from a node (the embedded broker
+// and the NATS auth callout check it).
+func MQTTClientID(node string) string { return strings.ReplaceAll(node, ".", "_") }
+
 // LabelKeyProblem explains why k is not a valid Kubernetes label key
 // ("[prefix/]name"), or returns "".
 func LabelKeyProblem(k string) string {

@@ -1,8 +1,6 @@
 package natsauth
 
 import (
-	"strings"
-
 	"github.com/nats-io/jwt/v2"
 
 	"github.com/edgeset/edgeset/credential"
@@ -27,15 +25,6 @@ const (
 var reasons = []string{
 	ReasonAnonymous, ReasonBadNodeName, ReasonBadPassword, ReasonRevoked,
 	ReasonBadClientID, ReasonNotMQTT, ReasonBadRequest, ReasonTooLarge, ReasonEncrypted,
-}
-
-// ClientID returns the MQTT client ID node may use on NATS besides its
-// name: nats-server refuses a client ID containing '.' (CONNACK 0x02,
-// "invalid character in client ID"), and node names are DNS-1123
-// subdomains, so each '.' becomes '_', which no node name contains (the
-// mapping is one to one). For a name without '.' it is the name.
-func ClientID(node string) string {
-	return strings.ReplaceAll(node, ".", "_")
 }
 
 // mqttClientType is the ClientInformation.Type of an MQTT connection,
@@ -71,7 +60,7 @@ func authorize(secret []byte, revoked func(node string) bool, ci jwt.ClientInfor
 		return verdict{identity: user, reason: ReasonBadPassword}
 	case revoked(user):
 		return verdict{identity: user, reason: ReasonRevoked}
-	case ci.MQTT != user && ci.MQTT != ClientID(user):
+	case ci.MQTT != user && ci.MQTT != schema.MQTTClientID(user):
 		return verdict{identity: user, reason: ReasonBadClientID}
 	}
 	return verdict{identity: user, permissions: nodePermissions(user)}

@@ -31,7 +31,7 @@ func TestNodeReadsRetainedDesiredFromAnotherServer(t *testing.T) {
 	ctl := f.controller(t, 0, newInbox())
 	for server := range 3 {
 		for _, qos := range []byte{0, 1} {
-			// Dotted names connect with natsauth.ClientID (see TestDottedClientIDRejected).
+			// Dotted names connect with schema.MQTTClientID (see TestDottedClientIDRejected).
 			node := fmt.Sprintf("n%d-q%d.site-a", server, qos)
 			if server == 1 {
 				node = fmt.Sprintf("n%d-q%d", server, qos)
@@ -45,7 +45,7 @@ func TestNodeReadsRetainedDesiredFromAnotherServer(t *testing.T) {
 				in := newInbox()
 				runClient(t, mqttclient.Options{
 					BrokerURL:     f.cluster.MQTTURLs()[server],
-					ClientID:      natsauth.ClientID(node),
+					ClientID:      schema.MQTTClientID(node),
 					Username:      node,
 					Password:      f.token(node),
 					Subscriptions: []mqttclient.Subscription{{Filter: topic, QoS: qos}},
@@ -107,7 +107,7 @@ func TestDottedClientIDRejected(t *testing.T) {
 	_, err := f.dial(t, 0, "n1.site-a", "n1.site-a", f.token("n1.site-a"), nil)
 	require.ErrorIs(t, err, packets.ErrorRefusedIDRejected)
 	assert.Equal(t, f.warm, f.resp.Stats(), "refused before the callout")
-	_, err = f.dial(t, 0, natsauth.ClientID("n1.site-a"), "n1.site-a", f.token("n1.site-a"), nil)
+	_, err = f.dial(t, 0, schema.MQTTClientID("n1.site-a"), "n1.site-a", f.token("n1.site-a"), nil)
 	require.NoError(t, err)
 }
 

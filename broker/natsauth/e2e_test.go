@@ -65,18 +65,21 @@ func TestFleetOnCluster(t *testing.T) {
 	}
 	client := api.NewClient("http://"+ctl.APIAddr().String(), ctl.Token(), nil)
 
+	// A dotted name: nats-server refuses '.' in a client ID, and the
+	// agent connects with schema.MQTTClientID, unchanged.
+	const nodeName = "gw-1.site-a"
 	rt := fake.New()
 	node, err := edgeagent.NewNode(edgeagent.NodeOptions{
-		Agent: edgeagent.Config{NodeName: "gw-1", DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)},
+		Agent: edgeagent.Config{NodeName: nodeName, DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)},
 		MQTT: mqttclient.Options{
 			BrokerURL:          f.cluster.MQTTURLs()[2],
-			Password:           f.token("gw-1"),
+			Password:           f.token(nodeName),
 			FirstConnectJitter: -1,
 			Backoff:            mqttclient.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond},
 		},
 		Status: func(context.Context) schema.NodeStatus {
 			return schema.NodeStatus{
-				Labels:     map[string]string{schema.LabelHostname: "gw-1", "role": "gateway"},
+				Labels:     map[string]string{schema.LabelHostname: nodeName, "role": "gateway"},
 				Conditions: []schema.NodeCondition{{Type: schema.NodeReady, Status: schema.ConditionTrue}},
 			}
 		},
@@ -85,7 +88,7 @@ func TestFleetOnCluster(t *testing.T) {
 	runUntilCleanup(t, node.Run)
 
 	checkfor.Eventually(t, 2*waitFor, 50*time.Millisecond, func() error {
-		n, err := client.GetNode(ctx, "gw-1")
+		n, err := client.GetNode(ctx, nodeName)
 		if err != nil {
 			return fmt.Errorf("node not registered: %w", err)
 		}

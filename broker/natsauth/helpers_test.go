@@ -19,6 +19,7 @@ import (
 	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/internal/natstest"
 	"github.com/edgeset/edgeset/mqttclient"
+	"github.com/edgeset/edgeset/schema"
 )
 
 // waitFor bounds every wait for a message or a connection in these tests.
@@ -178,7 +179,7 @@ func (f *fleet) awaitRetained(t *testing.T, i int, node, topic, payload string) 
 	checkfor.Eventually(t, waitFor, 10*time.Millisecond, func() error {
 		attempts++
 		in := newInbox()
-		c, err := f.dial(t, i, natsauth.ClientID(node), node, f.token(node), in)
+		c, err := f.dial(t, i, schema.MQTTClientID(node), node, f.token(node), in)
 		if err != nil {
 			return err
 		}
