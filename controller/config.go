@@ -78,6 +78,31 @@ type Config struct {
 	// node's retained state from an external broker, whatever the drop
 	// counter says. A negative value turns the periodic re-read off.
 	BrokerResyncInterval time.Duration `mapstructure:"broker-resync-interval"`
+	// BrokerSettleInterval is how long after each connection to an
+	// external broker the controller subscribes to the node topics again,
+	// which replays their retained messages: a broker cluster spreads a
+	// subscription and a device's retained state over its nodes
+	// asynchronously, and a device that announced itself meanwhile would
+	// otherwise stay unknown. A negative value turns it off.
+	BrokerSettleInterval time.Duration `mapstructure:"broker-settle-interval"`
+
+	// NATSAuthURLs, when set, are NATS client URLs of a NATS cluster whose
+	// MQTT listeners the devices use (broker-url): the controller serves
+	// the cluster's auth callout (broker/natsauth), admitting each device
+	// with its node token and granting it exactly its own topics, and the
+	// controller itself. NATSAuthUser and NATSAuthPasswordFile are the
+	// callout's auth user on the cluster; NATSAuthIssuerSeedFile holds the
+	// account nkey seed whose public key is the servers' auth_callout
+	// issuer; NATSAuthAccount is the account admitted clients are placed
+	// in; NATSAuthUserTTL makes the servers close an admitted connection
+	// after that long, so a revocation takes effect within it (negative:
+	// never). See docs/scale-out.md.
+	NATSAuthURLs           []string      `mapstructure:"nats-auth-url"`
+	NATSAuthUser           string        `mapstructure:"nats-auth-user"`
+	NATSAuthPasswordFile   string        `mapstructure:"nats-auth-password-file"`
+	NATSAuthIssuerSeedFile string        `mapstructure:"nats-auth-issuer-seed-file"`
+	NATSAuthAccount        string        `mapstructure:"nats-auth-account"`
+	NATSAuthUserTTL        time.Duration `mapstructure:"nats-auth-user-ttl"`
 
 	// APIAddr is the HTTP API listener.
 	APIAddr string `mapstructure:"api-addr"`
@@ -186,6 +211,14 @@ const (
 	// DefaultBrokerDropTopic is Mosquitto's count of dropped messages.
 	DefaultBrokerDropTopic      = "$SYS/broker/publish/messages/dropped"
 	DefaultBrokerResyncInterval = 10 * time.Minute
+	DefaultBrokerSettleInterval = 10 * time.Second
+	// DefaultNATSAuthUser and DefaultNATSAuthAccount are the names
+	// docs/scale-out.md's nats-server configuration uses.
+	DefaultNATSAuthUser    = "edgeset-auth"
+	DefaultNATSAuthAccount = "EDGESET"
+	// DefaultNATSAuthUserTTL bounds how long a revoked node, admitted
+	// before its revocation, stays connected to the NATS cluster.
+	DefaultNATSAuthUserTTL = time.Hour
 )
 
 // Defaults of the test seams (Config.logAnswerTimeout and after).
@@ -220,6 +253,17 @@ func (c *Config) ApplyDefaults() {
 	}
 	if c.BrokerResyncInterval == 0 {
 		c.BrokerResyncInterval = DefaultBrokerResyncInterval
+	}
+	if c.BrokerSettleInterval == 0 {
+		c.BrokerSettleInterval = DefaultBrokerSettleInterval
+	}
+	if len(c.NATSAuthURLs) == 0 {
+		c.NATSAuthURLs = nil
+	}
+	setDefault(&c.NATSAuthUser, DefaultNATSAuthUser)
+	setDefault(&c.NATSAuthAccount, DefaultNATSAuthAccount)
+	if c.NATSAuthUserTTL == 0 {
+		c.NATSAuthUserTTL = DefaultNATSAuthUserTTL
 	}
 	setDefault(&c.LogLevel, "info")
 	setDefault(&c.LogFormat, "text")
@@ -325,6 +369,7 @@ func (c *Config) Validate() error {
 		bad("api-tls-cert", "api-tls-cert and api-tls-key go together")
 	}
 	c.validateBrokerURLs(bad)
+	c.validateNATSAuth(bad)
 	if strings.ContainsAny(c.BrokerDropTopic, "+#") {
 		bad("broker-drop-topic", "%q: want one topic name, without wildcards (or none)", c.BrokerDropTopic)
 	}
@@ -532,4 +577,28 @@ func ParseLogLevel(s string) (slog.Level, error) {
 		return 0, fmt.Errorf("%q: want debug, info, warn or error", s)
 	}
 	return l, nil
+}
+
+// validateNATSAuth checks the nats-auth keys: all or none, and only with
+// an external broker (the cluster's MQTT listeners).
+func (c *Config) validateNATSAuth(bad func(key, format string, args ...any)) {
+	if len(c.NATSAuthURLs) == 0 {
+		return
+	}
+	if c.Embedded() {
+		bad("nats-auth-url", "needs broker-url: the devices connect to the NATS cluster's MQTT listeners, not the embedded broker")
+	}
+	for i, raw := range c.NATSAuthURLs {
+		if u, err := url.Parse(raw); err != nil || u.Host == "" || (u.Scheme != "nats" && u.Scheme != "tls") {
+			bad(fmt.Sprintf("nats-auth-url[%d]", i), "%q is not a NATS URL such as nats://host:4222", raw)
+		}
+	}
+	for _, k := range []struct{ key, v string }{
+		{"nats-auth-user", c.NATSAuthUser}, {"nats-auth-password-file", c.NATSAuthPasswordFile},
+		{"nats-auth-issuer-seed-file", c.NATSAuthIssuerSeedFile}, {"nats-auth-account", c.NATSAuthAccount},
+	} {
+		if k.v == "" {
+			bad(k.key, "required with nats-auth-url")
+		}
+	}
 }

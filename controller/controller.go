@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/edgeset/edgeset/broker"
+	"github.com/edgeset/edgeset/broker/natsauth"
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/controller/decider"
 	"github.com/edgeset/edgeset/controller/registry"
@@ -66,6 +67,9 @@ type Controller struct {
 
 	// sources is the manifests directory's bookkeeping (manifests.go).
 	sources sourceTable
+	// natsAuth serves a NATS cluster's auth callout (nats-auth-url); nil
+	// when not configured.
+	natsAuth *natsauth.Responder
 
 	closeOnce sync.Once
 }
@@ -114,6 +118,9 @@ func (c *Controller) open() error {
 	if c.transport, err = c.openTransport(); err != nil {
 		return err
 	}
+	if c.natsAuth, err = c.openNATSAuth(); err != nil {
+		return err
+	}
 	c.apiLn, err = net.Listen("tcp", c.cfg.APIAddr)
 	if err != nil {
 		return fmt.Errorf("listen for the API on %s (api-addr): %w", c.cfg.APIAddr, err)
@@ -160,6 +167,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	g.Go(func() error { return c.flushNodesLoop(ctx) })
 	if c.cfg.ManifestsDir != "" {
 		g.Go(func() error { return c.watchManifests(ctx) })
+	}
+	if c.natsAuth != nil {
+		g.Go(func() error { return c.natsAuth.Run(ctx) })
 	}
 	err := g.Wait()
 	if errors.Is(err, context.Canceled) {

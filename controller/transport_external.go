@@ -26,6 +26,7 @@ type externalTransport struct {
 	urls           []string      // broker-url: the broker's nodes
 	dropTopic      string        // the broker's drop counter topic; "" when off
 	resyncInterval time.Duration // the periodic re-read; 0 or less for none
+	settle         time.Duration // the re-read after each connection; 0 or less for none
 	log            *slog.Logger
 	metrics        *metrics
 	hooks          transportHooks
@@ -46,7 +47,7 @@ var _ transport = (*externalTransport)(nil)
 // logging in with password. Nothing connects until Run.
 func newExternalTransport(cfg Config, password string, m *metrics, log *slog.Logger, hooks transportHooks) (*externalTransport, error) {
 	t := &externalTransport{
-		urls: cfg.brokerURLs(), dropTopic: cfg.dropTopic(), resyncInterval: cfg.BrokerResyncInterval,
+		urls: cfg.brokerURLs(), dropTopic: cfg.dropTopic(), resyncInterval: cfg.BrokerResyncInterval, settle: cfg.BrokerSettleInterval,
 		log: log, metrics: m, hooks: hooks,
 		synced: make(chan struct{}), resync: make(chan struct{}, 1),
 	}
@@ -59,10 +60,12 @@ func newExternalTransport(cfg Config, password string, m *metrics, log *slog.Log
 		CAFile:     cfg.BrokerCAFile,
 		Handler:    t.handle,
 		NoCoalesce: eventTopic,
-		OnConnect: func(context.Context) {
+		OnConnect: func(ctx context.Context) {
 			log.Info("connected to broker", "url", t.client.Broker())
 			hooks.subscribed()
+			t.rereadAfterConnect(ctx)
 		},
+		Stale: staleState,
 		// err names the broker node.
 		OnConnectionLost: func(err error) { log.Warn("broker connection lost", "err", err) },
 		Logger:           log,
@@ -78,6 +81,38 @@ func newExternalTransport(cfg Config, password string, m *metrics, log *slog.Log
 		return nil, err
 	}
 	return t, nil
+}
+
+// rereadAfterConnect subscribes to the node topics again settle after a
+// connection, which has the broker send their retained messages again
+// (MQTT 3.1.1 3.8.4: a SUBSCRIBE of an existing filter replaces it, and
+// retained messages are re-sent), unless the connection ended first. A
+// broker cluster spreads the controller's subscription, and a device's
+// retained state, over its nodes asynchronously: a device that announced
+// itself on one node just before the controller subscribed on another
+// gets to the controller neither live nor in the replay of its
+// subscription, and would stay unknown, since a device announces a
+// change only once. The second replay, once the cluster settled, picks it
+// up; a controller that knew everything changes nothing.
+func (t *externalTransport) rereadAfterConnect(ctx context.Context) {
+	if t.settle <= 0 {
+		return
+	}
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(t.settle):
+	}
+	for _, kind := range resyncKinds { // the retained ones
+		f := schema.NodeWildcard(kind)
+		if err := t.client.Subscribe(ctx, mqttclient.Subscription{Filter: f, QoS: 1}); err != nil {
+			if ctx.Err() == nil {
+				t.log.Warn("re-subscribing after the connection settled", "filter", f, "err", err)
+			}
+			return
+		}
+	}
+	t.log.Info("re-read the fleet's retained state after the connection settled", "after", t.settle)
 }
 
 // eventTopic reports topics whose messages are events, each of which counts,

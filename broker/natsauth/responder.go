@@ -79,9 +79,9 @@ func (r *Responder) Stats() Stats { return r.counters.stats() }
 // Run connects to the cluster, subscribes to the auth callout subject in
 // the queue group QueueGroup and answers requests until ctx ends; then it
 // unsubscribes, joins its workers and closes the connection. It polls the
-// revocation list meanwhile. It fails at once when no server of URL is
-// reachable; once connected it reconnects for ever. Run may be called
-// once.
+// revocation list meanwhile. While no server of URL is reachable, at the
+// start as later, it keeps trying (Ready is closed once one is); it fails
+// only on a bad revocation list or a second call.
 func (r *Responder) Run(ctx context.Context) error {
 	if err := r.start(); err != nil {
 		return err
@@ -99,8 +99,8 @@ func (r *Responder) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("natsauth: subscribe %s: %w", authCalloutSubject, err)
 	}
-	if err := nc.Flush(); err != nil {
-		return fmt.Errorf("natsauth: subscribe %s: %w", authCalloutSubject, err)
+	if !r.awaitSubscribed(ctx, nc) {
+		return nil
 	}
 	close(r.ready)
 	r.log.Info("auth callout responder ready", "url", nc.ConnectedUrlRedacted(), "account", r.opts.Account)
@@ -120,6 +120,30 @@ func (r *Responder) Run(ctx context.Context) error {
 	return nil
 }
 
+// awaitSubscribed waits until the subscription reached a server (a
+// flush succeeds), retrying while no server is reachable; false if ctx
+// ended first.
+func (r *Responder) awaitSubscribed(ctx context.Context, nc *nats.Conn) bool {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	warned := false
+	for {
+		err := nc.FlushTimeout(5 * time.Second)
+		if err == nil {
+			return true
+		}
+		if !warned {
+			r.log.Warn("auth callout waiting for the NATS cluster", "url", r.opts.URL, "error", err)
+			warned = true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
+}
+
 // start marks the responder running, once.
 func (r *Responder) start() error {
 	r.mu.Lock()
@@ -137,6 +161,9 @@ func (r *Responder) connect() (*nats.Conn, error) {
 		nats.Name("edgeset-auth-callout"),
 		nats.UserInfo(r.opts.User, r.opts.Password),
 		nats.MaxReconnects(-1),
+		// A cluster down when the controller starts is waited for, as
+		// one that goes down later is.
+		nats.RetryOnFailedConnect(true),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			r.log.Warn("auth callout connection lost", "error", err)
 		}),

@@ -1,0 +1,90 @@
+package natsauth_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgeset/edgeset/controller"
+	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/credential"
+	"github.com/edgeset/edgeset/edgeagent"
+	"github.com/edgeset/edgeset/edgeagent/fake"
+	"github.com/edgeset/edgeset/internal/checkfor"
+	"github.com/edgeset/edgeset/internal/natstest"
+	"github.com/edgeset/edgeset/mqttclient"
+	"github.com/edgeset/edgeset/schema"
+)
+
+// TestControllerServesCallout: the controller's nats-auth keys make it the
+// cluster's auth callout, with no responder of its own started by the
+// test: the controller logs itself in through it, a node with its token
+// registers on another server, and a node with a wrong token does not.
+// The node announces itself while the controller subscribes on another
+// server: without the re-read after the connection settled
+// (broker-settle-interval) the announcement is now and then lost between
+// the two servers and the node never registers.
+func TestControllerServesCallout(t *testing.T) {
+	cluster := natstest.Start(t, 3)
+	dataDir := t.TempDir()
+	secret, err := credential.LoadOrCreateFleetSecret(dataDir)
+	require.NoError(t, err)
+	files := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(files, name)
+		require.NoError(t, os.WriteFile(path, []byte(content+"\n"), 0o600))
+		return path
+	}
+	seed, err := cluster.Issuer.Seed()
+	require.NoError(t, err)
+	ctl, err := controller.New(controller.Config{
+		DataDir:                dataDir,
+		BrokerURLs:             cluster.MQTTURLs()[:1],
+		APIAddr:                "127.0.0.1:0",
+		NATSAuthURLs:           strings.Split(cluster.ClientURLs(), ","),
+		NATSAuthUser:           natstest.AuthUser,
+		NATSAuthPasswordFile:   write("auth.password", cluster.AuthPassword),
+		NATSAuthIssuerSeedFile: write("issuer.seed", string(seed)),
+		NATSAuthAccount:        natstest.Account,
+	}, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	runUntilCleanup(t, ctl.Run)
+	cluster.WaitForResponder(t)
+	client := api.NewClient("http://"+ctl.APIAddr().String(), ctl.Token(), nil)
+
+	runNode := func(name, token string) {
+		n, err := edgeagent.NewNode(edgeagent.NodeOptions{
+			Agent: edgeagent.Config{NodeName: name, DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)},
+			MQTT: mqttclient.Options{
+				BrokerURL: cluster.MQTTURLs()[1], Password: token, FirstConnectJitter: -1, Logger: slog.New(slog.DiscardHandler),
+				Backoff: mqttclient.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond},
+			},
+			Status: func(context.Context) schema.NodeStatus {
+				return schema.NodeStatus{Conditions: []schema.NodeCondition{{Type: schema.NodeReady, Status: schema.ConditionTrue}}}
+			},
+		}, fake.New())
+		require.NoError(t, err)
+		runUntilCleanup(t, n.Run)
+	}
+	runNode("gw-2", credential.NodeToken(secret, "gw-2"))
+	runNode("intruder", "not-its-token")
+	checkfor.Eventually(t, 4*waitFor, 50*time.Millisecond, func() error {
+		n, err := client.GetNode(context.Background(), "gw-2")
+		if err != nil {
+			return fmt.Errorf("node not registered: %w", err)
+		}
+		if !n.Online {
+			return fmt.Errorf("node not online")
+		}
+		return nil
+	})
+	_, err = client.GetNode(context.Background(), "intruder")
+	require.Error(t, err, "a node with a wrong token registered")
+}
