@@ -440,9 +440,14 @@ func drain(ctx context.Context, c *api.Client, s *streams, name string, timeout,
 			evicting[p.DaemonSet] = true
 		}
 	}
+	// Announced before the first poll, which may already find them
+	// stopped: the agent can act on the drain before the poll.
+	for _, ds := range slices.Sorted(maps.Keys(evicting)) {
+		fmt.Fprintf(s.out, "evicting instance %s\n", ds)
+	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	announced, offlineNoted := false, false
+	offlineNoted := false
 	var pending []string
 	stillRunning := func() error {
 		return fmt.Errorf("%w; still running on node %s: %s (the drain stays in effect)", context.Cause(ctx), name, strings.Join(pending, ", "))
@@ -456,12 +461,6 @@ func drain(ctx context.Context, c *api.Client, s *streams, name string, timeout,
 			return err
 		}
 		pending = evictionPending(node, evicting)
-		if !announced {
-			for _, ds := range pending {
-				fmt.Fprintf(s.out, "evicting instance %s\n", ds)
-			}
-			announced = true
-		}
 		if len(pending) == 0 {
 			for _, ds := range slices.Sorted(maps.Keys(evicting)) {
 				fmt.Fprintf(s.out, "instance %s evicted\n", ds)
