@@ -49,10 +49,11 @@ func (c *Controller) reconcileLoop(ctx context.Context) error {
 	}
 }
 
-// waitTransport waits until the embedded broker has delivered the retained
-// fleet state in-process, so the first pass decides on the whole fleet. With
-// an external broker the loop starts at once: publishes made while it is
-// unreachable are repeated by the republish on connect.
+// waitTransport waits until the transport has delivered the retained fleet
+// state (the embedded broker in-process; an external broker on the first
+// connection: externalTransport.syncOnce), so the first pass decides on
+// the whole fleet's reports. With an external broker that is unreachable,
+// no pass runs until it is: nothing could be published anyway.
 func (c *Controller) waitTransport(ctx context.Context) error {
 	select {
 	case <-ctx.Done():

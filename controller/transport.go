@@ -63,6 +63,9 @@ type transportHooks struct {
 	reject func(topic string, err error)
 	// nodes lists the known nodes, whose retained state a re-read asks for.
 	nodes func() []string
+	// unreported counts the nodes known online (from the store, at start)
+	// whose observed state has not arrived yet.
+	unreported func() int
 }
 
 // hooks are the controller's hooks for its transport.
@@ -73,10 +76,25 @@ func (c *Controller) hooks() transportHooks {
 			c.requestRepublish()
 			c.wake()
 		},
-		republish: c.requestRepublish,
-		reject:    func(topic string, err error) { c.reject("", topic, err) },
-		nodes:     c.knownNodes,
+		republish:  c.requestRepublish,
+		reject:     func(topic string, err error) { c.reject("", topic, err) },
+		nodes:      c.knownNodes,
+		unreported: c.unreportedNodes,
 	}
+}
+
+// unreportedNodes counts the registered nodes the registry holds online
+// that have not reported what they run since the controller started.
+func (c *Controller) unreportedNodes() int {
+	n := 0
+	for _, st := range c.registry.States() {
+		if st.Registered && st.Online {
+			if _, ok := c.state.observedOf(st.Name); !ok {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // knownNodes lists the names of the nodes in the registry.

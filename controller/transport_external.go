@@ -8,6 +8,8 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -30,7 +32,9 @@ type externalTransport struct {
 	log            *slog.Logger
 	metrics        *metrics
 	hooks          transportHooks
-	synced         chan struct{} // closed at construction: nothing to wait for
+	synced         chan struct{} // closed once the first connection's replay was handled
+	syncedOnce     sync.Once
+	handling       atomic.Int32  // messages in Handler now
 	resync         chan struct{} // asks for a re-read of retained node state
 
 	// drops is the broker's last drop count, read and written only by the
@@ -51,7 +55,6 @@ func newExternalTransport(cfg Config, password string, m *metrics, log *slog.Log
 		log: log, metrics: m, hooks: hooks,
 		synced: make(chan struct{}), resync: make(chan struct{}, 1),
 	}
-	close(t.synced)
 	opts := mqttclient.Options{
 		BrokerURLs: t.urls,
 		ClientID:   cfg.BrokerUsername,
@@ -63,6 +66,7 @@ func newExternalTransport(cfg Config, password string, m *metrics, log *slog.Log
 		OnConnect: func(ctx context.Context) {
 			log.Info("connected to broker", "url", t.client.Broker())
 			hooks.subscribed()
+			t.syncOnce(ctx)
 			t.rereadAfterConnect(ctx)
 		},
 		Stale: staleState,
@@ -81,6 +85,76 @@ func newExternalTransport(cfg Config, password string, m *metrics, log *slog.Log
 		return nil, err
 	}
 	return t, nil
+}
+
+// syncOnce closes synced once the first connection's retained replay has
+// been handled: the fence came back through the broker, and the inbox is
+// empty. Until then the reconcile loop waits, as it waits for the
+// embedded broker's in-process replay: a pass made before the fleet's
+// reports are in would take every device for one that never reported,
+// and a rollout moves such nodes without spending its budget (a restarted
+// controller updated six of ten nodes at once with maxUnavailable 2
+// before this). Later connections change nothing: the controller keeps
+// what it knows.
+func (t *externalTransport) syncOnce(ctx context.Context) {
+	select {
+	case <-t.synced:
+		return
+	default:
+	}
+	if err := t.client.Fence(ctx, schema.FenceTopic); err != nil {
+		if ctx.Err() == nil {
+			t.log.Warn("waiting for the broker's replay of the fleet's state", "err", err)
+		}
+		return // the next connection tries again
+	}
+	// Idle at two ticks in a row: a message between the inbox and
+	// Handler is in neither count for a moment.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for idle := 0; idle < 2; {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if t.client.Stats().Pending > 0 || t.handling.Load() > 0 {
+			idle = 0
+		} else {
+			idle++
+		}
+	}
+	t.awaitReports(ctx)
+	t.syncedOnce.Do(func() { close(t.synced) })
+}
+
+// awaitReports waits, at most settle, until every node known online has
+// reported: a cluster's member may not have every retained message yet
+// (one just restarted rebuilds them from its stream), and a node missing
+// from the replay would look to the first pass like one that never
+// reported. A fresh controller knows no node and waits for nothing.
+func (t *externalTransport) awaitReports(ctx context.Context) {
+	if t.settle <= 0 || t.hooks.unreported == nil {
+		return
+	}
+	deadline := time.NewTimer(t.settle)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		n := t.hooks.unreported()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			t.log.Warn("deciding without the reports of some nodes known online; the re-read after the connection settled asks for them again", "nodes", n)
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // rereadAfterConnect subscribes to the node topics again settle after a
@@ -220,6 +294,8 @@ func (t *externalTransport) Close() error { return nil }
 // handle takes one message from the broker: the drop counter, or one for
 // the controller.
 func (t *externalTransport) handle(topic string, payload []byte) {
+	t.handling.Add(1)
+	defer t.handling.Add(-1)
 	if t.dropTopic == "" || topic != t.dropTopic {
 		t.hooks.message(topic, payload)
 		return

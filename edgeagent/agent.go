@@ -142,7 +142,22 @@ type Agent struct {
 	restarts   map[string]int32 // restart counts as last persisted, by restartsKey
 	klogs      *KubeletLogs     // nil unless Config.KubeletLogDir is set
 	volumes    *writtenVolumes
+	retries    map[string]retry // missing objects' next re-subscription
 }
+
+// retry is when a missing object's topic is subscribed to again, and the
+// wait after that.
+type retry struct {
+	at    time.Time
+	delay time.Duration
+}
+
+// Re-subscription of missing objects: first after missingRetryInitial,
+// doubling to missingRetryMax.
+const (
+	missingRetryInitial = 5 * time.Second
+	missingRetryMax     = 2 * time.Minute
+)
 
 // New opens the local state and returns an agent ready to Run. It makes no
 // call on rt or conn.
@@ -285,8 +300,46 @@ func (a *Agent) loop(ctx context.Context) {
 		}
 		a.processInbox(ctx)
 		next := a.reconcile(ctx)
+		if at := a.resubscribeMissing(ctx); !at.IsZero() {
+			next = min(next, max(at.Sub(a.now()), 0))
+		}
 		timer.Reset(next)
 	}
+}
+
+// resubscribeMissing subscribes again to the topics of objects still
+// missing a while after they were first found missing, which has the
+// broker send their retained messages again, with a doubling wait, and
+// returns when the next is due (zero if none). A subscription made just as
+// its retained message is being spread over a broker cluster's nodes gets
+// neither that message nor, later, anything else (the object is published
+// once): the instance would wait for its template for ever. On a single
+// broker the retry is one SUBSCRIBE now and then while an object really is
+// missing (a revision the controller has pruned), nothing otherwise.
+func (a *Agent) resubscribeMissing(ctx context.Context) time.Time {
+	a.mu.Lock()
+	missing, connected := sortedKeys(a.missing), a.connected
+	a.mu.Unlock()
+	now := a.now()
+	next := map[string]retry{}
+	var due time.Time
+	for _, topic := range missing {
+		r, ok := a.retries[topic]
+		switch {
+		case !ok:
+			r = retry{at: now.Add(missingRetryInitial), delay: missingRetryInitial}
+		case connected && !now.Before(r.at):
+			a.subscribe(ctx, topic)
+			r.delay = min(2*r.delay, missingRetryMax)
+			r.at = now.Add(r.delay)
+		}
+		next[topic] = r
+		if due.IsZero() || r.at.Before(due) {
+			due = r.at
+		}
+	}
+	a.retries = next
+	return due
 }
 
 // HandleMessage accepts an inbound MQTT message. It never blocks on the
@@ -318,9 +371,19 @@ func olderDesired(payload, pending []byte) bool {
 }
 
 // OnConnect is called after every (re)connection to the broker: it
-// subscribes to the node's desired state and to every revision, ConfigMap
-// and Secret still missing, and republishes the current observed state.
+// subscribes (Subscribe) and republishes the current observed state
+// (Report).
 func (a *Agent) OnConnect(ctx context.Context) error {
+	return errors.Join(a.Subscribe(ctx), a.Report(ctx))
+}
+
+// Subscribe subscribes to the node's desired state and to every revision,
+// ConfigMap and Secret still missing. A Node calls it before it announces
+// the node: the controller answers an announcement with a desired state at
+// once, and a broker that sets a subscription up asynchronously (a NATS
+// cluster creates a JetStream consumer per QoS 1 subscription) would lose
+// an answer that came first, retained copy and live message alike.
+func (a *Agent) Subscribe(ctx context.Context) error {
 	a.mu.Lock()
 	a.connected = true
 	topics := sortedKeys(a.missing)
@@ -334,10 +397,12 @@ func (a *Agent) OnConnect(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("subscribe %s: %w", topic, err))
 		}
 	}
-	if err := a.publishObserved(ctx, true); err != nil {
-		errs = append(errs, err)
-	}
 	return errors.Join(errs...)
+}
+
+// Report republishes the current observed state.
+func (a *Agent) Report(ctx context.Context) error {
+	return a.publishObserved(ctx, true)
 }
 
 // OnConnectionLost marks the agent disconnected: events are dropped (and

@@ -120,6 +120,33 @@ func TestRevisionWithWrongHashRejected(t *testing.T) {
 	h.waitInstance(revA.DaemonSet, revA.Hash, runningReady)
 }
 
+// TestMissingRevisionResubscribed: a revision whose retained message never
+// came (a broker cluster still spreading it when the agent subscribed) is
+// subscribed to again 5 s after it went missing, then after 10 s, 20 s...,
+// so its retained message is sent again; once it arrives, no more.
+func TestMissingRevisionResubscribed(t *testing.T) {
+	h := newHarness(t)
+	h.start(h.config())
+	h.connect()
+	h.sendDesired(1, want(revA))
+	topic := schema.RevisionTopic(revA.Hash)
+	h.waitPasses(3)
+	require.Equal(t, 1, h.conn.subscriptions(topic), "subscribed once when it went missing")
+	for _, step := range []struct {
+		advance time.Duration
+		want    int
+	}{{4 * time.Second, 1}, {time.Second, 2}, {9 * time.Second, 2}, {time.Second, 3}, {20 * time.Second, 4}} {
+		h.clock.Advance(step.advance)
+		h.waitPasses(3)
+		require.Equal(t, step.want, h.conn.subscriptions(topic), "after %s more", step.advance)
+	}
+	h.sendRevision(revA)
+	h.waitInstance(revA.DaemonSet, revA.Hash, runningReady)
+	h.clock.Advance(5 * time.Minute)
+	h.waitPasses(3)
+	assert.Equal(t, 4, h.conn.subscriptions(topic), "no re-subscription once it arrived")
+}
+
 // TestRevisionSharedWithAnotherDaemonSetAccepted: revisions are
 // content-addressed; one published under another daemonset with an
 // identical template serves every daemonset that references its hash.

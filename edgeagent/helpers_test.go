@@ -56,14 +56,15 @@ type published struct {
 
 // fakeConn records what the agent sends; Err, when set, fails every call.
 type fakeConn struct {
-	mu    sync.Mutex // guards Err, pubs, subs, calls
-	Err   error
-	pubs  []published
-	subs  map[string]bool
-	calls int
+	mu       sync.Mutex // guards Err, pubs, subs, subCalls, calls
+	Err      error
+	pubs     []published
+	subs     map[string]bool
+	subCalls map[string]int // SUBSCRIBEs per filter
+	calls    int
 }
 
-func newFakeConn() *fakeConn { return &fakeConn{subs: map[string]bool{}} }
+func newFakeConn() *fakeConn { return &fakeConn{subs: map[string]bool{}, subCalls: map[string]int{}} }
 
 func (c *fakeConn) Publish(ctx context.Context, topic string, payload []byte, retained bool) error {
 	c.mu.Lock()
@@ -84,7 +85,15 @@ func (c *fakeConn) Subscribe(ctx context.Context, filter string) error {
 		return c.Err
 	}
 	c.subs[filter] = true
+	c.subCalls[filter]++
 	return nil
+}
+
+// subscriptions is how many times filter was subscribed to.
+func (c *fakeConn) subscriptions(filter string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.subCalls[filter]
 }
 
 func (c *fakeConn) Unsubscribe(ctx context.Context, filter string) error {
@@ -103,7 +112,7 @@ func (c *fakeConn) Unsubscribe(ctx context.Context, filter string) error {
 func (c *fakeConn) newSession(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.Err, c.pubs, c.subs, c.calls = err, nil, map[string]bool{}, 0
+	c.Err, c.pubs, c.subs, c.subCalls, c.calls = err, nil, map[string]bool{}, map[string]int{}, 0
 }
 
 func (c *fakeConn) subscribed(filter string) bool {

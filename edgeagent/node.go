@@ -181,8 +181,13 @@ func (n *Node) onConnect(ctx context.Context) {
 	}
 }
 
-// announce publishes presence and status and runs the agent's OnConnect.
+// announce subscribes the agent, publishes presence and status, and has
+// the agent report what it runs. The subscriptions come first: the
+// controller answers the announcement at once (Agent.Subscribe).
 func (n *Node) announce(ctx context.Context, session int64) error {
+	if err := n.agent.Subscribe(ctx); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
 	p := n.presence(true, session)
 	if err := n.client.Publish(ctx, p.Topic, p.Payload, true); err != nil {
 		return fmt.Errorf("publish presence: %w", err)
@@ -190,7 +195,7 @@ func (n *Node) announce(ctx context.Context, session int64) error {
 	if err := n.publishStatus(ctx, true); err != nil {
 		return fmt.Errorf("publish status: %w", err)
 	}
-	if err := n.agent.OnConnect(ctx); err != nil {
+	if err := n.agent.Report(ctx); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
 	if err := n.client.Subscribe(ctx, mqttclient.Subscription{Filter: n.logs.Topic(), QoS: 1}); err != nil {

@@ -73,6 +73,27 @@ func (c *Client) Refresh(ctx context.Context, topics []string, batch int, fence 
 	return nil
 }
 
+// Fence publishes a unique marker to fence, a topic this client may
+// publish and read and nothing else uses, and waits until it comes back:
+// a broker sends a client's messages in order, so by then every message
+// the broker sent this client before it (a new subscription's retained
+// replay) has reached the inbox. Handler may still be working through
+// them (Stats.Pending). It returns ErrNotConnected without a connection.
+func (c *Client) Fence(ctx context.Context, fence string) error {
+	if err := validateTopicName(fence); err != nil {
+		return fmt.Errorf("fence: %w", err)
+	}
+	pc := c.current()
+	if pc == nil {
+		return ErrNotConnected
+	}
+	if err := c.subscribe(ctx, pc, map[string]byte{fence: 1}); err != nil {
+		return fmt.Errorf("fence: %w", err)
+	}
+	defer func() { _ = await(context.WithoutCancel(ctx), pc.Unsubscribe(fence), c.deadline()) }()
+	return c.awaitFence(ctx, fence)
+}
+
 // awaitFence publishes a unique marker to fence and waits until it comes
 // back (or ctx ends, the connection drops, or WriteTimeout passes).
 func (c *Client) awaitFence(ctx context.Context, fence string) error {

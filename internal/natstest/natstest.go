@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -61,7 +62,7 @@ func Start(t testing.TB, size int) *Cluster {
 		t.Fatalf("create issuer key: %v", err)
 	}
 	c := &Cluster{Issuer: issuer, AuthPassword: "auth-" + randomSuffix(t)}
-	routePorts := freePorts(t, size)
+	routePorts := FreePorts(t, size)
 	for i := range size {
 		c.start(t, i, routePorts)
 	}
@@ -74,7 +75,8 @@ func (c *Cluster) start(t testing.TB, i int, routePorts []int) {
 	t.Helper()
 	pub, _ := c.Issuer.PublicKey()
 	dir := t.TempDir()
-	conf := Config(fmt.Sprintf("s%d", i), filepath.Join(dir, "jetstream"), routePorts[i], routePorts, pub, c.AuthPassword)
+	conf := Config(ServerConfig{Name: fmt.Sprintf("s%d", i), StoreDir: filepath.Join(dir, "jetstream"),
+		RoutePort: routePorts[i], RoutePorts: routePorts, Issuer: pub, AuthPassword: c.AuthPassword})
 	path := filepath.Join(dir, "nats.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		t.Fatalf("write %s: %v", path, err)
@@ -102,18 +104,39 @@ func (c *Cluster) start(t testing.TB, i int, routePorts []int) {
 	c.opts = append(c.opts, opts)
 }
 
-// Config is the configuration of one server: name, JetStream store
-// directory, cluster route port, the route ports of every server, the
-// callout issuer's public key and the auth user's password. Client and
-// MQTT ports are chosen by the system.
-func Config(name, storeDir string, routePort int, routePorts []int, issuer, authPassword string) string {
-	routes := make([]string, 0, len(routePorts))
-	for _, p := range routePorts {
+// ServerConfig describes one server of a cluster.
+type ServerConfig struct {
+	Name     string
+	StoreDir string // JetStream's
+	// ClientPort, MQTTPort and MonitorPort are the NATS client, MQTT and
+	// HTTP monitoring listeners: 0 lets the system choose (no monitoring
+	// listener at all for MonitorPort 0). A server restarted on the same
+	// store needs fixed ones.
+	ClientPort, MQTTPort, MonitorPort int
+	// RoutePort is this server's cluster listener, RoutePorts every
+	// server's (its own included).
+	RoutePort  int
+	RoutePorts []int
+	// Issuer is the auth callout issuer's public account key,
+	// AuthPassword the auth user's password.
+	Issuer, AuthPassword string
+}
+
+// Config is the configuration file of one server: JetStream, the cluster
+// routes, an MQTT listener, the accounts and the auth callout, as
+// docs/scale-out.md describes them.
+func Config(sc ServerConfig) string {
+	routes := make([]string, 0, len(sc.RoutePorts))
+	for _, p := range sc.RoutePorts {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
 	}
+	monitor := ""
+	if sc.MonitorPort != 0 {
+		monitor = fmt.Sprintf("http: 127.0.0.1:%d\n", sc.MonitorPort)
+	}
 	return fmt.Sprintf(`server_name: %[1]s
-listen: 127.0.0.1:-1
-jetstream {
+listen: 127.0.0.1:%[10]s
+%[12]sjetstream {
   store_dir: %[2]q
   max_memory_store: 64MB
   max_file_store: 1GB
@@ -124,7 +147,7 @@ cluster {
   routes: [%[4]s]
 }
 mqtt {
-  listen: 127.0.0.1:-1
+  listen: 127.0.0.1:%[11]s
 }
 accounts {
   %[5]s { users: [ { user: %[6]s, password: %[7]q } ] }
@@ -140,7 +163,32 @@ authorization {
     auth_users: [ %[6]s ]
   }
 }
-`, name, storeDir, routePort, strings.Join(routes, ", "), AuthAccount, AuthUser, authPassword, Account, issuer)
+`, sc.Name, sc.StoreDir, sc.RoutePort, strings.Join(routes, ", "), AuthAccount, AuthUser, sc.AuthPassword, Account, sc.Issuer,
+		port(sc.ClientPort), port(sc.MQTTPort), monitor)
+}
+
+// port is a listener's port in a configuration: -1 lets the system choose.
+func port(p int) string {
+	if p == 0 {
+		return "-1"
+	}
+	return strconv.Itoa(p)
+}
+
+// FreePorts returns n TCP ports free on loopback a moment ago: routes
+// must be known before the servers start.
+func FreePorts(t testing.TB, n int) []int {
+	t.Helper()
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("find a free port: %v", err)
+		}
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+		defer l.Close()
+	}
+	return ports
 }
 
 // jetStreamReady reports an error until a meta leader is elected and every
@@ -199,22 +247,6 @@ func (c *Cluster) ClientURLs() string {
 		urls[i] = s.ClientURL()
 	}
 	return strings.Join(urls, ",")
-}
-
-// freePorts returns n TCP ports free on loopback a moment ago: routes
-// must be known before the servers start.
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("find a free port: %v", err)
-		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		defer l.Close()
-	}
-	return ports
 }
 
 // randomSuffix returns a few random characters.

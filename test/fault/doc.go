@@ -5,7 +5,9 @@
 // deliveries while an invariant checker samples every agent's runtime.
 // TestMosquittoRestartDuringRollout runs the controller and agents on an
 // external Mosquitto instead (skipped without mosquitto, failed under CI=true)
-// and restarts it during a rollout.
+// and restarts it during a rollout. TestNATSServerKilledDuringRollout
+// runs them on three nats-server processes (make test-cluster) and kills
+// one member, then the controller, during a rollout.
 //
 // EDGESET_FAULT_NODES sets the fleet size (default 10); `make test-fault`
 // runs the scenarios at 200 nodes.

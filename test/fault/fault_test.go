@@ -271,7 +271,7 @@ func startReplayer(t *testing.T, ctl *controllerProc) *replayer {
 	rp := &replayer{stale: map[string][]byte{}}
 	var err error
 	rp.client, err = mqttclient.New(mqttclient.Options{
-		BrokerURL: ctl.brokerURL(), ClientID: "fault-replayer",
+		BrokerURLs: ctl.brokerURLs(), ClientID: "fault-replayer",
 		Username: credential.ControllerUsername, Password: credential.ControllerToken(ctl.secret),
 		Handler: func(topic string, payload []byte) {
 			rp.mu.Lock()

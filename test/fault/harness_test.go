@@ -43,6 +43,11 @@ const (
 	// broker (with its password file) instead of its embedded one.
 	envBrokerURL = "EDGESET_FAULT_CONTROLLER_BROKER_URL"
 	envBrokerPW  = "EDGESET_FAULT_CONTROLLER_BROKER_PASSWORD_FILE"
+	// envNATSAuth* make the controller serve a NATS cluster's auth
+	// callout (nats-auth-url, -password-file, -issuer-seed-file).
+	envNATSAuthURL  = "EDGESET_FAULT_CONTROLLER_NATS_AUTH_URL"
+	envNATSAuthPW   = "EDGESET_FAULT_CONTROLLER_NATS_AUTH_PASSWORD_FILE"
+	envNATSAuthSeed = "EDGESET_FAULT_CONTROLLER_NATS_AUTH_SEED_FILE"
 )
 
 // dsKey is the daemonset every scenario rolls out.
@@ -59,12 +64,14 @@ func TestMain(m *testing.M) {
 // once its first pass is done.
 func runController(dir string) int {
 	grace, _ := time.ParseDuration(os.Getenv(envGrace))
-	var log *slog.Logger
-	if os.Getenv(envLog) == "" {
-		log = slog.New(slog.DiscardHandler)
+	log := slog.New(slog.DiscardHandler)
+	if os.Getenv(envLog) != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	c, err := controller.New(controller.Config{DataDir: dir, MQTTAddr: os.Getenv(envMQTT), APIAddr: os.Getenv(envAPI), NodeOfflineGrace: grace,
-		BrokerURL: os.Getenv(envBrokerURL), BrokerPasswordFile: os.Getenv(envBrokerPW),
+		BrokerURLs: list(os.Getenv(envBrokerURL)), BrokerPasswordFile: os.Getenv(envBrokerPW),
+		NATSAuthURLs: list(os.Getenv(envNATSAuthURL)), NATSAuthPasswordFile: os.Getenv(envNATSAuthPW),
+		NATSAuthIssuerSeedFile: os.Getenv(envNATSAuthSeed),
 		// Every simulated device connects from loopback.
 		MQTTExemptSources: []string{"127.0.0.0/8"}, MQTTMaxPendingConnections: 1 << 20}, log)
 	if err != nil {
@@ -80,6 +87,14 @@ func runController(dir string) int {
 		return 1
 	}
 	return 0
+}
+
+// list splits a comma-separated list; none for "".
+func list(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
 }
 
 // fleetSize is the number of agents per scenario: EDGESET_FAULT_NODES, or 10.
@@ -118,6 +133,8 @@ type controllerProc struct {
 	// broker with an external one (see startControllerOnMosquitto).
 	extBrokerURL    string
 	extPasswordFile string
+	// natsAuth, when set, has it serve a NATS cluster's auth callout.
+	natsAuth natsAuthEnv
 
 	mu    sync.Mutex // guards cmd and kills
 	cmd   *exec.Cmd
@@ -134,11 +151,20 @@ func startControllerProc(t *testing.T, grace time.Duration) *controllerProc {
 	return p
 }
 
-func (p *controllerProc) brokerURL() string {
+// natsAuthEnv is what a controller serving a NATS cluster's auth
+// callout is given: the cluster's client URLs (comma-separated), the auth
+// user's password file and the issuer's seed file.
+type natsAuthEnv struct {
+	urls, passwordFile, seedFile string
+}
+
+// brokerURLs are the broker's nodes: the embedded one, or the external
+// broker's (a cluster's members).
+func (p *controllerProc) brokerURLs() []string {
 	if p.extBrokerURL != "" {
-		return p.extBrokerURL
+		return list(p.extBrokerURL)
 	}
-	return "tcp://" + p.mqttAddr
+	return []string{"tcp://" + p.mqttAddr}
 }
 
 // start runs the controller and waits for its first pass. Binding the same
@@ -162,7 +188,8 @@ func (p *controllerProc) start() {
 func (p *controllerProc) startOnce() (string, error) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envDir+"="+p.dir, envMQTT+"="+p.mqttAddr, envAPI+"="+p.apiAddr, envGrace+"="+p.grace.String(),
-		envBrokerURL+"="+p.extBrokerURL, envBrokerPW+"="+p.extPasswordFile)
+		envBrokerURL+"="+p.extBrokerURL, envBrokerPW+"="+p.extPasswordFile,
+		envNATSAuthURL+"="+p.natsAuth.urls, envNATSAuthPW+"="+p.natsAuth.passwordFile, envNATSAuthSeed+"="+p.natsAuth.seedFile)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if os.Getenv(envLog) != "" {
 		cmd.Stderr = os.Stderr
@@ -295,7 +322,7 @@ func (f *fleet) startAgent(a *agent) {
 			ConnTimeout:    5 * time.Second,
 		},
 		MQTT: mqttclient.Options{
-			BrokerURL: f.ctl.brokerURL(), Password: credential.NodeToken(f.ctl.secret, a.name),
+			BrokerURLs: f.ctl.brokerURLs(), Password: credential.NodeToken(f.ctl.secret, a.name),
 			Dial: a.link.Dial, ConnectTimeout: 5 * time.Second, KeepAlive: 5 * time.Second,
 			FirstConnectJitter: 100 * time.Millisecond,
 			Backoff:            mqttclient.Backoff{Initial: 100 * time.Millisecond, Max: time.Second},
