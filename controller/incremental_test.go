@@ -213,15 +213,17 @@ func TestIncrementalMinReadySecondsMovesRollout(t *testing.T) {
 	requireSettled(t, tc)
 }
 
-// notReady runs every instance of the bad revisions without ever being
-// ready, the others healthy.
-func notReady(bad *[]string, n *fakeNode) func(schema.DesiredState) schema.ObservedState {
+// notReady runs every instance of a revision other than the good ones
+// without ever being ready, the good ones healthy. The good revisions are
+// known before the bad one is applied, so no report of the bad one can
+// come before the node knows it is bad.
+func notReady(good *[]string, n *fakeNode) func(schema.DesiredState) schema.ObservedState {
 	return func(d schema.DesiredState) schema.ObservedState {
 		obs := healthy()(d)
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		for i, in := range obs.Instances {
-			if slices.Contains(*bad, in.Revision) {
+			if *good != nil && !slices.Contains(*good, in.Revision) {
 				obs.Instances[i] = schema.InstanceStatus{DaemonSet: in.DaemonSet, Revision: in.Revision, Phase: schema.PhaseRunning}
 			}
 		}
@@ -236,26 +238,26 @@ func TestIncrementalProgressDeadlineRollsBack(t *testing.T) {
 	clock := newTestClock()
 	tc := startController(t, noSafetyNet(clock.now))
 	policy := "  rollout: {progressDeadlineSeconds: 60, failureThreshold: 1, autoRollback: true}\n"
-	var bad []string
+	var good []string // nil: every revision is healthy
 	nodes := fleet(t, tc, 3, nil)
 	for _, n := range nodes {
-		n.setBehaviourWhenPlaced(notReady(&bad, n))
+		n.setBehaviourWhenPlaced(notReady(&good, n))
 	}
 	tc.applyYAML(t, exporterManifest("edgeset.io/v1", "exporter:1", rollingOne, policy))
 	v1 := waitRollout(t, tc, complete("")).CurrentHash
 	requireSettled(t, tc)
+	for _, n := range nodes {
+		n.mu.Lock()
+	}
+	good = []string{v1}
+	for _, n := range nodes {
+		n.mu.Unlock()
+	}
 
 	tc.applyYAML(t, exporterManifest("edgeset.io/v1", "exporter:2", rollingOne, policy))
 	hist, err := tc.api.RolloutHistory(context.Background(), exporter)
 	require.NoError(t, err)
 	v2 := hist[len(hist)-1].Hash
-	for _, n := range nodes {
-		n.mu.Lock()
-	}
-	bad = append(bad, v2)
-	for _, n := range nodes {
-		n.mu.Unlock()
-	}
 	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
 		if got := countOn(nodes, v2); got != 1 {
 			return fmt.Errorf("%d nodes on the new revision, want 1", got)
