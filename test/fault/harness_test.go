@@ -57,7 +57,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(envDir); dir != "" {
 		os.Exit(runController(dir))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	removeNATSBinary()
+	os.Exit(code)
 }
 
 // runController serves a controller until killed and prints "ready TOKEN"

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -34,6 +35,7 @@ var natsBinary = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	natsBinaryDir.Store(&dir)
 	bin := filepath.Join(dir, "nats-server")
 	cmd := exec.Command("go", "build", "-o", bin, "github.com/nats-io/nats-server/v2")
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -41,6 +43,16 @@ var natsBinary = sync.OnceValues(func() (string, error) {
 	}
 	return bin, nil
 })
+
+// natsBinaryDir is where natsBinary built it, removed when the tests end.
+var natsBinaryDir atomic.Pointer[string]
+
+// removeNATSBinary removes what natsBinary built, if anything.
+func removeNATSBinary() {
+	if dir := natsBinaryDir.Load(); dir != nil {
+		_ = os.RemoveAll(*dir)
+	}
+}
 
 // natsProc is one nats-server process on fixed ports and a fixed store,
 // so it can be killed with SIGKILL and started again as the same member.
