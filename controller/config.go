@@ -83,7 +83,10 @@ type Config struct {
 	// which replays their retained messages: a broker cluster spreads a
 	// subscription and a device's retained state over its nodes
 	// asynchronously, and a device that announced itself meanwhile would
-	// otherwise stay unknown. A negative value turns it off.
+	// otherwise stay unknown. The controller's first pass after it starts
+	// also waits up to this long for a report from every node it knows
+	// online (externalTransport.awaitReports). A negative value turns both
+	// off.
 	BrokerSettleInterval time.Duration `mapstructure:"broker-settle-interval"`
 
 	// NATSAuthURLs, when set, are NATS client URLs of a NATS cluster whose
