@@ -107,9 +107,13 @@ spec:
 func TestDockerConfigObjects(t *testing.T) {
 	cli := testimage.RequireDocker(t)
 	image := testimage.Build(t)
-	f := startFleet(t, cli, 2)
+	// The sniffer subscribes to # before anything is retained: mochi
+	// v2.7.9 scans the retained messages for a wildcard subscription
+	// without the lock its retained-message writes hold, which the race
+	// detector reports when the controller publishes meanwhile.
+	var sniff *sniffer
+	f := startFleetThen(t, cli, 2, func(f *fleet) { sniff = startSniffer(t, f) })
 	reader, other := f.nodes[0], f.nodes[1]
-	sniff := startSniffer(t, f)
 	label := "reader"
 	_, err := f.api.UpdateNode(t.Context(), reader, api.NodePatch{Labels: map[string]*string{"e2e-role": &label}})
 	require.NoError(t, err)
@@ -240,6 +244,8 @@ type sniffed struct {
 func startSniffer(t *testing.T, f *fleet) *sniffer {
 	t.Helper()
 	s := &sniffer{}
+	ready := make(chan struct{})
+	var subscribed sync.Once
 	c, err := mqttclient.New(mqttclient.Options{
 		BrokerURL: f.brokerURL, ClientID: "e2e-sniffer",
 		Username: credential.ControllerUsername, Password: credential.ControllerToken(f.secret),
@@ -253,12 +259,18 @@ func startSniffer(t *testing.T, f *fleet) *sniffer {
 		EventBuffer:        1 << 16,
 		FirstConnectJitter: -1,
 		Backoff:            mqttclient.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond},
+		OnConnect:          func(context.Context) { subscribed.Do(func() { close(ready) }) },
 	})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
+	select { // subscriptions are made before OnConnect
+	case <-ready:
+	case <-time.After(wait):
+		t.Fatal("the sniffer did not connect")
+	}
 	return s
 }
 

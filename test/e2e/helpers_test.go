@@ -78,6 +78,13 @@ func (r *countingRuntime) List(ctx context.Context, node string) ([]edgeagent.Co
 // the agents, then removes their containers, then stops the controller.
 func startFleet(t *testing.T, cli *client.Client, n int) *fleet {
 	t.Helper()
+	return startFleetThen(t, cli, n, nil)
+}
+
+// startFleetThen is startFleet that calls before, if set, once the
+// controller runs and before any agent starts.
+func startFleetThen(t *testing.T, cli *client.Client, n int, before func(*fleet)) *fleet {
+	t.Helper()
 	dir := t.TempDir()
 	ctl, err := controller.New(controller.Config{DataDir: dir, MQTTAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0"}, testLogger("controller"))
 	require.NoError(t, err)
@@ -91,6 +98,9 @@ func startFleet(t *testing.T, cli *client.Client, n int) *fleet {
 
 	url := "tcp://" + ctl.MQTTAddr().String()
 	f := &fleet{brokerURL: url, secret: secret, api: api.NewClient("http://"+ctl.APIAddr().String(), ctl.Token(), nil), docker: cli}
+	if before != nil {
+		before(f)
+	}
 	for range n {
 		node := testimage.Node(t, cli) // its cleanup runs after the agent's
 		f.nodes = append(f.nodes, node)
