@@ -73,7 +73,7 @@ func TestReadCPU(t *testing.T) {
 	}
 	p := end.since(start)
 	if p.Controller.UserSeconds < 0 || p.Controller.SystemSeconds < 0 || p.Simulator.UserSeconds < 0 ||
-		p.Simulator.SystemSeconds < 0 || p.WallSeconds <= 0 || p.MachineSeconds < p.MachineBusySeconds {
+		p.Simulator.SystemSeconds < 0 || p.WallSeconds <= 0 || p.MachineSeconds+1e-9 < p.MachineBusySeconds {
 		t.Fatalf("phase %+v (sum %g): negative or inconsistent figures", p, x)
 	}
 	if p.MachineBusySeconds+0.02 < p.Controller.Total() {
