@@ -15,12 +15,8 @@ import (
 	"github.com/edgeset/edgeset/controller"
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/credential"
-	"github.com/edgeset/edgeset/edgeagent"
-	"github.com/edgeset/edgeset/edgeagent/fake"
 	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/internal/natstest"
-	"github.com/edgeset/edgeset/mqttclient"
-	"github.com/edgeset/edgeset/schema"
 )
 
 // TestControllerServesCallout: the controller's nats-auth keys make it the
@@ -59,22 +55,8 @@ func TestControllerServesCallout(t *testing.T) {
 	cluster.WaitForResponder(t)
 	client := api.NewClient("http://"+ctl.APIAddr().String(), ctl.Token(), nil)
 
-	runNode := func(name, token string) {
-		n, err := edgeagent.NewNode(edgeagent.NodeOptions{
-			Agent: edgeagent.Config{NodeName: name, DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)},
-			MQTT: mqttclient.Options{
-				BrokerURL: cluster.MQTTURLs()[1], Password: token, FirstConnectJitter: -1, Logger: slog.New(slog.DiscardHandler),
-				Backoff: mqttclient.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond},
-			},
-			Status: func(context.Context) schema.NodeStatus {
-				return schema.NodeStatus{Conditions: []schema.NodeCondition{{Type: schema.NodeReady, Status: schema.ConditionTrue}}}
-			},
-		}, fake.New())
-		require.NoError(t, err)
-		runUntilCleanup(t, n.Run)
-	}
-	runNode("gw-2", credential.NodeToken(secret, "gw-2"))
-	runNode("intruder", "not-its-token")
+	runAgent(t, cluster.MQTTURLs()[1], "gw-2", credential.NodeToken(secret, "gw-2"), nil)
+	runAgent(t, cluster.MQTTURLs()[1], "intruder", "not-its-token", nil)
 	checkfor.Eventually(t, 4*waitFor, 50*time.Millisecond, func() error {
 		n, err := client.GetNode(context.Background(), "gw-2")
 		if err != nil {

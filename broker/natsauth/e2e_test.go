@@ -68,24 +68,8 @@ func TestFleetOnCluster(t *testing.T) {
 	// A dotted name: nats-server refuses '.' in a client ID, and the
 	// agent connects with schema.MQTTClientID, unchanged.
 	const nodeName = "gw-1.site-a"
-	rt := fake.New()
-	node, err := edgeagent.NewNode(edgeagent.NodeOptions{
-		Agent: edgeagent.Config{NodeName: nodeName, DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)},
-		MQTT: mqttclient.Options{
-			BrokerURL:          f.cluster.MQTTURLs()[2],
-			Password:           f.token(nodeName),
-			FirstConnectJitter: -1,
-			Backoff:            mqttclient.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond},
-		},
-		Status: func(context.Context) schema.NodeStatus {
-			return schema.NodeStatus{
-				Labels:     map[string]string{schema.LabelHostname: nodeName, "role": "gateway"},
-				Conditions: []schema.NodeCondition{{Type: schema.NodeReady, Status: schema.ConditionTrue}},
-			}
-		},
-	}, rt)
-	require.NoError(t, err)
-	runUntilCleanup(t, node.Run)
+	rt := runAgent(t, f.cluster.MQTTURLs()[2], nodeName, f.token(nodeName),
+		map[string]string{schema.LabelHostname: nodeName, "role": "gateway"})
 
 	checkfor.Eventually(t, 2*waitFor, 50*time.Millisecond, func() error {
 		n, err := client.GetNode(ctx, nodeName)
@@ -118,6 +102,32 @@ func TestFleetOnCluster(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// runAgent runs a real agent (edgeagent.Node over a fake runtime, which it
+// returns) for node on brokerURL with token and labels, until the test
+// ends.
+func runAgent(t *testing.T, brokerURL, node, token string, labels map[string]string) *fake.Runtime {
+	t.Helper()
+	rt := fake.New()
+	n, err := edgeagent.NewNode(edgeagent.NodeOptions{
+		Agent: edgeagent.Config{NodeName: node, DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)},
+		MQTT: mqttclient.Options{
+			BrokerURL:          brokerURL,
+			Password:           token,
+			FirstConnectJitter: -1,
+			Backoff:            mqttclient.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond},
+		},
+		Status: func(context.Context) schema.NodeStatus {
+			return schema.NodeStatus{
+				Labels:     labels,
+				Conditions: []schema.NodeCondition{{Type: schema.NodeReady, Status: schema.ConditionTrue}},
+			}
+		},
+	}, rt)
+	require.NoError(t, err)
+	runUntilCleanup(t, n.Run)
+	return rt
 }
 
 // runUntilCleanup runs run until the test ends, then cancels it and waits
