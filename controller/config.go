@@ -14,6 +14,7 @@ import (
 	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/mqttclient"
+	"github.com/edgeset/edgeset/schema"
 )
 
 // Config is the controller's configuration. Every field is a key of
@@ -144,6 +145,12 @@ type Config struct {
 	// and daemonset from scratch, the level-triggered safety net under the
 	// incremental passes that decide only what an event changed.
 	FullPassInterval time.Duration `mapstructure:"full-pass-interval"`
+	// SiteLabel is the node label whose value names a node's site: the
+	// metrics count nodes by it (edgeset_nodes_by_site).
+	SiteLabel string `mapstructure:"site-label"`
+	// MetricsPerNode adds per-node series to /metrics (edgeset_node_*),
+	// for the first MaxPerNodeSeriesNodes nodes: for small fleets only.
+	MetricsPerNode bool `mapstructure:"metrics-per-node"`
 	// Clock is what the controller reads the time from for every decision
 	// and stamp (node offline graces, tolerations, minReadySeconds, store
 	// and event times); nil means time.Now. Tests inject their own. Only
@@ -205,7 +212,9 @@ const (
 	DefaultNodeOfflineGrace = 40 * time.Second
 	DefaultRepublishRate    = 5000
 	DefaultFullPassInterval = 5 * time.Minute
-	DefaultMaxEvents        = 10000
+	// DefaultSiteLabel is Kubernetes' well-known zone label.
+	DefaultSiteLabel = "topology.kubernetes.io/zone"
+	DefaultMaxEvents = 10000
 	// Event limits per node.
 	DefaultNodeEventRate     = 10
 	DefaultNodeEventBurst    = 50
@@ -279,6 +288,7 @@ func (c *Config) ApplyDefaults() {
 	if c.FullPassInterval == 0 {
 		c.FullPassInterval = DefaultFullPassInterval
 	}
+	setDefault(&c.SiteLabel, DefaultSiteLabel)
 	if c.MaxEvents == 0 {
 		c.MaxEvents = DefaultMaxEvents
 	}
@@ -362,6 +372,9 @@ func (c *Config) Validate() error {
 	checkAddr("mqtt-tls-addr", c.MQTTTLSAddr)
 	checkAddr("mqtt-ws-addr", c.MQTTWSAddr)
 	checkAddr("api-addr", c.APIAddr)
+	if problem := schema.LabelKeyProblem(c.SiteLabel); problem != "" {
+		bad("site-label", "%s", problem)
+	}
 	if c.MQTTTLSAddr != "" && (c.MQTTTLSCert == "" || c.MQTTTLSKey == "") {
 		bad("mqtt-tls-addr", "needs mqtt-tls-cert and mqtt-tls-key")
 	}

@@ -144,41 +144,6 @@ func (m *metrics) observePass(d time.Duration, changed, placed int, full bool) {
 	}
 }
 
-// fleetCollector reports the fleet's gauges (nodes by presence,
-// daemonsets, instances by phase) when scraped, from the working state:
-// a reconcile pass then costs nothing per node for them.
-type fleetCollector struct {
-	c                            *Controller
-	nodes, daemonsets, instances *prometheus.Desc
-}
-
-func newFleetCollector(c *Controller) fleetCollector {
-	return fleetCollector{c: c,
-		nodes:      prometheus.NewDesc("edgeset_nodes", "Known nodes by presence.", []string{"state"}, nil),
-		daemonsets: prometheus.NewDesc("edgeset_daemonsets", "Declared daemonsets.", nil, nil),
-		instances:  prometheus.NewDesc("edgeset_instances", "Instances reported by agents, by phase.", []string{"phase"}, nil),
-	}
-}
-
-func (f fleetCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- f.nodes
-	ch <- f.daemonsets
-	ch <- f.instances
-}
-
-func (f fleetCollector) Collect(ch chan<- prometheus.Metric) {
-	online, known := f.c.registry.Counts()
-	ch <- prometheus.MustNewConstMetric(f.nodes, prometheus.GaugeValue, float64(online), "online")
-	ch <- prometheus.MustNewConstMetric(f.nodes, prometheus.GaugeValue, float64(known-online), "offline")
-	daemonsets := f.c.state.statusCount()
-	phases := f.c.state.observedPhases()
-
-	ch <- prometheus.MustNewConstMetric(f.daemonsets, prometheus.GaugeValue, float64(daemonsets))
-	for phase, n := range phases {
-		ch <- prometheus.MustNewConstMetric(f.instances, prometheus.GaugeValue, float64(n), phase)
-	}
-}
-
 // factory registers metrics as it makes them.
 type factory struct{ reg *prometheus.Registry }
 

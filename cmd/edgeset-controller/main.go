@@ -107,6 +107,8 @@ func addFlags(f *pflag.FlagSet) {
 	f.Duration("node-offline-grace", controller.DefaultNodeOfflineGrace, "how long a node may be disconnected before it is tainted unreachable")
 	f.Int("republish-rate", controller.DefaultRepublishRate, "desired-state messages per second when republishing the fleet")
 	f.Duration("full-pass-interval", controller.DefaultFullPassInterval, "how often a reconcile pass decides every node and daemonset from scratch (safety net under incremental passes)")
+	f.String("site-label", controller.DefaultSiteLabel, "node label naming a node's site: /metrics counts nodes by its value (edgeset_nodes_by_site)")
+	f.Bool("metrics-per-node", false, "add per-node series to /metrics (edgeset_node_*) for up to 1000 nodes: for small fleets")
 	f.Int("max-events", controller.DefaultMaxEvents, "events kept in the store")
 	f.Int("max-events-per-node", 0, "events caused by one node kept in the store; its newest evicts its oldest (0: a tenth of --max-events)")
 	f.Int("max-node-events", 0, "events caused by nodes kept in the store, all nodes together; past it the oldest node-caused event is trimmed, never the controller's own (0: half of --max-events)")

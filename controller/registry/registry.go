@@ -247,6 +247,22 @@ func (r *Registry) Snapshot(now time.Time, grace time.Duration) ([]schema.Node, 
 	return nodes, next
 }
 
+// Each calls fn with the effective model (read-only, as Snapshot's) and
+// the presence of every registered node, in no order, with the registry
+// locked: fn must be quick and must not call the Registry. It costs no
+// copy of the fleet, for counts taken often (the metrics).
+func (r *Registry) Each(now time.Time, grace time.Duration, fn func(n *schema.Node, st NodeState)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rec := range r.nodes {
+		if rec.in.Status == nil {
+			continue
+		}
+		n, _ := rec.effective(now, grace)
+		fn(&n, rec.state())
+	}
+}
+
 // Node returns the effective model of one registered node (see Snapshot,
 // whose cache it shares: the node is read-only) and when it next changes
 // by itself; ok is false for a node that is unknown or has not announced
