@@ -125,6 +125,12 @@ CLUSTER_NODES ?= 200
 test-cluster: ## three nats-server processes (built from the module), the controller serving their auth callout, CLUSTER_NODES agents (default 200; 1,000 do not register in time yet, docs/scale-out.md): a member and then the controller SIGKILLed mid-rollout; invariants hold, the fleet converges
 	EDGESET_TEST_CLUSTER=1 EDGESET_FAULT_NODES=$(CLUSTER_NODES) $(GO) test -count=1 -timeout 30m -run '^TestNATSServerKilledDuringRollout$$' -v ./test/fault/
 
+.PHONY: bench-scale-cluster
+SCALE_CLUSTER_NODES ?= 50000
+SCALE_CLUSTER_SIM_FLAGS ?=
+bench-scale-cluster: ## fleet scale benchmark on three nats-server processes (built from the module): controller serving their auth callout, SCALE_CLUSTER_NODES devices (default 50000) in processes of 15,000 spread over the members; logs each member's peak RSS per device
+	EDGESET_SCALE_CLUSTER=1 EDGESET_SCALE_CLUSTER_NODES=$(SCALE_CLUSTER_NODES) EDGESET_SCALE_CLUSTER_SIM_FLAGS="$(SCALE_CLUSTER_SIM_FLAGS)" $(GO) test -count=1 -timeout 60m -run '^TestScaleCluster$$' -v ./sim/scale/
+
 .PHONY: bench-scale-mosquitto
 bench-scale-mosquitto: ## fleet scale benchmark with Mosquitto as the broker (EDGESET_SCALE_MOSQUITTO_NODES, default 10000)
 	EDGESET_SCALE_MOSQUITTO=1 $(GO) test -count=1 -timeout 30m -run '^TestScaleMosquitto$$' -v ./sim/scale/

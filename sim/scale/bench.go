@@ -323,7 +323,7 @@ func (b *bench) startFleet(ctx context.Context) (devices, error) {
 	src, _ := sim.ParseSourceRange("127.0.0.2-127.0.0.254")
 	b.progress("ramping %d devices at %g/s", b.opts.Nodes, b.opts.Ramp)
 	return startLocal(ctx, sim.Options{
-		BrokerURL: brokerURL, Nodes: b.opts.Nodes, Tokens: sim.SecretTokens(secret),
+		BrokerURLs: strings.Split(brokerURL, ","), Nodes: b.opts.Nodes, Tokens: sim.SecretTokens(secret),
 		Ramp: b.opts.Ramp, SourceAddrs: src,
 	})
 }

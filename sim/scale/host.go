@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	rpprof "runtime/pprof"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -50,8 +51,20 @@ type HostOptions struct {
 	// BrokerURL, when set, is an external broker the controller uses
 	// instead of its embedded one, authenticating with the password in
 	// BrokerPasswordFile. HostInfo.MQTT is then empty.
-	BrokerURL          string
+	BrokerURL          string // one, or several separated by commas
 	BrokerPasswordFile string
+	// NATSAuth, when its URLs are set, has the controller serve the auth
+	// callout of the NATS cluster behind BrokerURL (controller.Config's
+	// NATSAuth fields).
+	NATSAuth NATSAuth
+}
+
+// NATSAuth is what the controller needs to serve a NATS cluster's auth
+// callout: the cluster's client URLs, the callout user's password file and
+// the issuer's seed file.
+type NATSAuth struct {
+	URLs                   []string
+	PasswordFile, SeedFile string
 }
 
 // Host runs a controller with its embedded broker on loopback (or the
@@ -64,7 +77,9 @@ func Host(ctx context.Context, dataDir string, opts HostOptions, out io.Writer) 
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	c, err := controller.New(controller.Config{DataDir: dataDir, MQTTAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0",
-		BrokerURL: opts.BrokerURL, BrokerPasswordFile: opts.BrokerPasswordFile,
+		BrokerURLs: brokerURLs(opts.BrokerURL), BrokerPasswordFile: opts.BrokerPasswordFile,
+		NATSAuthURLs: opts.NATSAuth.URLs, NATSAuthPasswordFile: opts.NATSAuth.PasswordFile,
+		NATSAuthIssuerSeedFile: opts.NATSAuth.SeedFile,
 		// Every simulated device connects from loopback, thousands at once.
 		MQTTExemptSources: []string{"127.0.0.0/8"}, MQTTMaxPendingConnections: 1 << 20}, log)
 	if err != nil {
@@ -179,4 +194,13 @@ func RaiseFDLimit() error {
 		return fmt.Errorf("raise open-file limit to %d: %w", lim.Max, err)
 	}
 	return nil
+}
+
+// brokerURLs splits a comma-separated list of broker URLs; none for the
+// embedded broker.
+func brokerURLs(list string) []string {
+	if list == "" {
+		return nil
+	}
+	return strings.Split(list, ",")
 }

@@ -3,7 +3,6 @@ package scale
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,52 +14,25 @@ import (
 	"github.com/edgeset/edgeset/test/mosquitto"
 )
 
-// The test binary runs a controller host instead of the tests when
-// envHostBroker is set: against that broker, with the password file in
-// envHostPassword, on the data directory given as its last argument.
+// The Mosquitto benchmark's gate and fleet size.
 const (
-	envGate         = "EDGESET_SCALE_MOSQUITTO"
-	envNodes        = "EDGESET_SCALE_MOSQUITTO_NODES"
-	envHostBroker   = "EDGESET_SCALE_HOST_BROKER_URL"
-	envHostPassword = "EDGESET_SCALE_HOST_PASSWORD_FILE"
+	envMosquittoGate  = "EDGESET_SCALE_MOSQUITTO"
+	envMosquittoNodes = "EDGESET_SCALE_MOSQUITTO_NODES"
 )
-
-func TestMain(m *testing.M) {
-	if url := os.Getenv(envHostBroker); url != "" {
-		os.Exit(runHost(url))
-	}
-	os.Exit(m.Run())
-}
-
-// runHost serves Host until its stdin closes (the benchmark is done).
-func runHost(brokerURL string) int {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		cancel()
-	}()
-	opts := HostOptions{BrokerURL: brokerURL, BrokerPasswordFile: os.Getenv(envHostPassword)}
-	if err := Host(ctx, os.Args[len(os.Args)-1], opts, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "controller host:", err)
-		return 1
-	}
-	return 0
-}
 
 // TestScaleMosquitto is the fleet scale benchmark with Mosquitto as the
 // broker of the controller and every device (EDGESET_SCALE_MOSQUITTO=1;
 // EDGESET_SCALE_MOSQUITTO_NODES devices, default 10,000). It logs the
 // figures; it asserts only that every phase completes.
 func TestScaleMosquitto(t *testing.T) {
-	if os.Getenv(envGate) != "1" {
-		t.Skip("set " + envGate + "=1 to run the fleet scale benchmark against Mosquitto")
+	if os.Getenv(envMosquittoGate) != "1" {
+		t.Skip("set " + envMosquittoGate + "=1 to run the fleet scale benchmark against Mosquitto")
 	}
 	nodes := 10000
-	if s := os.Getenv(envNodes); s != "" {
+	if s := os.Getenv(envMosquittoNodes); s != "" {
 		var err error
 		if nodes, err = strconv.Atoi(s); err != nil || nodes <= 0 {
-			t.Fatalf("%s=%q: want a positive number", envNodes, s)
+			t.Fatalf("%s=%q: want a positive number", envMosquittoNodes, s)
 		}
 	}
 	// Mosquitto inherits the limit: one descriptor per device.

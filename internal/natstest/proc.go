@@ -1,0 +1,197 @@
+package natstest
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nkeys"
+
+	"github.com/edgeset/edgeset/internal/checkfor"
+)
+
+// BuildServer builds nats-server, at the version the project's go.mod
+// requires, into dir and returns its path: no registry and no Debian
+// package is needed (Debian's 2.9 is too old for edgeset).
+func BuildServer(dir string) (string, error) {
+	bin := filepath.Join(dir, "nats-server")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/nats-io/nats-server/v2")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build nats-server: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// Procs is a cluster of nats-server processes configured as Config
+// describes, each on fixed ports and its own store so that it can be
+// killed with SIGKILL and started again as the same member.
+type Procs struct {
+	Procs []*Proc
+	// Clients are the members' NATS client URLs (nats://).
+	Clients []string
+	// Issuer is the auth callout issuer's account key pair; AuthPassword
+	// the callout user's password (AuthUser).
+	Issuer       nkeys.KeyPair
+	AuthPassword string
+}
+
+// Proc is one member of Procs.
+type Proc struct {
+	t       testing.TB
+	bin     string
+	conf    string
+	monitor int
+	mqtt    int
+	// Stderr, when set before Start, receives the server's log.
+	Stderr *os.File
+
+	mu  sync.Mutex // guards cmd
+	cmd *exec.Cmd
+}
+
+// healthyTimeout bounds a member's wait for JetStream to be current.
+const healthyTimeout = 2 * time.Minute
+
+// StartProcs starts n nats-server processes of bin as one cluster, kills
+// them when the test ends, and waits until every member reports
+// JetStream healthy. The processes inherit the test's file limit.
+func StartProcs(t testing.TB, bin string, n int) *Procs {
+	t.Helper()
+	issuer, err := nkeys.CreateAccount()
+	if err != nil {
+		t.Fatalf("create issuer key: %v", err)
+	}
+	pub, _ := issuer.PublicKey()
+	ports := FreePorts(t, 4*n) // route, client, MQTT, monitor per member
+	routes := ports[:n]
+	c := &Procs{Issuer: issuer, AuthPassword: "auth-" + randomSuffix(t)}
+	for i := range n {
+		dir := t.TempDir()
+		sc := ServerConfig{Name: fmt.Sprintf("s%d", i), StoreDir: filepath.Join(dir, "jetstream"),
+			ClientPort: ports[n+i], MQTTPort: ports[2*n+i], MonitorPort: ports[3*n+i],
+			RoutePort: routes[i], RoutePorts: routes, Issuer: pub, AuthPassword: c.AuthPassword}
+		conf := filepath.Join(dir, "nats.conf")
+		if err := os.WriteFile(conf, []byte(Config(sc)), 0o600); err != nil {
+			t.Fatalf("write %s: %v", conf, err)
+		}
+		p := &Proc{t: t, bin: bin, conf: conf, monitor: sc.MonitorPort, mqtt: sc.MQTTPort}
+		if os.Getenv("EDGESET_NATS_LOG") != "" {
+			p.Stderr = os.Stderr
+		}
+		p.Start()
+		t.Cleanup(p.Kill)
+		c.Procs = append(c.Procs, p)
+		c.Clients = append(c.Clients, fmt.Sprintf("nats://127.0.0.1:%d", sc.ClientPort))
+	}
+	for _, p := range c.Procs {
+		p.WaitHealthy()
+	}
+	return c
+}
+
+// MQTTURLs are the members' MQTT listeners, as tcp://host:port.
+func (c *Procs) MQTTURLs() []string {
+	urls := make([]string, len(c.Procs))
+	for i, p := range c.Procs {
+		urls[i] = fmt.Sprintf("tcp://127.0.0.1:%d", p.mqtt)
+	}
+	return urls
+}
+
+// Start starts the member's process (again, after Kill).
+func (p *Proc) Start() {
+	p.t.Helper()
+	cmd := exec.Command(p.bin, "-c", p.conf)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if p.Stderr != nil {
+		cmd.Stderr = p.Stderr
+	}
+	if err := cmd.Start(); err != nil {
+		p.t.Fatalf("start nats-server %s: %v", p.conf, err)
+	}
+	p.mu.Lock()
+	p.cmd = cmd
+	p.mu.Unlock()
+}
+
+// Kill sends SIGKILL and reaps the process; safe to call twice.
+func (p *Proc) Kill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	_ = p.cmd.Wait()
+	p.cmd = nil
+}
+
+// PID is the running process's id, 0 when it is not running.
+func (p *Proc) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// RSS is the process's resident set size in bytes (VmRSS).
+func (p *Proc) RSS() (uint64, error) {
+	pid := p.PID()
+	if pid == 0 {
+		return 0, fmt.Errorf("nats-server %s is not running", p.conf)
+	}
+	return ProcessRSS(pid)
+}
+
+// ProcessRSS reads a process's VmRSS from /proc/PID/status, in bytes.
+func ProcessRSS(pid int) (uint64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		if v, ok := bytes.CutPrefix(sc.Bytes(), []byte("VmRSS:")); ok {
+			f := bytes.Fields(v) // "123456 kB"
+			if len(f) == 2 {
+				kb, err := strconv.ParseUint(string(f[0]), 10, 64)
+				return kb << 10, err
+			}
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+}
+
+// WaitHealthy waits until the member's /healthz says its JetStream is
+// current with the cluster.
+func (p *Proc) WaitHealthy() {
+	p.t.Helper()
+	url := fmt.Sprintf("http://127.0.0.1:%d/healthz", p.monitor)
+	checkfor.Eventually(p.t, healthyTimeout, 100*time.Millisecond, func() error {
+		resp, err := http.Get(url)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", url, resp.Status)
+		}
+		return nil
+	})
+}
+
+// Monitor returns a monitoring endpoint of the member (e.g. "/jsz").
+func (p *Proc) Monitor(path string) string {
+	return fmt.Sprintf("http://127.0.0.1:%d%s", p.monitor, path)
+}

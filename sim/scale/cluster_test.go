@@ -1,0 +1,175 @@
+package scale
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgeset/edgeset/credential"
+	"github.com/edgeset/edgeset/internal/natstest"
+)
+
+// The broker-cluster benchmark's gate, fleet size, device processes and
+// the extra flags of every device process.
+const (
+	envClusterGate      = "EDGESET_SCALE_CLUSTER"
+	envClusterNodes     = "EDGESET_SCALE_CLUSTER_NODES"
+	envClusterProcesses = "EDGESET_SCALE_CLUSTER_DEVICE_PROCESSES"
+	envClusterSimFlags  = "EDGESET_SCALE_CLUSTER_SIM_FLAGS"
+	envClusterRamp      = "EDGESET_SCALE_CLUSTER_RAMP"
+)
+
+// devicesPerProcess keeps every device process under the 20,000 files
+// one process may hold here.
+const devicesPerProcess = 15000
+
+// TestScaleCluster is the fleet scale benchmark on a broker cluster
+// (make bench-scale-cluster; EDGESET_SCALE_CLUSTER=1): three nats-server
+// processes built from the module, the controller host against all
+// three and serving their auth callout, and the devices in several
+// processes, process k on member k modulo 3. It logs the phases' figures
+// and each member's peak RSS per device it holds; it asserts only that
+// every phase completes.
+func TestScaleCluster(t *testing.T) {
+	if os.Getenv(envClusterGate) != "1" {
+		t.Skip("set " + envClusterGate + "=1 to run the fleet scale benchmark on a three-member NATS cluster (make bench-scale-cluster)")
+	}
+	nodes := positiveEnv(t, envClusterNodes, 50000)
+	procs := positiveEnv(t, envClusterProcesses, (nodes+devicesPerProcess-1)/devicesPerProcess)
+	if err := RaiseFDLimit(); err != nil { // the members inherit it
+		t.Fatal(err)
+	}
+	bins := t.TempDir()
+	natsBin, err := natstest.BuildServer(bins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	simBin := filepath.Join(bins, "edgeset-sim")
+	if out, err := goBuild(simBin, "github.com/edgeset/edgeset/cmd/edgeset-sim"); err != nil {
+		t.Fatalf("go build edgeset-sim: %v\n%s", err, out)
+	}
+	cluster := natstest.StartProcs(t, natsBin, 3)
+	t.Logf("cluster: %d members, MQTT %s", len(cluster.Procs), strings.Join(cluster.MQTTURLs(), " "))
+
+	dir := t.TempDir()
+	if _, err := credential.LoadOrCreateFleetSecret(dir); err != nil {
+		t.Fatal(err)
+	}
+	files := t.TempDir()
+	seed, err := cluster.Issuer.Seed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(envHostBroker, strings.Join(cluster.MQTTURLs(), ","))
+	t.Setenv(envHostNATSAuthURLs, strings.Join(cluster.Clients, ","))
+	t.Setenv(envHostNATSAuthPWFile, writeFile(t, files, "auth.password", cluster.AuthPassword))
+	t.Setenv(envHostNATSAuthSeed, writeFile(t, files, "issuer.seed", string(seed)))
+
+	ramp := float64(positiveEnv(t, envClusterRamp, 2000))
+	base := watchRSS(t, cluster)() // the members' RSS before any device
+	peaks := watchRSS(t, cluster)
+	device := append([]string{simBin, "--bench-devices", "--log-level", "warn"}, strings.Fields(os.Getenv(envClusterSimFlags))...)
+	res, err := Run(context.Background(), Options{
+		Nodes: nodes, Ramp: ramp, HostCommand: []string{os.Args[0], "-test.run=^$"}, DataDir: dir,
+		BrokerURL: strings.Join(cluster.MQTTURLs(), ","), DeviceProcesses: procs, DeviceCommand: device,
+		DeviceBrokers: cluster.MQTTURLs(), Timeout: 10 * time.Minute, Progress: testWriter{t},
+	})
+	rss := peaks()
+	if err != nil {
+		t.Fatalf("benchmark: %v", err)
+	}
+	t.Logf("nodes %d in %d device processes (ramp %.2fs, connect p50 %.3fs p99 %.3fs max %.3fs)", res.Nodes, procs,
+		res.RampSeconds, res.Fleet.ConnectSeconds.P50, res.Fleet.ConnectSeconds.P99, res.Fleet.ConnectSeconds.Max)
+	t.Logf("registered after ramp   %.2fs", res.RegisterSeconds)
+	t.Logf("apply -> all running    %.2fs", res.ApplySeconds)
+	t.Logf("rollout (maxUnav. 10%%)  %.2fs", res.RolloutSeconds)
+	t.Logf("controller live heap    %.2f KiB per node; RSS %.2f KiB per node", res.HeapPerNode()/1024, res.RSSPerNode()/1024)
+	t.Logf("rollout MQTT bytes/node %.0f", res.RolloutBytesPerNode)
+	perMember := float64(nodes) / float64(len(cluster.Procs))
+	for i, b := range rss {
+		t.Logf("broker member s%d RSS %.1f MiB before the devices, peak %.1f MiB: %.1f KiB per device it holds (%.0f)", i,
+			float64(base[i])/(1<<20), float64(b)/(1<<20), float64(b-min(b, base[i]))/1024/perMember, perMember)
+	}
+	// The members are three more processes: their CPU time is in
+	// "outside both".
+	t.Log(res.RegisterCPU.Line("register"))
+	t.Log(res.ApplyCPU.Line("apply"))
+	t.Log(res.RolloutCPU.Line("rollout"))
+}
+
+// positiveEnv reads a positive integer from name, def when unset.
+func positiveEnv(t *testing.T, name string, def int) int {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		t.Fatalf("%s=%q: want a positive number", name, s)
+	}
+	return n
+}
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(content+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// watchRSS samples every member's RSS each second until the returned
+// function is called, which returns each member's peak (at once: their
+// RSS now).
+func watchRSS(t *testing.T, c *natstest.Procs) func() []uint64 {
+	peaks := make([]uint64, len(c.Procs))
+	var mu sync.Mutex // guards peaks
+	sample := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for i, p := range c.Procs {
+			if b, err := p.RSS(); err == nil {
+				peaks[i] = max(peaks[i], b)
+			}
+		}
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				sample()
+			}
+		}
+	}()
+	var once sync.Once
+	finish := func() []uint64 {
+		once.Do(func() {
+			close(stop)
+			<-done
+		})
+		sample()
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]uint64(nil), peaks...)
+	}
+	t.Cleanup(func() { finish() })
+	return finish
+}
+
+// goBuild builds pkg into out.
+func goBuild(out, pkg string) ([]byte, error) {
+	return exec.Command("go", "build", "-o", out, pkg).CombinedOutput()
+}
