@@ -14,6 +14,7 @@ var nodeWrites = map[string]bool{
 	schema.TopicOnline:       true,
 	schema.TopicObserved:     true,
 	schema.TopicEvents:       true,
+	schema.TopicTelemetry:    true,
 	schema.TopicLogsResponse: true,
 }
 

@@ -15,7 +15,7 @@
 //
 // Anonymous connections, wrong passwords and revoked nodes are refused.
 //
-// ACL. A node may publish only to its own status, online, observed, events and
+// ACL. A node may publish only to its own status, online, observed, events, telemetry and
 // logs/response topics, and subscribe only to its own desired and logs/request
 // topics, its own secret topics edgeset/v1/nodes/{node}/secrets/{hash}, and
 // exact revision and ConfigMap topics edgeset/v1/revisions/{hash} and

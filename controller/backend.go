@@ -248,6 +248,9 @@ func (c *Controller) GetNode(ctx context.Context, name string) (api.Node, error)
 		return api.Node{}, c.unknownNode(name, nodes)
 	}
 	v := c.nodeView(nodes[i])
+	if tm, ok := c.telemetry.Get(name); ok {
+		v.Telemetry = &tm
+	}
 	for _, in := range c.instances() {
 		if in.Node == name {
 			v.Instances = append(v.Instances, in)
@@ -329,6 +332,7 @@ func (c *Controller) deleteNodeLocked(name string) (mqttclient.Message, error) {
 		return mqttclient.Message{}, fmt.Errorf("delete node %s: %w", name, err)
 	}
 	c.registry.Delete(name)
+	c.telemetry.Delete(name)
 	nd := reconcile.NodeDesired{Generation: rec.Generation, Instances: rec.Instances}
 	c.state.deleteNode(name, nd)
 	return desiredMessage(name, nd), nil

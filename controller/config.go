@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/controller/telemetry"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 )
@@ -148,6 +149,10 @@ type Config struct {
 	// SiteLabel is the node label whose value names a node's site: the
 	// metrics count nodes by it (edgeset_nodes_by_site).
 	SiteLabel string `mapstructure:"site-label"`
+	// TelemetryHistory is how many reports of each node's telemetry are
+	// kept for `describe node` and the dashboard (0:
+	// telemetry.DefaultLimit; negative: the latest only).
+	TelemetryHistory int `mapstructure:"telemetry-history"`
 	// MetricsPerNode adds per-node series to /metrics (edgeset_node_*),
 	// for the first MaxPerNodeSeriesNodes nodes: for small fleets only.
 	MetricsPerNode bool `mapstructure:"metrics-per-node"`
@@ -289,6 +294,9 @@ func (c *Config) ApplyDefaults() {
 		c.FullPassInterval = DefaultFullPassInterval
 	}
 	setDefault(&c.SiteLabel, DefaultSiteLabel)
+	if c.TelemetryHistory == 0 {
+		c.TelemetryHistory = telemetry.DefaultLimit
+	}
 	if c.MaxEvents == 0 {
 		c.MaxEvents = DefaultMaxEvents
 	}

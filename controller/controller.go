@@ -25,6 +25,7 @@ import (
 	"github.com/edgeset/edgeset/controller/decider"
 	"github.com/edgeset/edgeset/controller/registry"
 	"github.com/edgeset/edgeset/controller/store"
+	"github.com/edgeset/edgeset/controller/telemetry"
 	"github.com/edgeset/edgeset/internal/loglimit"
 )
 
@@ -41,6 +42,7 @@ type Controller struct {
 	metrics   *metrics
 	events    *eventSink
 	logs      logHub // log streams waiting for chunks
+	telemetry *telemetry.Store
 	health    health // faults that make /readyz fail (health.go)
 
 	rejectLog *loglimit.Limiter // limits the log lines about malformed messages (rejectlog.go)
@@ -92,6 +94,7 @@ func New(cfg Config, log *slog.Logger) (*Controller, error) {
 		cfg: cfg, log: log, registry: registry.New(), metrics: newMetrics(),
 		kick: make(chan struct{}, 1), republish: make(chan struct{}, 1), ready: make(chan struct{}),
 		rejectLog: loglimit.New(rejectLogInterval, maxRejectLogKeys, nil),
+		telemetry: telemetry.New(cfg.TelemetryHistory),
 	}
 	if err := c.open(); err != nil {
 		c.closeResources()

@@ -36,6 +36,8 @@ func (c *Controller) handleMessage(topic string, payload []byte) {
 		err = c.onNodeEvent(node, payload)
 	case schema.TopicLogsResponse:
 		err = c.onLogChunk(node, payload)
+	case schema.TopicTelemetry:
+		err = c.onTelemetry(node, payload)
 	default:
 		return // topics of later features, not the controller's
 	}
@@ -234,6 +236,23 @@ func (c *Controller) onNodeEvent(node string, payload []byte) error {
 	}
 	// Stamped with the controller's clock: the device's orders nothing.
 	c.events.addFromNode(node, store.Event{Type: ev.Type, Reason: ev.Reason, Object: nodeObject(node), Message: msg})
+	return nil
+}
+
+// onTelemetry keeps a registered node's resource report. A node the
+// registry does not know (never announced, or deleted) holds nothing.
+func (c *Controller) onTelemetry(node string, payload []byte) error {
+	m, err := schema.DecodeTelemetry(payload)
+	if err != nil {
+		return err
+	}
+	if err := checkNode(node, m.Node); err != nil {
+		return err
+	}
+	if _, ok := c.registry.State(node); !ok {
+		return nil
+	}
+	c.telemetry.Add(m, c.now())
 	return nil
 }
 

@@ -19,6 +19,7 @@ var subscriptions = []string{
 	schema.NodeWildcard(schema.TopicOnline),
 	schema.NodeWildcard(schema.TopicObserved),
 	schema.NodeWildcard(schema.TopicEvents),
+	schema.NodeWildcard(schema.TopicTelemetry),
 	schema.NodeWildcard(schema.TopicLogsResponse),
 }
 

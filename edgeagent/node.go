@@ -34,6 +34,12 @@ type NodeOptions struct {
 	Status StatusFunc
 	// StatusInterval: zero means DefaultStatusInterval.
 	StatusInterval time.Duration
+	// Telemetry measures the device's resource usage; nil publishes none.
+	Telemetry TelemetryFunc
+	// TelemetryInterval is how often it is measured (zero:
+	// DefaultTelemetryInterval, negative: never); TelemetryMaxInterval the longest time
+	// without a publish (zero: DefaultTelemetryMaxInterval).
+	TelemetryInterval, TelemetryMaxInterval time.Duration
 }
 
 // Node is an agent connected to a broker: it announces the node (presence
@@ -49,12 +55,23 @@ type Node struct {
 	mu         sync.Mutex         // guards the fields below
 	session    int64              // of the connection being made or held
 	lastStatus *schema.NodeStatus // last status published on this connection
+	// lastTelemetry is the last telemetry published on this connection.
+	lastTelemetry *schema.Telemetry
 }
 
 // NewNode prepares a Node over runtime rt. Nothing runs before Run.
 func NewNode(opts NodeOptions, rt Runtime) (*Node, error) {
 	if opts.StatusInterval == 0 {
 		opts.StatusInterval = DefaultStatusInterval
+	}
+	if opts.TelemetryInterval < 0 {
+		opts.Telemetry = nil // turned off
+	}
+	if opts.TelemetryInterval <= 0 {
+		opts.TelemetryInterval = DefaultTelemetryInterval
+	}
+	if opts.TelemetryMaxInterval == 0 {
+		opts.TelemetryMaxInterval = DefaultTelemetryMaxInterval
 	}
 	if opts.Status == nil {
 		opts.Status = func(context.Context) schema.NodeStatus { return schema.NodeStatus{} }
@@ -120,6 +137,9 @@ func (n *Node) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return n.agent.Run(gctx) })
 	g.Go(func() error { return n.statusLoop(gctx) })
+	if n.opts.Telemetry != nil {
+		g.Go(func() error { return n.telemetryLoop(gctx) })
+	}
 	g.Go(func() error { return n.logs.Run(gctx) })
 	clientDone := make(chan error, 1)
 	go func() { clientDone <- n.client.Run(connCtx) }()
@@ -163,7 +183,7 @@ func (n *Node) handle(topic string, payload []byte) {
 func (n *Node) onConnect(ctx context.Context) {
 	n.mu.Lock()
 	session := n.session
-	n.lastStatus = nil
+	n.lastStatus, n.lastTelemetry = nil, nil
 	n.mu.Unlock()
 	delay := 100 * time.Millisecond
 	for {
@@ -241,15 +261,21 @@ func (n *Node) publishStatus(ctx context.Context, force bool) error {
 	if same && !force {
 		return nil
 	}
-	payload, err := schema.Encode(st)
+	return n.publishKind(ctx, schema.TopicStatus, st, true, func() { n.lastStatus = &st })
+}
+
+// publishKind encodes v and publishes it on the node's topic of kind,
+// then, with n.mu held, records it as published.
+func (n *Node) publishKind(ctx context.Context, kind string, v any, retained bool, published func()) error {
+	payload, err := schema.Encode(v)
 	if err != nil {
-		return fmt.Errorf("encode status: %w", err)
+		return fmt.Errorf("encode %s: %w", kind, err)
 	}
-	if err := n.client.Publish(ctx, schema.NodeTopic(st.Node, schema.TopicStatus), payload, true); err != nil {
+	if err := n.client.Publish(ctx, schema.NodeTopic(n.opts.Agent.NodeName, kind), payload, retained); err != nil {
 		return err
 	}
 	n.mu.Lock()
-	n.lastStatus = &st
+	published()
 	n.mu.Unlock()
 	return nil
 }

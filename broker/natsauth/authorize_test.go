@@ -28,6 +28,7 @@ func TestNodePermissions(t *testing.T) {
 		"edgeset.v1.nodes.n1//site.online",
 		"edgeset.v1.nodes.n1//site.observed",
 		"edgeset.v1.nodes.n1//site.events",
+		"edgeset.v1.nodes.n1//site.telemetry",
 		"edgeset.v1.nodes.n1//site.logs.response",
 	}, p.Pub.Allow)
 	assert.ElementsMatch(t, jwt.StringList{

@@ -27,6 +27,7 @@ var nodeWrites = []string{
 	schema.TopicOnline,
 	schema.TopicObserved,
 	schema.TopicEvents,
+	schema.TopicTelemetry,
 	schema.TopicLogsResponse,
 }
 
@@ -38,7 +39,7 @@ var nodeReads = []string{
 }
 
 // nodePermissions returns the NATS permissions of node: publish to its own
-// status, online, observed, events and logs/response; subscribe to its own
+// status, online, observed, events, telemetry and logs/response; subscribe to its own
 // desired and logs/request, to its own secrets, to revisions and to
 // ConfigMaps, each of the last three one hash (one subject token) at a time.
 // Everything else is denied, since an allow list is given for both

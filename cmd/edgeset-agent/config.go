@@ -50,6 +50,10 @@ type fileConfig struct {
 	Labels         []string      `mapstructure:"labels"`
 	Taints         []string      `mapstructure:"taints"`
 	StatusInterval time.Duration `mapstructure:"status-interval"`
+	// TelemetryInterval (negative: no telemetry) and TelemetryMaxInterval:
+	// see edgeagent.NodeOptions.
+	TelemetryInterval    time.Duration `mapstructure:"telemetry-interval"`
+	TelemetryMaxInterval time.Duration `mapstructure:"telemetry-max-interval"`
 
 	DiskMinFreePercent float64 `mapstructure:"disk-min-free-percent"`
 	DiskMinFree        string  `mapstructure:"disk-min-free"`
@@ -96,6 +100,8 @@ func addFlags(f *pflag.FlagSet) {
 	f.StringSlice("labels", nil, "node labels, key=value,...")
 	f.StringSlice("taints", nil, "node taints, key[=value]:Effect,... (NoSchedule, PreferNoSchedule, NoExecute)")
 	f.Duration("status-interval", defaultStatusInterval, "how often the node is re-measured (published only on change)")
+	f.Duration("telemetry-interval", edgeagent.DefaultTelemetryInterval, "how often CPU, memory, disk, temperature and each instance's usage are measured; published only on a meaningful change (negative: no telemetry)")
+	f.Duration("telemetry-max-interval", edgeagent.DefaultTelemetryMaxInterval, "longest time between two telemetry messages, changed or not")
 	f.Float64("disk-min-free-percent", edgeagent.DefaultDiskMinFreePercent, "DiskPressure below this free share of the data dir's filesystem (0: off)")
 	f.String("disk-min-free", "1Gi", "DiskPressure below this free space; the smaller threshold applies (\"0\": off)")
 	f.String("memory-min-available", "100Mi", "MemoryPressure below this MemAvailable (\"0\": off)")
@@ -140,6 +146,8 @@ type settings struct {
 	logLevel    string
 	logFormat   string
 	metricsAddr string
+	// telemetry: measure and publish telemetry (telemetry-interval > 0).
+	telemetry bool
 }
 
 // resolve validates fc and turns it into settings, reporting every problem,
@@ -186,8 +194,11 @@ func (fc fileConfig) resolve(hostname func() (string, error)) (settings, error) 
 			BrokerURLs: brokers, Password: token, KeepAlive: fc.KeepAlive,
 			CAFile: fc.CAFile, CertFile: fc.CertFile, KeyFile: fc.KeyFile,
 		},
-		StatusInterval: fc.StatusInterval,
+		StatusInterval:       fc.StatusInterval,
+		TelemetryInterval:    fc.TelemetryInterval,
+		TelemetryMaxInterval: fc.TelemetryMaxInterval,
 	}
+	s.telemetry = fc.TelemetryInterval > 0
 	return s, nil
 }
 
@@ -208,6 +219,12 @@ func (fc fileConfig) checkChoices() error {
 	}
 	if fc.StatusInterval < time.Second {
 		errs = append(errs, fmt.Errorf("status-interval: %s is below 1s", fc.StatusInterval))
+	}
+	if fc.TelemetryInterval >= 0 && fc.TelemetryInterval < time.Second {
+		errs = append(errs, fmt.Errorf("telemetry-interval: %s is below 1s (negative turns telemetry off)", fc.TelemetryInterval))
+	}
+	if fc.TelemetryInterval > 0 && fc.TelemetryMaxInterval < fc.TelemetryInterval {
+		errs = append(errs, fmt.Errorf("telemetry-max-interval: %s is below telemetry-interval %s", fc.TelemetryMaxInterval, fc.TelemetryInterval))
 	}
 	if (fc.CertFile == "") != (fc.KeyFile == "") {
 		errs = append(errs, errors.New("cert-file, key-file: set both or neither"))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller"
+	"github.com/edgeset/edgeset/controller/telemetry"
 	"github.com/edgeset/edgeset/internal/cliconfig"
 	"github.com/edgeset/edgeset/schema"
 )
@@ -108,6 +109,7 @@ func addFlags(f *pflag.FlagSet) {
 	f.Int("republish-rate", controller.DefaultRepublishRate, "desired-state messages per second when republishing the fleet")
 	f.Duration("full-pass-interval", controller.DefaultFullPassInterval, "how often a reconcile pass decides every node and daemonset from scratch (safety net under incremental passes)")
 	f.String("site-label", controller.DefaultSiteLabel, "node label naming a node's site: /metrics counts nodes by its value (edgeset_nodes_by_site)")
+	f.Int("telemetry-history", telemetry.DefaultLimit, "telemetry reports kept per node for describe node and the dashboard (negative: the latest only)")
 	f.Bool("metrics-per-node", false, "add per-node series to /metrics (edgeset_node_*) for up to 1000 nodes: for small fleets")
 	f.Int("max-events", controller.DefaultMaxEvents, "events kept in the store")
 	f.Int("max-events-per-node", 0, "events caused by one node kept in the store; its newest evicts its oldest (0: a tenth of --max-events)")

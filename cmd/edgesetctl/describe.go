@@ -6,10 +6,12 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/controller/telemetry"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -88,6 +90,7 @@ func writeNode(w io.Writer, n api.Node, events []api.Event) {
 		t.row("  "+c.Type, c.Status, age(c.Since), orNone(c.Reason), orNone(c.Message))
 	}
 	t.flush()
+	writeTelemetry(w, n.Telemetry)
 	writeInstances(w, n.Instances, false)
 	section(w, "Placement")
 	t = newTable(w, "  DAEMONSET", "RUN", "KEEP RUNNING", "REASONS")
@@ -96,6 +99,48 @@ func writeNode(w io.Writer, n api.Node, events []api.Event) {
 	}
 	t.flush()
 	writeEvents(w, events)
+}
+
+// writeTelemetry renders the node's last resource report: host figures,
+// filesystems, per-instance usage, and how many reports the history holds.
+func writeTelemetry(w io.Writer, tm *telemetry.Node) {
+	if tm == nil {
+		field(w, "Telemetry", "<none> (not reported by this agent)")
+		return
+	}
+	m := tm.Latest
+	temp := "<none>"
+	if m.TemperatureCelsius != nil {
+		temp = fmt.Sprintf("%.1f°C", *m.TemperatureCelsius)
+	}
+	field(w, "Telemetry", fmt.Sprintf("received %s ago, %d in history", age(tm.Received), len(tm.History)))
+	field(w, "  Load", fmt.Sprintf("%.2f (%d CPUs), uptime %s", m.Load1, m.CPUs, time.Duration(m.UptimeSeconds)*time.Second))
+	field(w, "  Memory", fmt.Sprintf("%s available of %s", ibytes(m.MemoryAvailableBytes), ibytes(m.MemoryTotalBytes)))
+	for _, d := range m.Disks {
+		field(w, "  Disk "+d.Name, fmt.Sprintf("%s free of %s (%s)", ibytes(d.FreeBytes), ibytes(d.SizeBytes), d.Path))
+	}
+	field(w, "  Temperature", temp)
+	if len(m.Instances) > 0 {
+		t := newTable(w, "  DAEMONSET", "CPU", "MEMORY")
+		for _, in := range m.Instances {
+			t.row("  "+in.DaemonSet, fmt.Sprintf("%.1f%%", in.CPUPercent), ibytes(in.MemoryBytes))
+		}
+		t.flush()
+	}
+}
+
+// ibytes renders a byte count in binary units (12.3 MiB).
+func ibytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 func taintString(t schema.Taint) string {

@@ -96,9 +96,9 @@ func startFleetWith(t *testing.T, n int, newRuntime func() *fake.Runtime) (cli, 
 }
 
 // startAgent runs an agent on the fake engine rt until the test ends or
-// the returned stop is called.
-func startAgent(t *testing.T, url string, secret []byte, name string, rt *fake.Runtime) (stop func()) {
-	node, err := edgeagent.NewNode(edgeagent.NodeOptions{
+// the returned stop is called; edits, if any, change its options.
+func startAgent(t *testing.T, url string, secret []byte, name string, rt *fake.Runtime, edits ...func(*edgeagent.NodeOptions)) (stop func()) {
+	opts := edgeagent.NodeOptions{
 		Agent: edgeagent.Config{NodeName: name, Ephemeral: true, ResyncInterval: 200 * time.Millisecond},
 		MQTT: mqttclient.Options{BrokerURL: url, Password: credential.NodeToken(secret, name), FirstConnectJitter: time.Millisecond,
 			Backoff: mqttclient.Backoff{Initial: 50 * time.Millisecond, Max: time.Second}},
@@ -106,7 +106,11 @@ func startAgent(t *testing.T, url string, secret []byte, name string, rt *fake.R
 			return schema.NodeStatus{Labels: map[string]string{"role": "gateway", "site": name[len(name)-1:]},
 				Conditions: []schema.NodeCondition{{Type: schema.NodeReady, Status: schema.ConditionTrue}}}
 		},
-	}, rt)
+	}
+	for _, edit := range edits {
+		edit(&opts)
+	}
+	node, err := edgeagent.NewNode(opts, rt)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -505,6 +509,29 @@ func TestCLITokenCreate(t *testing.T) {
 		assert.Contains(t, errOut, "node gw-new is revoked (listed in "+filepath.Join(c.dataDir, "revoked-tokens")+")", args)
 		assert.NotContains(t, out, want, args)
 	}
+}
+
+// TestDescribeNodeShowsTelemetry: an agent measuring its device (this
+// machine's /proc, its data directory) publishes telemetry, and describe
+// node shows it.
+func TestDescribeNodeShowsTelemetry(t *testing.T) {
+	c := startFleet(t, 0)
+	secret, err := credential.LoadOrCreateFleetSecret(c.dataDir)
+	require.NoError(t, err)
+	rt := fake.New()
+	startAgent(t, c.mqttURL, secret, "gw-t", rt, func(o *edgeagent.NodeOptions) {
+		o.Telemetry = edgeagent.NewTelemeter("gw-t", t.TempDir(), rt).Measure
+		o.TelemetryInterval = 50 * time.Millisecond
+	})
+	var out string
+	waitUntil(t, "telemetry in describe node", func() bool {
+		code, stdout, _ := c.run("describe", "node", "gw-t")
+		out = stdout
+		return code == 0 && strings.Contains(stdout, "in history")
+	})
+	assert.Contains(t, out, "available of", "memory from /proc/meminfo")
+	assert.Contains(t, out, "Disk data:", "the data directory's filesystem")
+	assert.NotContains(t, out, "not reported by this agent")
 }
 
 // TestAgentAuthRefusedHint: an agent whose token the broker refuses says

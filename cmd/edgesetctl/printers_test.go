@@ -11,6 +11,7 @@ import (
 
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/controller/placement"
+	"github.com/edgeset/edgeset/controller/telemetry"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -25,6 +26,7 @@ func goldenNodes() []api.Node {
 		{Node: schema.Node{Name: "gw-berlin-1", Labels: map[string]string{"site": "berlin", "role": "gateway"},
 			Conditions: []schema.NodeCondition{ready}, Info: schema.NodeInfo{OS: "linux", Arch: "arm64", AgentVersion: "v0.1.0", Runtime: "docker", RuntimeVersion: "20.10.24"}},
 			Online: true, LastSeen: ago(5 * time.Second), DesiredGeneration: 4, ObservedGeneration: 4,
+			Telemetry: goldenTelemetry(),
 			Instances: []api.Instance{{Node: "gw-berlin-1", DaemonSet: "monitoring/node-exporter", Revision: "8232a8846ff7bc935bb3", Phase: "Running", Ready: true, Online: true}},
 			Placement: []api.Placement{
 				{Node: "gw-berlin-1", DaemonSet: "monitoring/node-exporter", Run: true, KeepRunning: true, Reasons: []string{}},
@@ -36,6 +38,16 @@ func goldenNodes() []api.Node {
 			Info:       schema.NodeInfo{OS: "linux", Arch: "arm", AgentVersion: "v0.1.0"}},
 			Online: false, LastSeen: ago(26 * time.Hour), OfflineSince: ago(26 * time.Hour)},
 	}
+}
+
+func goldenTelemetry() *telemetry.Node {
+	temp := 47.5
+	return &telemetry.Node{Received: fixedNow.Add(-20 * time.Second), History: make([]telemetry.Point, 12),
+		Latest: schema.Telemetry{Load1: 0.42, CPUs: 4, MemoryTotalBytes: 4 << 30, MemoryAvailableBytes: 2684354560, UptimeSeconds: 93784,
+			Disks: []schema.DiskUsage{{Name: schema.DiskData, Path: "/var/lib/edgeset", SizeBytes: 32 << 30, FreeBytes: 20 << 30},
+				{Name: schema.DiskDocker, Path: "/var/lib/docker", SizeBytes: 32 << 30, FreeBytes: 20 << 30}},
+			TemperatureCelsius: &temp,
+			Instances:          []schema.InstanceUsage{{DaemonSet: "monitoring/node-exporter", CPUPercent: 3.2, MemoryBytes: 18 << 20}}}}
 }
 
 func goldenDaemonSets() []api.DaemonSet {

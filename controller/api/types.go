@@ -6,6 +6,7 @@ package api
 import (
 	"time"
 
+	"github.com/edgeset/edgeset/controller/telemetry"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -175,6 +176,9 @@ type Node struct {
 	Instances          []Instance `json:"instances,omitempty"`
 	// Placement explains, per daemonset, whether it should run here.
 	Placement []Placement `json:"placement,omitempty"`
+	// Telemetry is what the node's agent last reported of its resources,
+	// with a short history (GetNode only; nil when it never reported).
+	Telemetry *telemetry.Node `json:"telemetry,omitempty"`
 }
 
 // Placement is the placement decision of one daemonset for one node.

@@ -273,7 +273,7 @@ const (
 
 // ACL returns edgeset's Mosquitto ACL (acl_file syntax), equivalent to the
 // embedded broker's: each node authenticates with a user named after the
-// node and may write only its own status, online, observed, events and
+// node and may write only its own status, online, observed, events, telemetry and
 // logs/response topics, read only its own desired, logs/request and
 // secrets/{hash} topics, and read every revision and ConfigMap; controllerUser may read and write
 // everything under edgeset/ (every schema version) and read Mosquitto's
@@ -282,7 +282,7 @@ const (
 func ACL(controllerUser string) string {
 	var b strings.Builder
 	b.WriteString("# edgeset ACL: a node's MQTT user name is its node name (%u).\n")
-	for _, kind := range []string{schema.TopicStatus, schema.TopicOnline, schema.TopicObserved, schema.TopicEvents} {
+	for _, kind := range []string{schema.TopicStatus, schema.TopicOnline, schema.TopicObserved, schema.TopicEvents, schema.TopicTelemetry} {
 		fmt.Fprintf(&b, "pattern write %s\n", schema.NodeTopic("%u", kind))
 	}
 	fmt.Fprintf(&b, "pattern write %s\n", schema.NodeTopic("%u", topicLogsResponse))
