@@ -177,6 +177,12 @@ type Config struct {
 	// Prune deletes daemonsets whose file was removed from ManifestsDir.
 	Prune bool `mapstructure:"prune"`
 
+	// ExternalAPI, set by an HA controller's supervisor (controller/ha),
+	// makes New open no API listener and Run serve none: the caller serves
+	// Handler on a listener it owns for longer than one controller's life.
+	// It is no key of its own.
+	ExternalAPI bool `mapstructure:"-"`
+
 	// LogLevel is debug, info, warn or error; LogFormat text or json.
 	LogLevel  string `mapstructure:"log-level"`
 	LogFormat string `mapstructure:"log-format"`
