@@ -453,8 +453,8 @@ func (c *Config) validateAPILimits() []error {
 	return errs
 }
 
-// apiLimits are the API server's limits from the configuration.
-func (c *Config) apiLimits() api.Limits {
+// APILimits are the API server's limits from the configuration.
+func (c *Config) APILimits() api.Limits {
 	return api.Limits{
 		ReadHeaderTimeout:       c.APIReadHeaderTimeout,
 		ReadTimeout:             c.APIReadTimeout,

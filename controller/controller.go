@@ -125,7 +125,7 @@ func (c *Controller) open() error {
 	}
 	c.api.handler = api.New(c, api.Options{
 		Token: c.token, Metrics: c.metrics.handler(), Log: c.log,
-		Limits: c.cfg.apiLimits(), Observer: apiObserver{c.metrics},
+		Limits: c.cfg.APILimits(), Observer: apiObserver{c.metrics},
 	})
 	if c.cfg.ExternalAPI {
 		return nil

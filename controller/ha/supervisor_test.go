@@ -1,0 +1,208 @@
+package ha
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgeset/edgeset/broker"
+	"github.com/edgeset/edgeset/controller"
+	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/credential"
+	"github.com/edgeset/edgeset/internal/checkfor"
+	"github.com/edgeset/edgeset/internal/etcdtest"
+)
+
+// testTTL is the leader lease of the tests' controllers.
+const testTTL = 2 * time.Second
+
+const exporterYAML = `apiVersion: edgeset.io/v1
+kind: DaemonSet
+metadata: {name: exporter, namespace: monitoring}
+spec:
+  selector: {matchLabels: {app: exporter}}
+  template:
+    metadata: {labels: {app: exporter}}
+    spec:
+      containers:
+      - {name: exporter, image: "exporter:1"}
+`
+
+// testBroker is an external broker (the embedded mochi broker, run on
+// its own) and its data directory, which holds the fleet secret.
+type testBroker struct {
+	url string
+	dir string
+}
+
+func startBroker(t *testing.T) testBroker {
+	dir := t.TempDir()
+	b, err := broker.New(broker.Options{Addr: "127.0.0.1:0", DataDir: dir, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	return testBroker{url: "tcp://" + b.Addr().String(), dir: dir}
+}
+
+// supervisorProc is one HA controller run in process.
+type supervisorProc struct {
+	id, url, dir string
+	cancel       context.CancelFunc
+	done         chan error
+}
+
+func startSupervisor(t *testing.T, id, etcdEndpoint string, b testBroker, dir string) *supervisorProc {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	url := "http://" + ln.Addr().String()
+	sup, err := New(Options{
+		Controller: controller.Config{DataDir: dir, BrokerURLs: []string{b.url}, BrokerSettleInterval: -1},
+		Client:     etcdtest.NewClient(t, etcdEndpoint),
+		ID:         id, AdvertiseURL: url, LeaseTTL: testTTL, Listener: ln,
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &supervisorProc{id: id, url: url, dir: dir, cancel: cancel, done: make(chan error, 1)}
+	go func() { p.done <- sup.Run(ctx) }()
+	t.Cleanup(p.stop)
+	return p
+}
+
+// stop ends the supervisor and waits for Run; safe to call twice.
+func (p *supervisorProc) stop() {
+	p.cancel()
+	if err, ok := <-p.done; ok {
+		close(p.done)
+		if err != nil && err != context.Canceled {
+			panic(fmt.Sprintf("supervisor %s: %v", p.id, err))
+		}
+	}
+}
+
+// role reads the role line of p's /readyz.
+func (p *supervisorProc) role() string {
+	resp, err := httpGet(p.url + "/readyz")
+	if err != nil {
+		return err.Error()
+	}
+	return resp
+}
+
+func httpGet(url string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// waitRoles waits until exactly one of procs leads and the others stand
+// by forwarding to it; it returns the leader and the standbys.
+func waitRoles(t *testing.T, timeout time.Duration, procs ...*supervisorProc) (*supervisorProc, []*supervisorProc) {
+	t.Helper()
+	var lead *supervisorProc
+	var standbys []*supervisorProc
+	checkfor.Eventually(t, timeout, 50*time.Millisecond, func() error {
+		lead, standbys = nil, nil
+		for _, p := range procs {
+			r := p.role()
+			switch {
+			case strings.Contains(r, "role: leader"):
+				if lead != nil {
+					return fmt.Errorf("two leaders: %s and %s", lead.id, p.id)
+				}
+				lead = p
+			case strings.Contains(r, "role: standby ("+p.id+"), forwarding"):
+				standbys = append(standbys, p)
+			default:
+				return fmt.Errorf("%s: %q", p.id, r)
+			}
+		}
+		if lead == nil {
+			return fmt.Errorf("no leader")
+		}
+		for _, s := range standbys {
+			if !strings.Contains(s.role(), "forwarding to leader "+lead.id) {
+				return fmt.Errorf("%s does not forward to %s yet", s.id, lead.id)
+			}
+		}
+		return nil
+	})
+	return lead, standbys
+}
+
+// TestTwoControllers: two HA controllers on one etcd and an external
+// broker. One leads; the other forwards an apply and reads to it, with
+// the shared token, which the first created in etcd from its data
+// directory's files and the second read. When the leader stops, the
+// standby takes over.
+func TestTwoControllers(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	b := startBroker(t)
+	dir1, dir2 := t.TempDir(), t.TempDir()
+	// The first controller brings the broker's fleet secret (a single-node
+	// fleet moving to etcd); the second has none and must read it.
+	secret, err := os.ReadFile(filepath.Join(b.dir, credential.SecretFile))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir1, credential.SecretFile), secret, 0o600))
+	c1 := startSupervisor(t, "c1", etcd.Endpoint(), b, dir1)
+	lead, _ := waitRoles(t, 20*time.Second, c1)
+	require.Equal(t, c1, lead)
+	c2 := startSupervisor(t, "c2", etcd.Endpoint(), b, dir2)
+	lead, standbys := waitRoles(t, 20*time.Second, c1, c2)
+	require.Equal(t, c1, lead)
+	standby := standbys[0]
+
+	got, err := os.ReadFile(filepath.Join(dir2, credential.SecretFile))
+	require.NoError(t, err)
+	assert.Equal(t, strings.TrimSpace(string(secret)), strings.TrimSpace(string(got)), "the standby holds the fleet's secret")
+	cli := etcd.Client(t)
+	token := string(etcdtest.Get(t, cli, DefaultPrefix+apiTokenKey))
+	require.NotEmpty(t, token)
+	for _, dir := range []string{dir1, dir2} {
+		b, err := os.ReadFile(filepath.Join(dir, "admin.token"))
+		require.NoError(t, err)
+		assert.Equal(t, token, strings.TrimSpace(string(b)), "admin.token of %s", dir)
+	}
+
+	ctx := context.Background()
+	viaStandby := api.NewClient(standby.url, token, nil)
+	res, err := viaStandby.Apply(ctx, "exporter.yaml", []byte(exporterYAML), false)
+	require.NoError(t, err, "apply through the standby")
+	require.NotEmpty(t, res)
+	list, err := viaStandby.ListDaemonSets(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.Equal(t, "monitoring/exporter", list[0].Namespace+"/"+list[0].Name)
+	direct, err := api.NewClient(lead.url, token, nil).ListDaemonSets(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, list, direct, "the standby reads the leader's state")
+
+	start := time.Now()
+	lead.stop()
+	lead, _ = waitRoles(t, 10*time.Second, standby)
+	assert.Equal(t, standby, lead)
+	t.Logf("took over %s after the leader stopped", time.Since(start).Round(time.Millisecond))
+}
