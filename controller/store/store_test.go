@@ -70,7 +70,7 @@ func openAsync(t *testing.T, path string, opts Options) error {
 func TestOpenWritesSchemaVersion(t *testing.T) {
 	s, path := openTemp(t, Options{})
 	require.NoError(t, s.db.View(func(tx *bbolt.Tx) error {
-		v, err := schemaVersion(tx)
+		v, err := schemaVersion(&boltTx{tx: tx})
 		assert.Equal(t, uint64(len(migrations)), v)
 		return err
 	}))
@@ -194,7 +194,7 @@ func TestOpenNewerSchemaRefused(t *testing.T) {
 
 	// The refused open changed nothing.
 	writeRaw(t, path, func(tx *bbolt.Tx) error {
-		v, err := schemaVersion(tx)
+		v, err := schemaVersion(&boltTx{tx: tx})
 		assert.Equal(t, future, v)
 		return err
 	})
