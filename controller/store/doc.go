@@ -43,7 +43,9 @@
 // transaction that wrote nothing calls no replicator. bbolt serializes
 // writers, so Replicate sees the write sets in commit order. All access
 // to bbolt goes through boltTx and boltBucket (writeset.go), which record
-// every write.
+// every write; the package's tests replay the write sets of every store
+// they open onto a second file and compare the two files when they end
+// (mirror_test.go).
 //
 // # Exclusivity
 //
