@@ -68,6 +68,16 @@ type Options struct {
 	// nothing to write, a dry run) is not reported: it says nothing about
 	// the disk. OnWrite must not call the store.
 	OnWrite func(err error)
+	// Replicate, when set, is handed the write set of every read-write
+	// transaction that wrote anything (Open's migrations included), after
+	// the transaction's function succeeded and before bbolt commits; the
+	// commit happens only when it returns nil. Its error rolls the
+	// transaction back and is returned, wrapped, by the method that wrote
+	// (errors.Is sees through). Calls come one at a time, in commit order:
+	// with Replicate set, concurrent writes that bbolt would coalesce into
+	// one transaction each get their own. Replicate must not call the
+	// store.
+	Replicate Replicator
 }
 
 func (o Options) withDefaults() Options {
@@ -91,6 +101,7 @@ type Store struct {
 	db        *bbolt.DB
 	maxEvents int
 	onWrite   func(error)
+	replicate Replicator
 	fault     atomic.Pointer[func() error]
 
 	closeOnce sync.Once
@@ -128,7 +139,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, openError(path, opts.LockTimeout, err)
 	}
-	if err := migrateSafely(db); err != nil {
+	if err := migrateSafely(db, opts.Replicate); err != nil {
 		_ = db.Close()
 		if errors.Is(err, ErrCorrupt) {
 			return nil, fmt.Errorf("open store %s: %w; "+restoreHint, path, err, MarkerPath(path))
@@ -139,7 +150,8 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	return &Store{path: path, db: db, maxEvents: opts.MaxEvents, maxNodeEvents: opts.MaxNodeEvents, onWrite: opts.OnWrite}, nil
+	return &Store{path: path, db: db, maxEvents: opts.MaxEvents, maxNodeEvents: opts.MaxNodeEvents, onWrite: opts.OnWrite,
+		replicate: opts.Replicate}, nil
 }
 
 // MarkerPath is the marker file beside the store at path, written once the
@@ -234,8 +246,8 @@ func (s *Store) Close() error {
 }
 
 // view runs fn in a read-only transaction.
-func (s *Store) view(fn func(tx *bbolt.Tx) error) error {
-	return closedError(s.db.View(fn))
+func (s *Store) view(fn func(tx *boltTx) error) error {
+	return closedError(s.db.View(func(tx *bbolt.Tx) error { return fn(&boltTx{tx: tx}) }))
 }
 
 // errNoWrite ends an update that found nothing to change: the transaction
@@ -245,7 +257,7 @@ var errNoWrite = errors.New("nothing to write")
 
 // update runs fn in a read-write transaction, committed and fsynced before
 // it returns.
-func (s *Store) update(fn func(tx *bbolt.Tx) error) error {
+func (s *Store) update(fn func(tx *boltTx) error) error {
 	w := s.writer(fn)
 	err := s.db.Update(w.run)
 	w.report(err)
@@ -258,7 +270,7 @@ func (s *Store) update(fn func(tx *bbolt.Tx) error) error {
 // batch is update for writes that arrive concurrently at fleet rate: bbolt
 // coalesces concurrent calls into one fsynced transaction. fn may run more
 // than once and must be idempotent.
-func (s *Store) batch(fn func(tx *bbolt.Tx) error) error {
+func (s *Store) batch(fn func(tx *boltTx) error) error {
 	w := s.writer(fn)
 	err := s.db.Batch(w.run)
 	w.report(err)
@@ -269,8 +281,11 @@ func (s *Store) batch(fn func(tx *bbolt.Tx) error) error {
 // in the meta bucket), so that a caller learns through Options.OnWrite,
 // and its error, whether the file takes writes again.
 func (s *Store) Probe() error {
-	return s.update(func(tx *bbolt.Tx) error {
-		b := tx.Bucket(bucketMeta)
+	return s.update(func(tx *boltTx) error {
+		b, err := bucket(tx, bucketMeta)
+		if err != nil {
+			return err
+		}
 		key := []byte("probe")
 		if err := b.Put(key, make([]byte, 4096)); err != nil {
 			return err
@@ -296,18 +311,24 @@ func (s *Store) FailWrites(fault func() error) {
 // the file's.
 type writer struct {
 	s     *Store
-	fn    func(tx *bbolt.Tx) error
+	fn    func(tx *boltTx) error
 	ran   bool
 	fnErr error
 }
 
-func (s *Store) writer(fn func(tx *bbolt.Tx) error) *writer { return &writer{s: s, fn: fn} }
+func (s *Store) writer(fn func(tx *boltTx) error) *writer { return &writer{s: s, fn: fn} }
 
+// run runs fn, then the injected fault, then the replicator.
 func (w *writer) run(tx *bbolt.Tx) error {
-	w.ran = true
-	if w.fnErr = w.fn(tx); w.fnErr != nil {
+	w.ran, w.fnErr = true, nil
+	fn := func(t *boltTx) error {
+		w.fnErr = w.fn(t)
 		return w.fnErr
 	}
+	return runRecorded(tx, w.s.replicate, fn, w.fault)
+}
+
+func (w *writer) fault() error {
 	if fault := w.s.fault.Load(); fault != nil {
 		return (*fault)()
 	}
