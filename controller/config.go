@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/controller/store"
 	"github.com/edgeset/edgeset/mqttclient"
 )
 
@@ -182,6 +183,11 @@ type Config struct {
 	// Handler on a listener it owns for longer than one controller's life.
 	// It is no key of its own.
 	ExternalAPI bool `mapstructure:"-"`
+	// Replicate, set by an HA controller's supervisor, is the store's
+	// store.Options.Replicate: every write is committed to etcd, fenced
+	// by the leader's term, before it commits locally. It is no key of
+	// its own.
+	Replicate store.Replicator `mapstructure:"-"`
 
 	// LogLevel is debug, info, warn or error; LogFormat text or json.
 	LogLevel  string `mapstructure:"log-level"`

@@ -106,7 +106,7 @@ func New(cfg Config, log *slog.Logger) (*Controller, error) {
 // open acquires every resource New needs, in order.
 func (c *Controller) open() error {
 	var err error
-	if c.store, err = store.Open(c.cfg.storePath(), store.Options{MaxEvents: c.cfg.MaxEvents, MaxNodeEvents: c.cfg.MaxNodeEvents, OnWrite: c.storeWritten}); err != nil {
+	if c.store, err = store.Open(c.cfg.storePath(), store.Options{MaxEvents: c.cfg.MaxEvents, MaxNodeEvents: c.cfg.MaxNodeEvents, OnWrite: c.storeWritten, Replicate: c.cfg.Replicate}); err != nil {
 		return err
 	}
 	c.events = newEventSink(c.store, c.log, c.metrics, limitsOf(c.cfg))

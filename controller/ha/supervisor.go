@@ -50,7 +50,7 @@ type Options struct {
 	// before the controller opens: restoring the store from etcd into the
 	// data directory and fencing its writes with the term (Replicated).
 	// Without it every term opens the data directory's store as it is.
-	Prepare func(ctx context.Context, t *leader.Term, cfg *controller.Config) error
+	Prepare func(ctx context.Context, s *TermSetup) error
 	// Listener, when set, is served instead of a listener on
 	// Controller.APIAddr; Run closes it.
 	Listener net.Listener
@@ -61,13 +61,29 @@ type Options struct {
 	Log *slog.Logger
 }
 
+// TermSetup is what Options.Prepare is given of one won term.
+type TermSetup struct {
+	// Term is the won term; its writes are fenced.
+	Term *leader.Term
+	// Config is the term's controller configuration, to complete.
+	Config *controller.Config
+	// Abort ends the term's controller early with cause (a store cache
+	// that may differ from etcd); the supervisor then campaigns again.
+	Abort func(cause error)
+	// Founder: this process created the fleet's shared secrets in etcd,
+	// so it is the fleet's first HA controller, and its data directory's
+	// state (a single-node controller's) is the fleet's.
+	Founder bool
+}
+
 // Supervisor runs one HA controller process: it campaigns for
 // leadership, runs a controller for each term it wins, and serves one API
 // listener throughout (see the package doc).
 type Supervisor struct {
-	opts Options
-	ln   net.Listener
-	log  *slog.Logger
+	opts    Options
+	ln      net.Listener
+	log     *slog.Logger
+	founder bool // set by Run before the first term, then read only
 }
 
 // New checks opts (the controller's configuration included) and opens
@@ -169,6 +185,7 @@ func (s *Supervisor) secrets(ctx context.Context) (sharedSecrets, error) {
 		sec, created, err := ensureSecrets(ctx, s.opts.Client, s.opts.Prefix, s.opts.Controller.DataDir)
 		if err == nil {
 			s.log.Info("shared secrets ready", "created", created, "prefix", s.opts.Prefix)
+			s.founder = created
 			return sec, nil
 		}
 		if ctx.Err() != nil {
@@ -189,8 +206,11 @@ func (s *Supervisor) secrets(ctx context.Context) (sharedSecrets, error) {
 func (s *Supervisor) lead(ctx context.Context, t *leader.Term, f *front) error {
 	start := time.Now()
 	cfg := s.opts.Controller
+	ctx, abort := context.WithCancelCause(ctx)
+	defer abort(nil)
 	if s.opts.Prepare != nil {
-		if err := s.opts.Prepare(ctx, t, &cfg); err != nil {
+		setup := &TermSetup{Term: t, Config: &cfg, Abort: abort, Founder: s.founder}
+		if err := s.opts.Prepare(ctx, setup); err != nil {
 			return fmt.Errorf("prepare term %d: %w", t.Rev, err)
 		}
 	}
@@ -205,6 +225,9 @@ func (s *Supervisor) lead(ctx context.Context, t *leader.Term, f *front) error {
 	s.log.Info("term ended", "id", s.opts.ID, "term", t.Rev, "cause", context.Cause(ctx), "led", time.Since(start).Round(time.Millisecond))
 	if err != nil {
 		return fmt.Errorf("controller of term %d: %w", t.Rev, err)
+	}
+	if cause := context.Cause(ctx); t.Context().Err() == nil && cause != nil {
+		return fmt.Errorf("term %d aborted: %w", t.Rev, cause)
 	}
 	return nil
 }
