@@ -68,6 +68,12 @@ type Config struct {
 	// derived from the fleet secret (`edgesetctl token create --controller`).
 	BrokerUsername     string `mapstructure:"broker-username"`
 	BrokerPasswordFile string `mapstructure:"broker-password-file"`
+	// BrokerClientID is the MQTT client ID on an external broker;
+	// BrokerUsername when empty. An HA supervisor gives each controller
+	// its own, so that a new leader's connection never shares a client ID
+	// (and a broker's session bookkeeping) with its predecessor's. It is
+	// no key of its own.
+	BrokerClientID string `mapstructure:"-"`
 	// BrokerCAFile verifies an external broker's TLS certificate.
 	BrokerCAFile string `mapstructure:"broker-ca-file"`
 	// BrokerDropTopic is where an external broker publishes its count of

@@ -114,6 +114,9 @@ func (o *Options) applyDefaults() error {
 	}
 	o.Controller.ExternalAPI = true
 	o.Controller.ApplyDefaults()
+	if o.Controller.BrokerClientID == "" && o.ID != "" {
+		o.Controller.BrokerClientID = o.Controller.BrokerUsername + "-" + o.ID
+	}
 	var errs []error
 	if err := o.Controller.Validate(); err != nil {
 		errs = append(errs, err)

@@ -22,6 +22,8 @@ import (
 	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/internal/etcdtest"
+	"github.com/edgeset/edgeset/mqttclient"
+	"github.com/edgeset/edgeset/sim"
 )
 
 // testTTL is the leader lease of the tests' controllers.
@@ -48,7 +50,7 @@ type testBroker struct {
 
 func startBroker(t *testing.T) testBroker {
 	dir := t.TempDir()
-	b, err := broker.New(broker.Options{Addr: "127.0.0.1:0", DataDir: dir, Logger: slog.New(slog.DiscardHandler)})
+	b, err := broker.New(broker.Options{Addr: "127.0.0.1:0", DataDir: dir, Logger: cmpLog(testLog("broker")), OnDrop: func(id, topic string) { t.Logf("broker dropped %s to %s", topic, id) }})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -69,10 +71,11 @@ func startSupervisor(t *testing.T, id, etcdEndpoint string, b testBroker, dir st
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	url := "http://" + ln.Addr().String()
+	cli := etcdtest.NewClient(t, etcdEndpoint)
 	sup, err := New(Options{
 		Controller: controller.Config{DataDir: dir, BrokerURLs: []string{b.url}, BrokerSettleInterval: -1},
-		Client:     etcdtest.NewClient(t, etcdEndpoint),
-		ID:         id, AdvertiseURL: url, LeaseTTL: testTTL, Listener: ln,
+		Client:     cli, Prepare: Replicated(cli, DefaultPrefix, nil),
+		ID: id, AdvertiseURL: url, LeaseTTL: testTTL, Listener: ln, Log: testLog(id),
 	})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -118,6 +121,19 @@ func httpGet(url string) (string, error) {
 	return string(b), err
 }
 
+// startDevices runs n simulated devices on b until the test ends.
+func startDevices(t *testing.T, b testBroker, n int) {
+	secret, err := credential.LoadOrCreateFleetSecret(b.dir)
+	require.NoError(t, err)
+	f, err := sim.New(sim.Options{BrokerURL: b.url, Nodes: n, Tokens: sim.SecretTokens(secret),
+		Backoff: mqttclient.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
 // waitRoles waits until exactly one of procs leads and the others stand
 // by forwarding to it; it returns the leader and the standbys.
 func waitRoles(t *testing.T, timeout time.Duration, procs ...*supervisorProc) (*supervisorProc, []*supervisorProc) {
@@ -129,7 +145,7 @@ func waitRoles(t *testing.T, timeout time.Duration, procs ...*supervisorProc) (*
 		for _, p := range procs {
 			r := p.role()
 			switch {
-			case strings.Contains(r, "role: leader"):
+			case strings.HasPrefix(r, "ok\n") && strings.Contains(r, "role: leader"):
 				if lead != nil {
 					return fmt.Errorf("two leaders: %s and %s", lead.id, p.id)
 				}
@@ -157,7 +173,7 @@ func waitRoles(t *testing.T, timeout time.Duration, procs ...*supervisorProc) (*
 // broker. One leads; the other forwards an apply and reads to it, with
 // the shared token, which the first created in etcd from its data
 // directory's files and the second read. When the leader stops, the
-// standby takes over.
+// standby takes over with the store restored from etcd.
 func TestTwoControllers(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	b := startBroker(t)
@@ -187,6 +203,11 @@ func TestTwoControllers(t *testing.T) {
 		assert.Equal(t, token, strings.TrimSpace(string(b)), "admin.token of %s", dir)
 	}
 
+	startDevices(t, b, 5)
+	resp := get(t, standby.url+"/api/v1/nodes", token)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, lead.id, resp.Header.Get(HeaderServedBy), "the leader answered")
+	assert.Equal(t, standby.id, resp.Header.Get(HeaderForwardedBy), "through the standby")
 	ctx := context.Background()
 	viaStandby := api.NewClient(standby.url, token, nil)
 	res, err := viaStandby.Apply(ctx, "exporter.yaml", []byte(exporterYAML), false)
@@ -196,13 +217,31 @@ func TestTwoControllers(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 	assert.Equal(t, "monitoring/exporter", list[0].Namespace+"/"+list[0].Name)
-	direct, err := api.NewClient(lead.url, token, nil).ListDaemonSets(ctx)
+	direct, err := api.NewClient(lead.url, token, nil).GetDaemonSet(ctx, "monitoring/exporter")
 	require.NoError(t, err)
-	assert.Equal(t, list, direct, "the standby reads the leader's state")
+	assert.Equal(t, list[0].CurrentHash, direct.CurrentHash, "the standby reads the leader's state")
 
 	start := time.Now()
 	lead.stop()
-	lead, _ = waitRoles(t, 10*time.Second, standby)
+	lead, _ = waitRoles(t, 20*time.Second, standby)
 	assert.Equal(t, standby, lead)
 	t.Logf("took over %s after the leader stopped", time.Since(start).Round(time.Millisecond))
+	after, err := api.NewClient(lead.url, token, nil).GetDaemonSet(ctx, "monitoring/exporter")
+	require.NoError(t, err, "the new leader restored the store from etcd")
+	assert.Equal(t, list[0].CurrentHash, after.CurrentHash)
+	assert.Equal(t, list[0].CreatedAt, after.CreatedAt)
+}
+
+func testLog(id string) *slog.Logger {
+	if os.Getenv("EDGESET_TEST_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("ctl", id)
+}
+
+func cmpLog(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return l
 }
