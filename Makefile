@@ -125,6 +125,11 @@ CLUSTER_NODES ?= 200
 test-cluster: ## three nats-server processes (built from the module), the controller serving their auth callout, CLUSTER_NODES agents (default 200; 1,000 do not register in time yet, docs/scale-out.md): a member and then the controller SIGKILLed mid-rollout; invariants hold, the fleet converges
 	EDGESET_TEST_CLUSTER=1 EDGESET_FAULT_NODES=$(CLUSTER_NODES) $(GO) test -count=1 -timeout 30m -run '^TestNATSServerKilledDuringRollout$$' -v ./test/fault/
 
+.PHONY: test-ha
+HA_NODES ?= 150
+test-ha: ## two edgeset-controller processes with --store etcd (etcd embedded in the test), HA_NODES agents (default 150): the leader SIGKILLed mid-rollout (standby leads within 10 s), etcd cut for 20 s, the leader paused past its lease; invariants hold, the fleet converges
+	EDGESET_TEST_HA=1 EDGESET_FAULT_NODES=$(HA_NODES) $(GO) test -count=1 -timeout 30m -run '^TestHAControllerKilledDuringRollout$$' -v ./test/fault/
+
 .PHONY: bench-scale-mosquitto
 bench-scale-mosquitto: ## fleet scale benchmark with Mosquitto as the broker (EDGESET_SCALE_MOSQUITTO_NODES, default 10000)
 	EDGESET_SCALE_MOSQUITTO=1 $(GO) test -count=1 -timeout 30m -run '^TestScaleMosquitto$$' -v ./sim/scale/
