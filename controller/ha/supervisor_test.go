@@ -245,3 +245,40 @@ func cmpLog(l *slog.Logger) *slog.Logger {
 	}
 	return l
 }
+
+// TestSingleNodeMovesToHA: a single-node controller's data directory,
+// started as the fleet's first HA controller on an empty etcd, seeds etcd
+// with its store and its token: its daemonsets and its API token survive
+// the move, and a second controller leading later has them too.
+func TestSingleNodeMovesToHA(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	b := startBroker(t)
+	dir := t.TempDir()
+	secret, err := os.ReadFile(filepath.Join(b.dir, credential.SecretFile))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, credential.SecretFile), secret, 0o600))
+
+	single, err := controller.New(controller.Config{DataDir: dir, BrokerURLs: []string{b.url}, BrokerSettleInterval: -1, APIAddr: "127.0.0.1:0"}, nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- single.Run(ctx) }()
+	<-single.Synced()
+	oldToken := single.Token()
+	_, err = api.NewClient("http://"+single.APIAddr().String(), oldToken, nil).Apply(context.Background(), "exporter.yaml", []byte(exporterYAML), false)
+	require.NoError(t, err)
+	cancel()
+	require.NoError(t, <-done)
+
+	c1 := startSupervisor(t, "c1", etcd.Endpoint(), b, dir)
+	waitRoles(t, 20*time.Second, c1)
+	assert.Equal(t, oldToken, string(etcdtest.Get(t, etcd.Client(t), DefaultPrefix+apiTokenKey)), "the single node's token is the fleet's")
+	ds, err := api.NewClient(c1.url, oldToken, nil).GetDaemonSet(context.Background(), "monitoring/exporter")
+	require.NoError(t, err, "the single node's store seeded etcd")
+	c2 := startSupervisor(t, "c2", etcd.Endpoint(), b, t.TempDir())
+	c1.stop()
+	waitRoles(t, 20*time.Second, c2)
+	again, err := api.NewClient(c2.url, oldToken, nil).GetDaemonSet(context.Background(), "monitoring/exporter")
+	require.NoError(t, err)
+	assert.Equal(t, ds.CurrentHash, again.CurrentHash)
+}
