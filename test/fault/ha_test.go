@@ -330,13 +330,6 @@ func (s *desiredSniffer) handle(topic string, payload []byte) {
 	s.latest[ds.Node] = ds.Generation
 }
 
-// count is how many messages arrived.
-func (s *desiredSniffer) count() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.times)
-}
-
 // wentBack lists the nodes whose desired generation went back.
 func (s *desiredSniffer) wentBack() []string {
 	s.mu.Lock()
