@@ -83,7 +83,10 @@ func migrateSafely(db *bbolt.DB, replicate Replicator) (err error) {
 			err = fmt.Errorf("%w: bbolt: %v", ErrCorrupt, r)
 		}
 	}()
-	return db.Update(func(tx *bbolt.Tx) error { return runRecorded(tx, replicate, migrate, nil) })
+	return db.Update(func(tx *bbolt.Tx) error {
+		_, err := runRecorded(tx, replicate, migrate, nil)
+		return err
+	})
 }
 
 // migrate brings the store to codeSchemaVersion. It refuses a newer store and a
