@@ -11,7 +11,10 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/edgeset/edgeset/controller/leader"
 	"github.com/edgeset/edgeset/controller/store"
@@ -243,7 +246,7 @@ func (r *Replica) txn(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.O
 	defer cancel()
 	resp, err := r.fence.Txn(ctx, cmps, ops, nil)
 	if err != nil {
-		if errors.Is(err, leader.ErrNotLeader) {
+		if errors.Is(err, leader.ErrNotLeader) || refused(err) {
 			return err
 		}
 		return &inFlightError{err: err, termOver: r.termOver()}
@@ -283,6 +286,22 @@ func (e *inFlightError) Unwrap() []error {
 func known(err error) bool {
 	var inFlight *inFlightError
 	return !errors.As(err, &inFlight)
+}
+
+// refused reports whether etcd (or the client, before sending) refused
+// the request as such: too large, too many operations, over the space
+// quota. Nothing was applied.
+func refused(err error) bool {
+	code := status.Code(err)
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		code = ee.Code()
+	}
+	switch code {
+	case codes.InvalidArgument, codes.ResourceExhausted, codes.FailedPrecondition:
+		return true
+	}
+	return false
 }
 
 // termOver reports whether the fence is a term (it has a Context, as

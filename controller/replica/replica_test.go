@@ -116,6 +116,14 @@ func TestSeed(t *testing.T) {
 
 	err = Seed(t.Context(), cli, "/seeded", &fence{cli: cli}, path)
 	require.ErrorIs(t, err, ErrNotEmpty)
+
+	held, err := store.Open(path, store.Options{})
+	require.NoError(t, err)
+	defer held.Close()
+	err = Seed(t.Context(), cli, "/other", &fence{cli: cli}, path)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "stop the controller")
+	assert.Empty(t, etcdKeys(t, cli, "/other/"))
 }
 
 // TestCommitTooLargeValueRefused: one value beyond a request's size
@@ -134,6 +142,26 @@ func TestCommitTooLargeValueRefused(t *testing.T) {
 	_, err = s.GetDesired("n1")
 	require.ErrorIs(t, err, store.ErrNotFound)
 	require.NoError(t, s.PutNode(store.NodeRecord{Name: "n1"}), "the replica still commits")
+}
+
+// TestCommitRefusedByEtcdIsKnown: a request etcd refuses as such (here
+// larger than its --max-request-bytes, with the replica's limit set above
+// it) wrote nothing: the store rolls it back and the replica goes on.
+func TestCommitRefusedByEtcdIsKnown(t *testing.T) {
+	cli := startEtcd(t)
+	r := New(cli, "", &fence{cli: cli}, Options{MaxRequestBytes: 8 << 20})
+	s := openStore(t, newPath(t), r)
+	big := store.DesiredRecord{}
+	for range 17000 { // about 1.7 MB: above the server's 1.5 MiB, below the client's 2 MiB
+		big.ConfigMaps = append(big.ConfigMaps, schemaRef("a-long-config-map-name-of-some-length"))
+	}
+	_, err := s.PutDesired("n1", big)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "request is too large")
+	assert.NotErrorIs(t, err, ErrDiverged)
+	_, err = s.GetDesired("n1")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.NoError(t, s.PutNode(store.NodeRecord{Name: "n1"}), "not ErrDiverged: the replica goes on")
 }
 
 // largeCase is a base store and one large transaction on top of it, as

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/edgeset/edgeset/controller/store"
@@ -200,6 +201,9 @@ func Seed(ctx context.Context, cli *clientv3.Client, prefix string, f Fence, pat
 		return fmt.Errorf("seed etcd %s from %s: %w", r.layout.prefix, path, err)
 	}
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: time.Second})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return fmt.Errorf("seed etcd %s from %s: the file is locked: stop the controller that holds it: %w", r.layout.prefix, path, err)
+	}
 	if err != nil {
 		return fmt.Errorf("seed etcd %s from %s: open: %w", r.layout.prefix, path, err)
 	}
