@@ -103,7 +103,7 @@ func migrate(tx *boltTx) error {
 	if version == codeSchemaVersion {
 		return nil
 	}
-	if version == 0 && tx.Bucket(bucketMeta) == nil && hasBuckets(tx) {
+	if version == 0 && tx.Bucket(bucketMeta) == nil && tx.hasBuckets() {
 		return fmt.Errorf("%w: bbolt file of another program (buckets but no %s bucket)", ErrCorrupt, bucketMeta)
 	}
 	for v := version; v < codeSchemaVersion; v++ {
@@ -128,8 +128,4 @@ func schemaVersion(tx *boltTx) (uint64, error) {
 		return 0, fmt.Errorf("%w: %s/%s is %d bytes, want 8", ErrCorrupt, bucketMeta, keySchemaVersion, len(v))
 	}
 	return binary.BigEndian.Uint64(v), nil
-}
-
-func hasBuckets(tx *boltTx) bool {
-	return tx.hasBuckets()
 }
