@@ -27,9 +27,12 @@ func TestRoundTrip(t *testing.T) {
 	want := dump(t, path)
 
 	restored := newPath(t)
+	leftover := restored + ".restore-123"
+	require.NoError(t, os.WriteFile(leftover, []byte("a restore killed mid-way"), 0o600))
 	r2 := New(cli, "", &fence{cli: cli}, Options{})
 	require.NoError(t, r2.Restore(t.Context(), restored))
 	assert.Equal(t, want, dump(t, restored))
+	assert.NoFileExists(t, leftover, "a killed restore's temporary file is removed")
 	s2 := openStore(t, restored, r2)
 	require.NoError(t, s2.Close())
 

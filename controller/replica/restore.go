@@ -52,7 +52,8 @@ func (r *Replica) Restore(ctx context.Context, path string) error {
 // path.
 func (r *Replica) rebuild(ctx context.Context, path string) error {
 	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, filepath.Base(path)+".restore-*")
+	removeStale(path)
+	f, err := os.CreateTemp(dir, filepath.Base(path)+restoreSuffix+"*")
 	if err != nil {
 		return err
 	}
@@ -69,6 +70,17 @@ func (r *Replica) rebuild(ctx context.Context, path string) error {
 		return err
 	}
 	return syncDir(dir)
+}
+
+// restoreSuffix marks Restore's temporary files beside the store.
+const restoreSuffix = ".restore-"
+
+// removeStale removes the temporary files of restores killed mid-way.
+func removeStale(path string) {
+	stale, _ := filepath.Glob(path + restoreSuffix + "*")
+	for _, f := range stale {
+		_ = os.Remove(f)
+	}
 }
 
 // fill writes every bucket, sequence and key under the prefix into the
