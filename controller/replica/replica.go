@@ -98,7 +98,7 @@ func (o Options) withDefaults() Options {
 // rebuilds the store's file from etcd. Its methods are safe for
 // concurrent use and run one at a time.
 type Replica struct {
-	cli    *clientv3.Client
+	kv     clientv3.KV // reads only: writes go through fence
 	layout layout
 	fence  Fence
 	opts   Options
@@ -115,7 +115,7 @@ type Replica struct {
 // New returns a replica of the store under prefix (DefaultPrefix when
 // empty) that reads through cli and writes through f.
 func New(cli *clientv3.Client, prefix string, f Fence, opts Options) *Replica {
-	return &Replica{cli: cli, layout: newLayout(prefix), fence: f, opts: opts.withDefaults()}
+	return &Replica{kv: cli, layout: newLayout(prefix), fence: f, opts: opts.withDefaults()}
 }
 
 func newLayout(prefix string) layout {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/edgeset/edgeset/controller/store"
 	"github.com/edgeset/edgeset/schema"
@@ -50,6 +51,48 @@ func TestRoundTrip(t *testing.T) {
 	_, err = s2.GetNode("late")
 	require.NoError(t, err)
 	assert.Empty(t, etcdKeys(t, cli, DefaultPrefix+"/txn/"), "no staging keys left")
+}
+
+// compactingKV compacts etcd's history after the first read of a paged
+// scan, once, as etcd's auto-compaction might in the middle of a restore.
+type compactingKV struct {
+	clientv3.KV
+	done bool
+}
+
+func (c *compactingKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	resp, err := c.KV.Get(ctx, key, opts...)
+	if err == nil && !c.done && resp.More {
+		c.done = true
+		if _, err := c.KV.Put(ctx, "/unrelated", "x"); err != nil {
+			return nil, err
+		}
+		st, err := c.KV.Get(ctx, "/unrelated")
+		if err != nil {
+			return nil, err
+		}
+		if _, err := c.KV.Compact(ctx, st.Header.Revision); err != nil {
+			return nil, err
+		}
+	}
+	return resp, err
+}
+
+// TestRestoreStartsAgainAfterCompaction: a restore whose revision etcd
+// compacted between two pages reads again from a fresh revision.
+func TestRestoreStartsAgainAfterCompaction(t *testing.T) {
+	cli := startEtcd(t)
+	r := New(cli, "", &fence{cli: cli}, Options{PageKeys: 50})
+	path := newPath(t)
+	s := openStore(t, path, r)
+	writeFleet(t, s, 100)
+	require.NoError(t, s.Close())
+	ckv := &compactingKV{KV: cli}
+	r.kv = ckv
+	restored := newPath(t)
+	require.NoError(t, r.Restore(t.Context(), restored))
+	require.True(t, ckv.done, "etcd compacted mid-restore")
+	assert.Equal(t, dump(t, path), dump(t, restored))
 }
 
 // TestRestoreEmptyPrefixOpens: an empty prefix restores to a file that

@@ -12,6 +12,7 @@ import (
 
 	"go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/edgeset/edgeset/controller/store"
@@ -48,11 +49,25 @@ func (r *Replica) Restore(ctx context.Context, path string) error {
 	return nil
 }
 
+// compactedRetries is how many times rebuild starts again when etcd
+// compacted the revision it was reading at.
+const compactedRetries = 3
+
 // rebuild writes etcd's store into a temporary file and renames it over
-// path.
+// path. A read that etcd's compaction overtook starts again.
 func (r *Replica) rebuild(ctx context.Context, path string) error {
-	dir := filepath.Dir(path)
 	removeStale(path)
+	for attempt := 1; ; attempt++ {
+		err := r.rebuildOnce(ctx, path)
+		if !errors.Is(err, rpctypes.ErrCompacted) || attempt == compactedRetries {
+			return err
+		}
+		r.opts.Log.Warn("etcd compacted the revision being restored; starting again", "attempt", attempt)
+	}
+}
+
+func (r *Replica) rebuildOnce(ctx context.Context, path string) error {
+	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, filepath.Base(path)+restoreSuffix+"*")
 	if err != nil {
 		return err
