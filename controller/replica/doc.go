@@ -58,8 +58,8 @@
 // term is lost, with nothing written, and with etcd's own error when etcd
 // refused a request as such (too large, over its quota), nothing written
 // either. When a request fails in flight its outcome is unknown: etcd may hold what the store is about to roll back,
-// so the replica refuses every later Commit with ErrDiverged until
-// Restore rebuilt the store from etcd.
+// so that commit's error is ErrDiverged, and the replica refuses every
+// later Commit with ErrDiverged until Restore rebuilt the store from etcd.
 //
 // # Limits
 //

@@ -134,9 +134,9 @@ func newLayout(prefix string) layout {
 // committed by one marker, then applied in batches (see the package
 // documentation), and a term that ends mid-way leaves all or nothing of
 // it visible once the next Restore ran. The first commit of a replica
-// first finishes what an earlier term left staged. After an error of
-// unknown outcome every later Commit fails with ErrDiverged, until
-// Restore.
+// first finishes what an earlier term left staged. An error of unknown
+// outcome is ErrDiverged (as well as its cause), and so is every later
+// Commit's, until Restore.
 func (r *Replica) Commit(ctx context.Context, ws *store.WriteSet) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -175,14 +175,20 @@ func (r *Replica) limits() limits {
 
 // direct commits one batch as one fenced transaction.
 func (r *Replica) direct(ctx context.Context, batch []effect, cmps []clientv3.Cmp) error {
-	err := r.txn(ctx, cmps, ops(batch))
-	if err != nil && !known(err) {
-		r.diverged = err
-	}
-	if err != nil {
+	if err := r.diverge(r.txn(ctx, cmps, ops(batch))); err != nil {
 		return fmt.Errorf("commit %d writes to etcd: %w", len(batch), err)
 	}
 	return nil
+}
+
+// diverge marks the replica diverged when err leaves the outcome of a
+// commit unknown, and returns err, then also ErrDiverged.
+func (r *Replica) diverge(err error) error {
+	if err == nil || known(err) {
+		return err
+	}
+	r.diverged = err
+	return fmt.Errorf("%w: %w", ErrDiverged, err)
 }
 
 // staged commits a write set too large for one transaction: its chunks
@@ -205,11 +211,8 @@ func (r *Replica) staged(ctx context.Context, effects []effect, bs [][]effect, c
 		}
 	}
 	marker := clientv3.OpPut(r.layout.markerKey(id), strconv.Itoa(len(chunks)))
-	if err := r.txn(ctx, cmps, []clientv3.Op{marker}); err != nil {
+	if err := r.diverge(r.txn(ctx, cmps, []clientv3.Op{marker})); err != nil {
 		r.recovered = false
-		if !known(err) {
-			r.diverged = err
-		}
 		return fmt.Errorf("commit staged txn %s (%d writes): %w", id, len(effects), err)
 	}
 	if err := r.apply(ctx, id, bs); err != nil {

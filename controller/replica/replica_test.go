@@ -353,6 +353,7 @@ func TestUnknownOutcomeDiverges(t *testing.T) {
 	_ = s.PutNode(store.NodeRecord{Name: "n0"}) // request 2
 	err := s.PutNode(store.NodeRecord{Name: "n1"})
 	require.ErrorIs(t, err, errInjectedAfter)
+	require.ErrorIs(t, err, ErrDiverged, "the failing commit says so at once")
 	err = s.PutNode(store.NodeRecord{Name: "n2"})
 	require.ErrorIs(t, err, ErrDiverged)
 	require.NoError(t, s.Close())
