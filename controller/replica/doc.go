@@ -55,10 +55,11 @@
 // single transaction, or after the marker (a failure of the apply after
 // it is left to the next recovery, which the replica's next Commit runs
 // first). It fails with the fence's error (leader.ErrNotLeader) once the
-// term is lost, with nothing written. When a request fails in flight its
-// outcome is unknown: etcd may hold what the store is about to roll back,
-// so the replica refuses every later Commit with ErrDiverged until
-// Restore rebuilt the store from etcd.
+// term is lost, with nothing written, and with etcd's own error when etcd
+// refused a request as such (too large, over its quota), nothing written
+// either. When a request fails in flight its outcome is unknown: etcd may hold what the store is about to roll back,
+// so that commit's error is ErrDiverged, and the replica refuses every
+// later Commit with ErrDiverged until Restore rebuilt the store from etcd.
 //
 // # Limits
 //

@@ -34,8 +34,13 @@ type effect struct {
 // generous allowance for the protobuf framing.
 func (e effect) size() int { return len(e.key) + len(e.value) + len(e.end) + opOverhead }
 
-// opOverhead is the framing allowance of one op in a request.
-const opOverhead = 32
+// opOverhead is the framing allowance of one op in a request;
+// stagingOverhead what a staged chunk adds around one effect (its key,
+// the effect's own framing).
+const (
+	opOverhead      = 32
+	stagingOverhead = 256
+)
 
 func (e effect) op() clientv3.Op {
 	switch e.kind {
@@ -169,9 +174,9 @@ func batches(effects []effect, l limits) ([][]effect, error) {
 	var out [][]effect
 	start, size := 0, 0
 	for i, e := range effects {
-		if e.size() > l.bytes {
+		if e.size()+stagingOverhead > l.bytes {
 			return nil, fmt.Errorf("%w: %q is %d bytes, at most %d per request (the replica's MaxRequestBytes)",
-				errTooLarge, e.key, e.size(), l.bytes)
+				errTooLarge, e.key, e.size(), l.bytes-stagingOverhead)
 		}
 		if i-start == l.ops || size+e.size() > l.bytes {
 			out = append(out, effects[start:i])

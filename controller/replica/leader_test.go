@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -117,4 +118,45 @@ func TestDeposedLeaderCommitRefused(t *testing.T) {
 	require.NoError(t, New(cli, "", term2, opts).Restore(t.Context(), path))
 	assert.Empty(t, etcdKeys(t, cli, DefaultPrefix+"/txn/"))
 	assert.Equal(t, before, etcdKeys(t, cli, data))
+}
+
+// TestStagedCommitThroughTerm: with a real term and the default limits,
+// a staged commit of 5,000 desired records fits etcd's limits on nested
+// transactions and restores whole; Restore logs its progress.
+func TestStagedCommitThroughTerm(t *testing.T) {
+	cli := startEtcd(t)
+	term := nextTerm(t, elect(t, cli, "c1"))
+	var logs logRecorder
+	r := New(cli, "", term, Options{Log: slog.New(&logs)})
+	path := newPath(t)
+	s := openStore(t, path, r)
+	_, err := s.PutDesiredBatch(desiredRecords(5000, "h1"))
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	restored := newPath(t)
+	require.NoError(t, New(cli, "", term, Options{Log: slog.New(&logs)}).Restore(t.Context(), restored))
+	assert.Equal(t, dump(t, path), dump(t, restored))
+	assert.Contains(t, logs.messages(), "store restored from etcd")
+}
+
+// logRecorder is a slog.Handler that keeps the messages it is given.
+type logRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.msgs = append(l.msgs, r.Message)
+	return nil
+}
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
+
+func (l *logRecorder) messages() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.msgs...)
 }

@@ -131,7 +131,7 @@ func (r *Replica) markerChunks(ctx context.Context, id string) (int, error) {
 func (r *Replica) get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.opts.RequestTimeout)
 	defer cancel()
-	return r.cli.Get(ctx, key, opts...)
+	return r.kv.Get(ctx, key, opts...)
 }
 
 // kvPair is what scan hands on of one key.

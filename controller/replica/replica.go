@@ -11,7 +11,10 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/edgeset/edgeset/controller/leader"
 	"github.com/edgeset/edgeset/controller/store"
@@ -95,7 +98,7 @@ func (o Options) withDefaults() Options {
 // rebuilds the store's file from etcd. Its methods are safe for
 // concurrent use and run one at a time.
 type Replica struct {
-	cli    *clientv3.Client
+	kv     clientv3.KV // reads only: writes go through fence
 	layout layout
 	fence  Fence
 	opts   Options
@@ -112,7 +115,7 @@ type Replica struct {
 // New returns a replica of the store under prefix (DefaultPrefix when
 // empty) that reads through cli and writes through f.
 func New(cli *clientv3.Client, prefix string, f Fence, opts Options) *Replica {
-	return &Replica{cli: cli, layout: newLayout(prefix), fence: f, opts: opts.withDefaults()}
+	return &Replica{kv: cli, layout: newLayout(prefix), fence: f, opts: opts.withDefaults()}
 }
 
 func newLayout(prefix string) layout {
@@ -131,9 +134,9 @@ func newLayout(prefix string) layout {
 // committed by one marker, then applied in batches (see the package
 // documentation), and a term that ends mid-way leaves all or nothing of
 // it visible once the next Restore ran. The first commit of a replica
-// first finishes what an earlier term left staged. After an error of
-// unknown outcome every later Commit fails with ErrDiverged, until
-// Restore.
+// first finishes what an earlier term left staged. An error of unknown
+// outcome is ErrDiverged (as well as its cause), and so is every later
+// Commit's, until Restore.
 func (r *Replica) Commit(ctx context.Context, ws *store.WriteSet) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -172,14 +175,20 @@ func (r *Replica) limits() limits {
 
 // direct commits one batch as one fenced transaction.
 func (r *Replica) direct(ctx context.Context, batch []effect, cmps []clientv3.Cmp) error {
-	err := r.txn(ctx, cmps, ops(batch))
-	if err != nil && !known(err) {
-		r.diverged = err
-	}
-	if err != nil {
+	if err := r.diverge(r.txn(ctx, cmps, ops(batch))); err != nil {
 		return fmt.Errorf("commit %d writes to etcd: %w", len(batch), err)
 	}
 	return nil
+}
+
+// diverge marks the replica diverged when err leaves the outcome of a
+// commit unknown, and returns err, then also ErrDiverged.
+func (r *Replica) diverge(err error) error {
+	if err == nil || known(err) {
+		return err
+	}
+	r.diverged = err
+	return fmt.Errorf("%w: %w", ErrDiverged, err)
 }
 
 // staged commits a write set too large for one transaction: its chunks
@@ -202,11 +211,8 @@ func (r *Replica) staged(ctx context.Context, effects []effect, bs [][]effect, c
 		}
 	}
 	marker := clientv3.OpPut(r.layout.markerKey(id), strconv.Itoa(len(chunks)))
-	if err := r.txn(ctx, cmps, []clientv3.Op{marker}); err != nil {
+	if err := r.diverge(r.txn(ctx, cmps, []clientv3.Op{marker})); err != nil {
 		r.recovered = false
-		if !known(err) {
-			r.diverged = err
-		}
 		return fmt.Errorf("commit staged txn %s (%d writes): %w", id, len(effects), err)
 	}
 	if err := r.apply(ctx, id, bs); err != nil {
@@ -243,7 +249,7 @@ func (r *Replica) txn(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.O
 	defer cancel()
 	resp, err := r.fence.Txn(ctx, cmps, ops, nil)
 	if err != nil {
-		if errors.Is(err, leader.ErrNotLeader) {
+		if errors.Is(err, leader.ErrNotLeader) || refused(err) {
 			return err
 		}
 		return &inFlightError{err: err, termOver: r.termOver()}
@@ -283,6 +289,22 @@ func (e *inFlightError) Unwrap() []error {
 func known(err error) bool {
 	var inFlight *inFlightError
 	return !errors.As(err, &inFlight)
+}
+
+// refused reports whether etcd (or the client, before sending) refused
+// the request as such: too large, too many operations, over the space
+// quota. Nothing was applied.
+func refused(err error) bool {
+	code := status.Code(err)
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		code = ee.Code()
+	}
+	switch code {
+	case codes.InvalidArgument, codes.ResourceExhausted, codes.FailedPrecondition:
+		return true
+	}
+	return false
 }
 
 // termOver reports whether the fence is a term (it has a Context, as

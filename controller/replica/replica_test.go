@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/edgeset/edgeset/controller/store"
 	"github.com/edgeset/edgeset/schema"
@@ -27,9 +28,12 @@ func TestRoundTrip(t *testing.T) {
 	want := dump(t, path)
 
 	restored := newPath(t)
+	leftover := restored + ".restore-123"
+	require.NoError(t, os.WriteFile(leftover, []byte("a restore killed mid-way"), 0o600))
 	r2 := New(cli, "", &fence{cli: cli}, Options{})
 	require.NoError(t, r2.Restore(t.Context(), restored))
 	assert.Equal(t, want, dump(t, restored))
+	assert.NoFileExists(t, leftover, "a killed restore's temporary file is removed")
 	s2 := openStore(t, restored, r2)
 	require.NoError(t, s2.Close())
 
@@ -47,6 +51,48 @@ func TestRoundTrip(t *testing.T) {
 	_, err = s2.GetNode("late")
 	require.NoError(t, err)
 	assert.Empty(t, etcdKeys(t, cli, DefaultPrefix+"/txn/"), "no staging keys left")
+}
+
+// compactingKV compacts etcd's history after the first read of a paged
+// scan, once, as etcd's auto-compaction might in the middle of a restore.
+type compactingKV struct {
+	clientv3.KV
+	done bool
+}
+
+func (c *compactingKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	resp, err := c.KV.Get(ctx, key, opts...)
+	if err == nil && !c.done && resp.More {
+		c.done = true
+		if _, err := c.KV.Put(ctx, "/unrelated", "x"); err != nil {
+			return nil, err
+		}
+		st, err := c.KV.Get(ctx, "/unrelated")
+		if err != nil {
+			return nil, err
+		}
+		if _, err := c.KV.Compact(ctx, st.Header.Revision); err != nil {
+			return nil, err
+		}
+	}
+	return resp, err
+}
+
+// TestRestoreStartsAgainAfterCompaction: a restore whose revision etcd
+// compacted between two pages reads again from a fresh revision.
+func TestRestoreStartsAgainAfterCompaction(t *testing.T) {
+	cli := startEtcd(t)
+	r := New(cli, "", &fence{cli: cli}, Options{PageKeys: 50})
+	path := newPath(t)
+	s := openStore(t, path, r)
+	writeFleet(t, s, 100)
+	require.NoError(t, s.Close())
+	ckv := &compactingKV{KV: cli}
+	r.kv = ckv
+	restored := newPath(t)
+	require.NoError(t, r.Restore(t.Context(), restored))
+	require.True(t, ckv.done, "etcd compacted mid-restore")
+	assert.Equal(t, dump(t, path), dump(t, restored))
 }
 
 // TestRestoreEmptyPrefixOpens: an empty prefix restores to a file that
@@ -116,6 +162,14 @@ func TestSeed(t *testing.T) {
 
 	err = Seed(t.Context(), cli, "/seeded", &fence{cli: cli}, path)
 	require.ErrorIs(t, err, ErrNotEmpty)
+
+	held, err := store.Open(path, store.Options{})
+	require.NoError(t, err)
+	defer held.Close()
+	err = Seed(t.Context(), cli, "/other", &fence{cli: cli}, path)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "stop the controller")
+	assert.Empty(t, etcdKeys(t, cli, "/other/"))
 }
 
 // TestCommitTooLargeValueRefused: one value beyond a request's size
@@ -134,6 +188,26 @@ func TestCommitTooLargeValueRefused(t *testing.T) {
 	_, err = s.GetDesired("n1")
 	require.ErrorIs(t, err, store.ErrNotFound)
 	require.NoError(t, s.PutNode(store.NodeRecord{Name: "n1"}), "the replica still commits")
+}
+
+// TestCommitRefusedByEtcdIsKnown: a request etcd refuses as such (here
+// larger than its --max-request-bytes, with the replica's limit set above
+// it) wrote nothing: the store rolls it back and the replica goes on.
+func TestCommitRefusedByEtcdIsKnown(t *testing.T) {
+	cli := startEtcd(t)
+	r := New(cli, "", &fence{cli: cli}, Options{MaxRequestBytes: 8 << 20})
+	s := openStore(t, newPath(t), r)
+	big := store.DesiredRecord{}
+	for range 17000 { // about 1.7 MB: above the server's 1.5 MiB, below the client's 2 MiB
+		big.ConfigMaps = append(big.ConfigMaps, schemaRef("a-long-config-map-name-of-some-length"))
+	}
+	_, err := s.PutDesired("n1", big)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "request is too large")
+	assert.NotErrorIs(t, err, ErrDiverged)
+	_, err = s.GetDesired("n1")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.NoError(t, s.PutNode(store.NodeRecord{Name: "n1"}), "not ErrDiverged: the replica goes on")
 }
 
 // largeCase is a base store and one large transaction on top of it, as
@@ -279,6 +353,7 @@ func TestUnknownOutcomeDiverges(t *testing.T) {
 	_ = s.PutNode(store.NodeRecord{Name: "n0"}) // request 2
 	err := s.PutNode(store.NodeRecord{Name: "n1"})
 	require.ErrorIs(t, err, errInjectedAfter)
+	require.ErrorIs(t, err, ErrDiverged, "the failing commit says so at once")
 	err = s.PutNode(store.NodeRecord{Name: "n2"})
 	require.ErrorIs(t, err, ErrDiverged)
 	require.NoError(t, s.Close())

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/edgeset/edgeset/controller/store"
@@ -47,11 +49,26 @@ func (r *Replica) Restore(ctx context.Context, path string) error {
 	return nil
 }
 
+// compactedRetries is how many times rebuild starts again when etcd
+// compacted the revision it was reading at.
+const compactedRetries = 3
+
 // rebuild writes etcd's store into a temporary file and renames it over
-// path.
+// path. A read that etcd's compaction overtook starts again.
 func (r *Replica) rebuild(ctx context.Context, path string) error {
+	removeStale(path)
+	for attempt := 1; ; attempt++ {
+		err := r.rebuildOnce(ctx, path)
+		if !errors.Is(err, rpctypes.ErrCompacted) || attempt == compactedRetries {
+			return err
+		}
+		r.opts.Log.Warn("etcd compacted the revision being restored; starting again", "attempt", attempt)
+	}
+}
+
+func (r *Replica) rebuildOnce(ctx context.Context, path string) error {
 	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, filepath.Base(path)+".restore-*")
+	f, err := os.CreateTemp(dir, filepath.Base(path)+restoreSuffix+"*")
 	if err != nil {
 		return err
 	}
@@ -68,6 +85,17 @@ func (r *Replica) rebuild(ctx context.Context, path string) error {
 		return err
 	}
 	return syncDir(dir)
+}
+
+// restoreSuffix marks Restore's temporary files beside the store.
+const restoreSuffix = ".restore-"
+
+// removeStale removes the temporary files of restores killed mid-way.
+func removeStale(path string) {
+	stale, _ := filepath.Glob(path + restoreSuffix + "*")
+	for _, f := range stale {
+		_ = os.Remove(f)
+	}
 }
 
 // fill writes every bucket, sequence and key under the prefix into the
@@ -200,6 +228,9 @@ func Seed(ctx context.Context, cli *clientv3.Client, prefix string, f Fence, pat
 		return fmt.Errorf("seed etcd %s from %s: %w", r.layout.prefix, path, err)
 	}
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: time.Second})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return fmt.Errorf("seed etcd %s from %s: the file is locked: stop the controller that holds it: %w", r.layout.prefix, path, err)
+	}
 	if err != nil {
 		return fmt.Errorf("seed etcd %s from %s: open: %w", r.layout.prefix, path, err)
 	}

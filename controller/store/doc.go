@@ -39,7 +39,10 @@
 // Once the transaction's function has succeeded, the write set goes to
 // Replicate, and bbolt commits only if Replicate returned nil; otherwise
 // the transaction rolls back and the writing method returns Replicate's
-// error, wrapped. Open's migrations are replicated the same way; a
+// error, wrapped. A commit that fails after Replicate took its write set
+// (a full disk) leaves the file behind the replica: later writes fail
+// with ErrBehind until the file is rebuilt from the replica. Open's
+// migrations are replicated the same way; a
 // transaction that wrote nothing calls no replicator. bbolt serializes
 // writers, so Replicate sees the write sets in commit order. All access
 // to bbolt goes through boltTx and boltBucket (writeset.go), which record

@@ -83,7 +83,10 @@ func migrateSafely(db *bbolt.DB, replicate Replicator) (err error) {
 			err = fmt.Errorf("%w: bbolt: %v", ErrCorrupt, r)
 		}
 	}()
-	return db.Update(func(tx *bbolt.Tx) error { return runRecorded(tx, replicate, migrate, nil) })
+	return db.Update(func(tx *bbolt.Tx) error {
+		_, err := runRecorded(tx, replicate, migrate, nil)
+		return err
+	})
 }
 
 // migrate brings the store to codeSchemaVersion. It refuses a newer store and a
@@ -100,7 +103,7 @@ func migrate(tx *boltTx) error {
 	if version == codeSchemaVersion {
 		return nil
 	}
-	if version == 0 && tx.Bucket(bucketMeta) == nil && hasBuckets(tx) {
+	if version == 0 && tx.Bucket(bucketMeta) == nil && tx.hasBuckets() {
 		return fmt.Errorf("%w: bbolt file of another program (buckets but no %s bucket)", ErrCorrupt, bucketMeta)
 	}
 	for v := version; v < codeSchemaVersion; v++ {
@@ -125,8 +128,4 @@ func schemaVersion(tx *boltTx) (uint64, error) {
 		return 0, fmt.Errorf("%w: %s/%s is %d bytes, want 8", ErrCorrupt, bucketMeta, keySchemaVersion, len(v))
 	}
 	return binary.BigEndian.Uint64(v), nil
-}
-
-func hasBuckets(tx *boltTx) bool {
-	return tx.hasBuckets()
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -121,4 +122,67 @@ func TestReplicateNothingWrittenCallsNoReplicator(t *testing.T) {
 	_, err = s.ListNodes()
 	require.NoError(t, err)
 	assert.Empty(t, rec.take())
+}
+
+// TestReplicateThenCommitFailsIsBehind: a write the replicator took but
+// the file failed to commit leaves the store refusing writes with
+// ErrBehind (the replica holds more than the file); reads still serve.
+func TestReplicateThenCommitFailsIsBehind(t *testing.T) {
+	rec := &recorder{}
+	s, _ := openTemp(t, Options{Replicate: rec.replicate})
+	require.NoError(t, s.PutNode(NodeRecord{Name: "n1"}))
+	diskFull := errors.New("no space left on device")
+	s.FailWrites(func() error { return diskFull })
+	require.ErrorIs(t, s.PutNode(NodeRecord{Name: "n2"}), diskFull)
+	s.FailWrites(nil)
+	sets := rec.take()
+	require.Len(t, sets, 3, "Open's, n1's and n2's write sets reached the replica")
+
+	err := s.PutNode(NodeRecord{Name: "n3"})
+	require.ErrorIs(t, err, ErrBehind)
+	require.ErrorIs(t, err, diskFull, "the error says which commit failed")
+	assert.Empty(t, rec.take(), "nothing more is replicated")
+	_, err = s.GetNode("n1")
+	require.NoError(t, err)
+}
+
+// TestReplicateConcurrentWritesEachTheirOwn: with a replicator, writes
+// that bbolt would coalesce (concurrent PutNode calls) each commit, and
+// are replicated, on their own and once: one refused write does not
+// replay the others (bbolt's Batch reruns the calls of a failed batch).
+func TestReplicateConcurrentWritesEachTheirOwn(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	refused := errors.New("refused")
+	s, _ := openTemp(t, Options{Replicate: func(_ context.Context, ws *WriteSet) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, op := range ws.Ops {
+			if op.Kind == OpPut && op.Bucket[0] == "nodes" {
+				seen[string(op.Key)]++
+				if string(op.Key) == "n7" {
+					return refused
+				}
+			}
+		}
+		return nil
+	}})
+	const n = 40
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			err := s.PutNode(NodeRecord{Name: fmt.Sprintf("n%d", i)})
+			if i == 7 {
+				assert.ErrorIs(t, err, refused)
+			} else {
+				assert.NoError(t, err)
+			}
+		})
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range n {
+		assert.Equal(t, 1, seen[fmt.Sprintf("n%d", i)], "node n%d replicated once", i)
+	}
 }

@@ -44,6 +44,10 @@ var (
 	ErrStaleGeneration = errors.New("desired generation not above the node's last generation")
 	// ErrClosed: the store has been closed.
 	ErrClosed = errors.New("store is closed")
+	// ErrBehind: Options.Replicate took a write that the file then failed
+	// to commit, so the replica holds more than the file; the store
+	// refuses writes until it is rebuilt from the replica.
+	ErrBehind = errors.New("store file is behind its replica")
 )
 
 // Options tune Open. The zero value is valid.
@@ -73,7 +77,10 @@ type Options struct {
 	// the transaction's function succeeded and before bbolt commits; the
 	// commit happens only when it returns nil. Its error rolls the
 	// transaction back and is returned, wrapped, by the method that wrote
-	// (errors.Is sees through). Calls come one at a time, in commit order:
+	// (errors.Is sees through). Should bbolt's commit fail after Replicate
+	// took the write set, every later write fails with ErrBehind: the
+	// file must be rebuilt from the replica. Replicate's ctx does not end:
+	// it bounds its own requests. Calls come one at a time, in commit order:
 	// with Replicate set, concurrent writes that bbolt would coalesce into
 	// one transaction each get their own. Replicate must not call the
 	// store.
@@ -103,6 +110,8 @@ type Store struct {
 	onWrite   func(error)
 	replicate Replicator
 	fault     atomic.Pointer[func() error]
+	// behind, once set, is why the file lacks a write its replicator took.
+	behind atomic.Pointer[error]
 
 	closeOnce sync.Once
 	closeErr  error
@@ -258,8 +267,14 @@ var errNoWrite = errors.New("nothing to write")
 // update runs fn in a read-write transaction, committed and fsynced before
 // it returns.
 func (s *Store) update(fn func(tx *boltTx) error) error {
+	if behind := s.behind.Load(); behind != nil {
+		return fmt.Errorf("store %s: %w (rebuild it from the replica): %w", s.path, ErrBehind, *behind)
+	}
 	w := s.writer(fn)
 	err := s.db.Update(w.run)
+	if err != nil && w.replicated {
+		s.behind.Store(&err)
+	}
 	w.report(err)
 	if errors.Is(err, errNoWrite) {
 		return nil
@@ -269,8 +284,13 @@ func (s *Store) update(fn func(tx *boltTx) error) error {
 
 // batch is update for writes that arrive concurrently at fleet rate: bbolt
 // coalesces concurrent calls into one fsynced transaction. fn may run more
-// than once and must be idempotent.
+// than once and must be idempotent. With Options.Replicate it is update:
+// bbolt's Batch has no point between its calls and its commit at which the
+// combined write set could be replicated, and it reruns a failed call.
 func (s *Store) batch(fn func(tx *boltTx) error) error {
+	if s.replicate != nil {
+		return s.update(fn)
+	}
 	w := s.writer(fn)
 	err := s.db.Batch(w.run)
 	w.report(err)
@@ -295,9 +315,10 @@ func (s *Store) Probe() error {
 }
 
 // FailWrites makes every later read-write transaction call fault once its
-// writes are made and, when fault returns an error, roll back and fail
-// with it as a commit that the disk refused would: the seam tests use to
-// stand in for a full or failing disk. nil removes it.
+// writes are made (and replicated, with Options.Replicate) and, when fault
+// returns an error, roll back and fail with it as a commit that the disk
+// refused would: the seam tests use to stand in for a full or failing
+// disk. nil removes it.
 func (s *Store) FailWrites(fault func() error) {
 	if fault == nil {
 		s.fault.Store(nil)
@@ -314,18 +335,21 @@ type writer struct {
 	fn    func(tx *boltTx) error
 	ran   bool
 	fnErr error
+	// replicated: Replicate took the last run's write set.
+	replicated bool
 }
 
 func (s *Store) writer(fn func(tx *boltTx) error) *writer { return &writer{s: s, fn: fn} }
 
-// run runs fn, then the injected fault, then the replicator.
-func (w *writer) run(tx *bbolt.Tx) error {
+// run runs fn, then the replicator, then the injected fault.
+func (w *writer) run(tx *bbolt.Tx) (err error) {
 	w.ran, w.fnErr = true, nil
 	fn := func(t *boltTx) error {
 		w.fnErr = w.fn(t)
 		return w.fnErr
 	}
-	return runRecorded(tx, w.s.replicate, fn, w.fault)
+	w.replicated, err = runRecorded(tx, w.s.replicate, fn, w.fault)
+	return err
 }
 
 func (w *writer) fault() error {

@@ -214,25 +214,27 @@ var errReplicate = errors.New("replicate")
 // runRecorded runs fn in the read-write transaction tx and, with
 // replicate set and anything written, hands the write set to replicate
 // before bbolt commits: replicate's error rolls the transaction back.
-// check runs between the two (the store's injected disk faults).
-func runRecorded(tx *bbolt.Tx, replicate Replicator, fn func(*boltTx) error, check func() error) error {
+// check runs last, standing in for the commit's own failures (the
+// store's injected disk faults). replicated reports whether replicate
+// took the write set.
+func runRecorded(tx *bbolt.Tx, replicate Replicator, fn func(*boltTx) error, check func() error) (replicated bool, err error) {
 	t := &boltTx{tx: tx}
 	if replicate != nil {
 		t.ws = &WriteSet{}
 	}
 	if err := fn(t); err != nil {
-		return err
+		return false, err
+	}
+	if t.ws != nil && len(t.ws.Ops) > 0 {
+		if err := replicate(context.Background(), t.ws); err != nil {
+			return false, fmt.Errorf("%w %d writes: %w", errReplicate, len(t.ws.Ops), err)
+		}
+		replicated = true
 	}
 	if check != nil {
 		if err := check(); err != nil {
-			return err
+			return replicated, err
 		}
 	}
-	if t.ws == nil || len(t.ws.Ops) == 0 {
-		return nil
-	}
-	if err := replicate(context.Background(), t.ws); err != nil {
-		return fmt.Errorf("%w %d writes: %w", errReplicate, len(t.ws.Ops), err)
-	}
-	return nil
+	return replicated, nil
 }
