@@ -194,6 +194,12 @@ type Config struct {
 	// by the leader's term, before it commits locally. It is no key of
 	// its own.
 	Replicate store.Replicator `mapstructure:"-"`
+	// OnStoreFault, when set, is told of every store write the file
+	// could not take (the store's Options.OnWrite with an error), after
+	// the controller's own bookkeeping; it must not block. An HA
+	// supervisor ends the term when the write had reached etcd. It is no
+	// key of its own.
+	OnStoreFault func(err error) `mapstructure:"-"`
 
 	// LogLevel is debug, info, warn or error; LogFormat text or json.
 	LogLevel  string `mapstructure:"log-level"`

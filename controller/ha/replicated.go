@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -41,14 +42,48 @@ func Replicated(cli *clientv3.Client, prefix string, log *slog.Logger) func(cont
 		if err := r.Restore(ctx, path); err != nil {
 			return err
 		}
+		g := &behindGuard{abort: s.Abort}
 		s.Config.Replicate = func(ctx context.Context, ws *store.WriteSet) error {
-			err := r.Commit(ctx, ws)
-			if errors.Is(err, replica.ErrDiverged) {
-				s.Abort(err)
-			}
-			return err
+			return g.committed(r.Commit(ctx, ws))
 		}
+		s.Config.OnStoreFault = g.fault
 		return nil
+	}
+}
+
+// behindGuard ends a term whose store cache can no longer follow etcd:
+// a commit whose outcome is unknown (replica.ErrDiverged), or a local
+// write that failed after etcd took it (the store then refuses every
+// write with store.ErrBehind until the file is rebuilt, which the next
+// term's Restore does). The store calls Replicate and then reports the
+// local outcome one transaction at a time, so the last commit's outcome
+// is the one a fault follows.
+type behindGuard struct {
+	abort func(error)
+
+	mu         sync.Mutex // guards replicated
+	replicated bool       // the last write set is in etcd
+}
+
+// committed records the outcome of Replicate and passes it on.
+func (g *behindGuard) committed(err error) error {
+	g.mu.Lock()
+	g.replicated = err == nil
+	g.mu.Unlock()
+	if errors.Is(err, replica.ErrDiverged) {
+		g.abort(err)
+	}
+	return err
+}
+
+// fault is the controller's OnStoreFault.
+func (g *behindGuard) fault(err error) {
+	g.mu.Lock()
+	behind := g.replicated
+	g.replicated = false
+	g.mu.Unlock()
+	if behind {
+		g.abort(fmt.Errorf("the store file failed a write etcd holds, so it is behind etcd: %w", err))
 	}
 }
 
