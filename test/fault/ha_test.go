@@ -267,6 +267,13 @@ func startAcker(cli *api.Client) *acker {
 	return a
 }
 
+// ackedSoFar is how many applies were acknowledged so far.
+func (a *acker) ackedSoFar() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.acked)
+}
+
 // finish stops the acker and returns what was acknowledged, of how many
 // tried, and why the others were refused.
 func (a *acker) finish() ([]string, int, map[string]int) {
@@ -391,6 +398,12 @@ func TestHAControllerKilledDuringRollout(t *testing.T) {
 	s.chk.forward(s.v1)
 
 	acks := startAcker(ctl.api)
+	checkfor.Eventually(t, 30*time.Second, 50*time.Millisecond, func() error {
+		if n := acks.ackedSoFar(); n < 10 {
+			return fmt.Errorf("%d applies acknowledged", n)
+		}
+		return nil
+	})
 	v2 := s.rollTo(manifest("exporter:2", "10%", "0", ""), percent(10, n), false)
 	checkfor.Eventually(t, f.bound(), 50*time.Millisecond, func() error {
 		ds, err := ctl.daemonSet()
@@ -406,6 +419,7 @@ func TestHAControllerKilledDuringRollout(t *testing.T) {
 		r := ds.Status.Rollout
 		t.Logf("killing leader %s: %d of %d updated, %d updating", lead.id, r.Updated, r.Total, r.Updating)
 	}
+	ackedBefore := acks.ackedSoFar()
 	killed := time.Now()
 	lead.kill()
 	checkfor.Eventually(t, haTakeover+20*time.Second, 50*time.Millisecond, func() error {
@@ -415,7 +429,7 @@ func TestHAControllerKilledDuringRollout(t *testing.T) {
 		return nil
 	})
 	took := time.Since(killed)
-	t.Logf("%s took over %s after the SIGKILL of %s", standby.id, took.Round(time.Millisecond), lead.id)
+	t.Logf("%s took over %s after the SIGKILL of %s (%d applies acknowledged before)", standby.id, took.Round(time.Millisecond), lead.id, ackedBefore)
 	assert.LessOrEqual(t, took, haTakeover, "the standby takes over within %s", haTakeover)
 
 	lead.start() // back as a standby
