@@ -282,3 +282,42 @@ func TestSingleNodeMovesToHA(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, ds.CurrentHash, again.CurrentHash)
 }
+
+// TestThreeControllers: of three, one leads and both others forward to
+// it; when it stops, one of the two leads and the last forwards to the
+// new leader, with the store restored.
+func TestThreeControllers(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	b := startBroker(t)
+	// The fleet's secret is the broker's: put it in etcd, as a founder
+	// would, before the three start together.
+	secret, err := os.ReadFile(filepath.Join(b.dir, credential.SecretFile))
+	require.NoError(t, err)
+	_, _, err = ensureSecrets(context.Background(), etcd.Client(t), DefaultPrefix, seededDir(t, secret))
+	require.NoError(t, err)
+	procs := make([]*supervisorProc, 3)
+	for i := range procs {
+		procs[i] = startSupervisor(t, fmt.Sprintf("c%d", i+1), etcd.Endpoint(), b, t.TempDir())
+	}
+	lead, standbys := waitRoles(t, 20*time.Second, procs...)
+	require.Len(t, standbys, 2)
+	token := string(etcdtest.Get(t, etcd.Client(t), DefaultPrefix+apiTokenKey))
+	ctx := context.Background()
+	_, err = api.NewClient(standbys[1].url, token, nil).Apply(ctx, "exporter.yaml", []byte(exporterYAML), false)
+	require.NoError(t, err)
+
+	lead.stop()
+	next, rest := waitRoles(t, 20*time.Second, standbys...)
+	require.Len(t, rest, 1)
+	t.Logf("%s led, then %s; %s forwards", lead.id, next.id, rest[0].id)
+	ds, err := api.NewClient(rest[0].url, token, nil).GetDaemonSet(ctx, "monitoring/exporter")
+	require.NoError(t, err, "read through the last standby from the new leader")
+	assert.NotEmpty(t, ds.CurrentHash)
+}
+
+// seededDir is a data directory holding the fleet secret secret.
+func seededDir(t *testing.T, secret []byte) string {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, credential.SecretFile), secret, 0o600))
+	return dir
+}
