@@ -1,6 +1,15 @@
 package ha
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -85,4 +94,58 @@ func TestConfigDefaults(t *testing.T) {
 	b := Config{}
 	b.ApplyDefaults(ctl)
 	assert.Equal(t, Config{Store: StoreBolt, EtcdPrefix: DefaultPrefix, LeaderLeaseTTL: 10 * time.Second}, b)
+}
+
+// TestEtcdTLSFiles: the etcd TLS files load into the client's TLS
+// configuration, and a bad one is an error naming its key.
+func TestEtcdTLSFiles(t *testing.T) {
+	dir := t.TempDir()
+	caPEM, certPEM, keyPEM := selfSigned(t)
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, b, 0o600))
+		return p
+	}
+	ca, cert, key := write("ca.pem", caPEM), write("cert.pem", certPEM), write("key.pem", keyPEM)
+	garbage := write("garbage.pem", []byte("not a certificate"))
+
+	c := Config{Store: StoreEtcd, EtcdEndpoints: []string{"https://etcd-1:2379"}, EtcdCACert: ca, EtcdCert: cert, EtcdKey: key}
+	tc, err := c.tlsConfig()
+	require.NoError(t, err)
+	assert.NotNil(t, tc.RootCAs)
+	assert.Len(t, tc.Certificates, 1)
+	cli, err := c.NewClient()
+	require.NoError(t, err, "the client dials lazily")
+	require.NoError(t, cli.Close())
+
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{name: "missing CA", cfg: Config{EtcdCACert: filepath.Join(dir, "none.pem")}, want: "etcd-cacert: "},
+		{name: "garbage CA", cfg: Config{EtcdCACert: garbage}, want: "etcd-cacert: " + garbage + " holds no PEM certificate"},
+		{name: "key of another file", cfg: Config{EtcdCert: cert, EtcdKey: garbage}, want: "etcd-cert and etcd-key: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.cfg.tlsConfig()
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+// selfSigned returns a self-signed certificate (as CA and as client
+// certificate) and its key, PEM-encoded.
+func selfSigned(t *testing.T) (ca, cert, key []byte) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "edgeset-test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	require.NoError(t, err)
+	kder, err := x509.MarshalECPrivateKey(k)
+	require.NoError(t, err)
+	cert = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	return cert, cert, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
 }
