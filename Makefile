@@ -131,6 +131,11 @@ SCALE_CLUSTER_SIM_FLAGS ?=
 bench-scale-cluster: ## fleet scale benchmark on three nats-server processes (built from the module): controller serving their auth callout, SCALE_CLUSTER_NODES devices (default 50000) in processes of 15,000 spread over the members; logs each member's peak RSS per device
 	EDGESET_SCALE_CLUSTER=1 EDGESET_SCALE_CLUSTER_NODES=$(SCALE_CLUSTER_NODES) EDGESET_SCALE_CLUSTER_SIM_FLAGS="$(SCALE_CLUSTER_SIM_FLAGS)" $(GO) test -count=1 -timeout 60m -run '^TestScaleCluster$$' -v ./sim/scale/
 
+.PHONY: test-ha
+HA_NODES ?= 150
+test-ha: ## two edgeset-controller processes with --store etcd (etcd embedded in the test), HA_NODES agents (default 150): the leader SIGKILLed mid-rollout (standby leads within 10 s), etcd cut for 20 s, the leader paused past its lease; invariants hold, the fleet converges
+	EDGESET_TEST_HA=1 EDGESET_FAULT_NODES=$(HA_NODES) $(GO) test -count=1 -timeout 30m -run '^TestHAControllerKilledDuringRollout$$' -v ./test/fault/
+
 .PHONY: bench-scale-mosquitto
 bench-scale-mosquitto: ## fleet scale benchmark with Mosquitto as the broker (EDGESET_SCALE_MOSQUITTO_NODES, default 10000)
 	EDGESET_SCALE_MOSQUITTO=1 $(GO) test -count=1 -timeout 30m -run '^TestScaleMosquitto$$' -v ./sim/scale/

@@ -23,7 +23,7 @@ import (
 func TestAPILimitsDefaults(t *testing.T) {
 	var cfg Config
 	cfg.ApplyDefaults()
-	l := cfg.apiLimits()
+	l := cfg.APILimits()
 	assert.Equal(t, DefaultAPIReadHeaderTimeout, l.ReadHeaderTimeout)
 	assert.Equal(t, DefaultAPIReadTimeout, l.ReadTimeout)
 	assert.Equal(t, DefaultAPIWriteTimeout, l.WriteTimeout)

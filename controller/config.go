@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/controller/store"
 	"github.com/edgeset/edgeset/controller/telemetry"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
@@ -69,6 +70,12 @@ type Config struct {
 	// derived from the fleet secret (`edgesetctl token create --controller`).
 	BrokerUsername     string `mapstructure:"broker-username"`
 	BrokerPasswordFile string `mapstructure:"broker-password-file"`
+	// BrokerClientID is the MQTT client ID on an external broker;
+	// BrokerUsername when empty. An HA supervisor gives each controller
+	// its own, so that a new leader's connection never shares a client ID
+	// (and a broker's session bookkeeping) with its predecessor's. It is
+	// no key of its own.
+	BrokerClientID string `mapstructure:"-"`
 	// BrokerCAFile verifies an external broker's TLS certificate.
 	BrokerCAFile string `mapstructure:"broker-ca-file"`
 	// BrokerDropTopic is where an external broker publishes its count of
@@ -188,6 +195,23 @@ type Config struct {
 	ManifestsDir string `mapstructure:"manifests-dir"`
 	// Prune deletes daemonsets whose file was removed from ManifestsDir.
 	Prune bool `mapstructure:"prune"`
+
+	// ExternalAPI, set by an HA controller's supervisor (controller/ha),
+	// makes New open no API listener and Run serve none: the caller serves
+	// Handler on a listener it owns for longer than one controller's life.
+	// It is no key of its own.
+	ExternalAPI bool `mapstructure:"-"`
+	// Replicate, set by an HA controller's supervisor, is the store's
+	// store.Options.Replicate: every write is committed to etcd, fenced
+	// by the leader's term, before it commits locally. It is no key of
+	// its own.
+	Replicate store.Replicator `mapstructure:"-"`
+	// OnStoreFault, when set, is told of every store write the file
+	// could not take (the store's Options.OnWrite with an error), after
+	// the controller's own bookkeeping; it must not block. An HA
+	// supervisor ends the term when the write had reached etcd. It is no
+	// key of its own.
+	OnStoreFault func(err error) `mapstructure:"-"`
 
 	// LogLevel is debug, info, warn or error; LogFormat text or json.
 	LogLevel  string `mapstructure:"log-level"`
@@ -468,8 +492,8 @@ func (c *Config) validateAPILimits() []error {
 	return errs
 }
 
-// apiLimits are the API server's limits from the configuration.
-func (c *Config) apiLimits() api.Limits {
+// APILimits are the API server's limits from the configuration.
+func (c *Config) APILimits() api.Limits {
 	return api.Limits{
 		ReadHeaderTimeout:       c.APIReadHeaderTimeout,
 		ReadTimeout:             c.APIReadTimeout,

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -36,8 +37,9 @@ type Controller struct {
 	log       *slog.Logger
 	store     *store.Store
 	registry  *registry.Registry
-	transport transport // the embedded broker or an external broker's client
-	apiLn     net.Listener
+	transport transport    // the embedded broker or an external broker's client
+	apiLn     net.Listener // nil with Config.ExternalAPI
+	api       apiGate      // the API handler and its requests in flight (apigate.go)
 	token     string
 	metrics   *metrics
 	events    *eventSink
@@ -107,7 +109,7 @@ func New(cfg Config, log *slog.Logger) (*Controller, error) {
 // open acquires every resource New needs, in order.
 func (c *Controller) open() error {
 	var err error
-	if c.store, err = store.Open(c.cfg.storePath(), store.Options{MaxEvents: c.cfg.MaxEvents, MaxNodeEvents: c.cfg.MaxNodeEvents, OnWrite: c.storeWritten}); err != nil {
+	if c.store, err = store.Open(c.cfg.storePath(), store.Options{MaxEvents: c.cfg.MaxEvents, MaxNodeEvents: c.cfg.MaxNodeEvents, OnWrite: c.storeWritten, Replicate: c.cfg.Replicate}); err != nil {
 		return err
 	}
 	c.events = newEventSink(c.store, c.log, c.metrics, limitsOf(c.cfg))
@@ -123,6 +125,13 @@ func (c *Controller) open() error {
 	}
 	if c.natsAuth, err = c.openNATSAuth(); err != nil {
 		return err
+	}
+	c.api.handler = api.New(c, api.Options{
+		Token: c.token, Metrics: c.metrics.handler(), Log: c.log,
+		Limits: c.cfg.APILimits(), Observer: apiObserver{c.metrics},
+	})
+	if c.cfg.ExternalAPI {
+		return nil
 	}
 	c.apiLn, err = net.Listen("tcp", c.cfg.APIAddr)
 	if err != nil {
@@ -145,8 +154,19 @@ func (c *Controller) brokerOptions() broker.Options {
 	}
 }
 
-// APIAddr is the address the API listens on.
-func (c *Controller) APIAddr() net.Addr { return c.apiLn.Addr() }
+// APIAddr is the address the API listens on; nil with Config.ExternalAPI.
+func (c *Controller) APIAddr() net.Addr {
+	if c.apiLn == nil {
+		return nil
+	}
+	return c.apiLn.Addr()
+}
+
+// Handler is the controller's API. With Config.ExternalAPI the caller
+// serves it: it answers 503 before Run and once Run's context has ended,
+// and Run waits for the requests it admitted (their contexts cancelled)
+// before it closes the store.
+func (c *Controller) Handler() http.Handler { return &c.api }
 
 // MQTTAddr is the embedded broker's TCP address, nil with an external one.
 func (c *Controller) MQTTAddr() net.Addr { return c.transport.Addr() }
@@ -162,7 +182,11 @@ func (c *Controller) Synced() <-chan struct{} { return c.ready }
 func (c *Controller) Run(ctx context.Context) error {
 	defer c.closeResources()
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return c.serveAPI(ctx) })
+	if c.cfg.ExternalAPI {
+		g.Go(func() error { return c.api.run(ctx) })
+	} else {
+		g.Go(func() error { return c.serveAPI(ctx) })
+	}
 	g.Go(func() error { return c.transport.Run(ctx) })
 	g.Go(func() error { return c.reconcileLoop(ctx) })
 	g.Go(func() error { return c.republishLoop(ctx) })
@@ -184,10 +208,7 @@ func (c *Controller) Run(ctx context.Context) error {
 // serveAPI serves the HTTP API within the configured limits until ctx
 // ends (api.Server.Serve).
 func (c *Controller) serveAPI(ctx context.Context) error {
-	srv := api.New(c, api.Options{
-		Token: c.token, Metrics: c.metrics.handler(), Log: c.log,
-		Limits: c.cfg.apiLimits(), Observer: apiObserver{c.metrics},
-	})
+	srv := c.api.handler
 	if c.cfg.APITLSCert != "" {
 		return srv.ServeTLS(ctx, c.apiLn, c.cfg.APITLSCert, c.cfg.APITLSKey)
 	}

@@ -21,6 +21,9 @@ func (c *Controller) storeWritten(err error) {
 		c.metrics.storeWriteErrors.Inc()
 		c.metrics.storeWritable.Set(0)
 		c.health.set(storeCondition, err)
+		if c.cfg.OnStoreFault != nil {
+			c.cfg.OnStoreFault(err)
+		}
 		return
 	}
 	c.metrics.storeWritable.Set(1)

@@ -1,8 +1,10 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -57,7 +59,7 @@ func newExternalTransport(cfg Config, password string, m *metrics, log *slog.Log
 	}
 	opts := mqttclient.Options{
 		BrokerURLs: t.urls,
-		ClientID:   cfg.BrokerUsername,
+		ClientID:   cmp.Or(cfg.BrokerClientID, cfg.BrokerUsername),
 		Username:   cfg.BrokerUsername,
 		Password:   password,
 		CAFile:     cfg.BrokerCAFile,
@@ -87,6 +89,12 @@ func newExternalTransport(cfg Config, password string, m *metrics, log *slog.Log
 	return t, nil
 }
 
+// Bounds of one attempt of syncOnce's fence.
+const (
+	fenceFirstWait = 2 * time.Second
+	fenceMaxWait   = 30 * time.Second
+)
+
 // syncOnce closes synced once the first connection's retained replay has
 // been handled: the fence came back through the broker, and the inbox is
 // empty. Until then the reconcile loop waits, as it waits for the
@@ -102,11 +110,21 @@ func (t *externalTransport) syncOnce(ctx context.Context) {
 		return
 	default:
 	}
-	if err := t.client.Fence(ctx, schema.FenceTopic); err != nil {
-		if ctx.Err() == nil {
-			t.log.Warn("waiting for the broker's replay of the fleet's state", "err", err)
+	// A marker can be lost (mochi as an external broker loses the first
+	// one after a connection now and then): try again on this connection,
+	// each attempt waiting twice as long, rather than not syncing until
+	// the next one.
+	for wait := fenceFirstWait; ; wait = min(2*wait, fenceMaxWait) {
+		fctx, cancel := context.WithTimeout(ctx, wait)
+		err := t.client.Fence(fctx, schema.FenceTopic)
+		cancel()
+		if err == nil {
+			break
 		}
-		return // the next connection tries again
+		if ctx.Err() != nil || errors.Is(err, mqttclient.ErrNotConnected) {
+			return // the next connection tries again
+		}
+		t.log.Warn("waiting for the broker's replay of the fleet's state", "err", err, "waited", wait)
 	}
 	// Idle at two ticks in a row: a message between the inbox and
 	// Handler is in neither count for a moment.

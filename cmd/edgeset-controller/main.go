@@ -17,6 +17,7 @@ import (
 
 	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller"
+	"github.com/edgeset/edgeset/controller/ha"
 	"github.com/edgeset/edgeset/controller/telemetry"
 	"github.com/edgeset/edgeset/internal/cliconfig"
 	"github.com/edgeset/edgeset/schema"
@@ -32,7 +33,8 @@ func main() {
 // fileConfig is what a config file, the environment and the flags set.
 type fileConfig struct {
 	controller.Config `mapstructure:",squash"`
-	ConfigFile        string `mapstructure:"config"`
+	HA                ha.Config `mapstructure:",squash"`
+	ConfigFile        string    `mapstructure:"config"`
 }
 
 func newRootCmd(stderr io.Writer) *cobra.Command {
@@ -50,14 +52,21 @@ variable: --data-dir is data-dir and EDGESET_DATA_DIR.`,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, source, err := loadConfig(v)
+			fc, source, err := loadFileConfig(v)
 			if err != nil {
 				return err
 			}
-			return run(cmd.Context(), cfg, source, stderr)
+			if fc.HA.Store == ha.StoreEtcd {
+				return runHA(cmd.Context(), fc.Config, fc.HA, source, stderr)
+			}
+			if err := checkBolt(fc.Config, fc.HA); err != nil {
+				return err
+			}
+			return run(cmd.Context(), fc.Config, source, stderr)
 		},
 	}
 	addFlags(cmd.Flags())
+	addHAFlags(cmd.Flags())
 	cmd.AddCommand(newBackupCmd(cmd.OutOrStdout()))
 	cliconfig.Bind(v, cmd.Flags())
 	return cmd
@@ -127,12 +136,18 @@ func addFlags(f *pflag.FlagSet) {
 // the file are an error naming them, and so is a duration without its unit.
 // It returns the config file used.
 func loadConfig(v *viper.Viper) (controller.Config, string, error) {
+	fc, source, err := loadFileConfig(v)
+	return fc.Config, source, err
+}
+
+// loadFileConfig is loadConfig with the HA keys.
+func loadFileConfig(v *viper.Viper) (fileConfig, string, error) {
 	var fc fileConfig
 	source, err := cliconfig.Load(v, &fc, cliconfig.StrictDurations)
 	if err != nil {
-		return controller.Config{}, "", err
+		return fileConfig{}, "", err
 	}
-	return fc.Config, source, nil
+	return fc, source, nil
 }
 
 func run(ctx context.Context, cfg controller.Config, source string, stderr io.Writer) error {

@@ -65,18 +65,32 @@ const shutdownGrace = 5 * time.Second
 // requests in flight get shutdownGrace to finish, then their connections
 // are closed. It returns nil after a shutdown, else why it stopped.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	return s.serve(ctx, ln, func(srv *http.Server, ln net.Listener) error { return srv.Serve(ln) })
+	return s.ServeHandler(ctx, ln, s)
 }
 
 // ServeTLS is Serve over HTTPS with the certificate and key files.
 func (s *Server) ServeTLS(ctx context.Context, ln net.Listener, certFile, keyFile string) error {
-	return s.serve(ctx, ln, func(srv *http.Server, ln net.Listener) error { return srv.ServeTLS(ln, certFile, keyFile) })
+	return s.ServeHandlerTLS(ctx, ln, s, certFile, keyFile)
 }
 
-func (s *Server) serve(ctx context.Context, ln net.Listener, serve func(*http.Server, net.Listener) error) error {
-	srv := s.httpServer()
+// ServeHandler serves h over HTTP on ln within the Front's limits (the
+// timeouts, the connection caps) until ctx ends, then shuts down as
+// Server.Serve does. Requests reach h with their connection tracked, so
+// Admit (or a Server that h passes them to) marks it authenticated.
+func (f *Front) ServeHandler(ctx context.Context, ln net.Listener, h http.Handler) error {
+	return f.serve(ctx, ln, h, func(srv *http.Server, ln net.Listener) error { return srv.Serve(ln) })
+}
+
+// ServeHandlerTLS is ServeHandler over HTTPS with the certificate and key
+// files.
+func (f *Front) ServeHandlerTLS(ctx context.Context, ln net.Listener, h http.Handler, certFile, keyFile string) error {
+	return f.serve(ctx, ln, h, func(srv *http.Server, ln net.Listener) error { return srv.ServeTLS(ln, certFile, keyFile) })
+}
+
+func (f *Front) serve(ctx context.Context, ln net.Listener, h http.Handler, serve func(*http.Server, net.Listener) error) error {
+	srv := f.httpServer(h)
 	errc := make(chan error, 1)
-	go func() { errc <- serve(srv, s.listener(ln)) }()
+	go func() { errc <- serve(srv, f.listener(ln)) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve API on %s: %w", ln.Addr(), err)
@@ -93,25 +107,25 @@ func (s *Server) serve(ctx context.Context, ln net.Listener, serve func(*http.Se
 	return nil
 }
 
-// httpServer returns the http.Server serving s within its limits. Its
+// httpServer returns the http.Server serving h within f's limits. Its
 // own error log (TLS handshake failures of every scanner) goes to the
 // debug level: a client must not be able to fill the log.
-func (s *Server) httpServer() *http.Server {
-	l := s.limits
+func (f *Front) httpServer(h http.Handler) *http.Server {
+	l := f.limits
 	return &http.Server{
-		Handler:           s,
+		Handler:           h,
 		ReadHeaderTimeout: l.ReadHeaderTimeout,
 		ReadTimeout:       l.ReadTimeout,
 		WriteTimeout:      l.WriteTimeout,
 		IdleTimeout:       l.IdleTimeout,
 		MaxHeaderBytes:    l.MaxHeaderBytes,
 		ConnContext:       withConn,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		ErrorLog:          slog.NewLogLogger(f.log.Handler(), slog.LevelDebug),
 	}
 }
 
 // listener wraps ln so that connections past the caps of Limits are
 // closed as soon as they are accepted.
-func (s *Server) listener(ln net.Listener) net.Listener {
-	return &limitedListener{Listener: ln, l: newConnLimiter(s.limits, s.obs, s.log)}
+func (f *Front) listener(ln net.Listener) net.Listener {
+	return &limitedListener{Listener: ln, l: newConnLimiter(f.limits, f.obs, f.log)}
 }

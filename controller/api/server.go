@@ -3,13 +3,11 @@ package api
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -73,13 +71,9 @@ type ReadyNoter interface {
 
 // Server serves the API over HTTP.
 type Server struct {
+	*Front  // token, limits, authentication (front.go)
 	backend Backend
-	token   string
 	metrics http.Handler
-	log     *slog.Logger
-	limits  Limits
-	obs     Observer
-	guard   *authGuard
 	mux     *http.ServeMux
 }
 
@@ -92,14 +86,7 @@ func NewServer(b Backend, token string, metrics http.Handler, log *slog.Logger) 
 
 // New returns a Server as opts describe.
 func New(b Backend, opts Options) *Server {
-	if opts.Log == nil {
-		opts.Log = slog.New(slog.DiscardHandler)
-	}
-	if opts.Observer == nil {
-		opts.Observer = nopObserver{}
-	}
-	s := &Server{backend: b, token: opts.Token, metrics: opts.Metrics, log: opts.Log,
-		limits: opts.Limits, obs: opts.Observer, guard: newAuthGuard(opts.Limits, opts.Log), mux: http.NewServeMux()}
+	s := &Server{Front: NewFront(opts), backend: b, metrics: opts.Metrics, mux: http.NewServeMux()}
 	s.routes()
 	return s
 }
@@ -111,15 +98,9 @@ func New(b Backend, opts Options) *Server {
 // request for those, so it holds no slot of the unauthenticated cap for
 // longer than one request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch {
-	case public(r):
-		if !connAuthenticated(r) {
-			w.Header().Set("Connection", "close")
-		}
-	case !s.authenticate(w, r):
-		return
+	if s.Admit(w, r) {
+		s.mux.ServeHTTP(w, r)
 	}
-	s.mux.ServeHTTP(w, r)
 }
 
 func (s *Server) routes() {
@@ -171,58 +152,6 @@ func (s *Server) startWriteTimeout(w http.ResponseWriter) {
 	if s.limits.WriteTimeout > 0 {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.limits.WriteTimeout))
 	}
-}
-
-// public reports whether r is for an endpoint served without a token.
-func public(r *http.Request) bool {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		return false
-	}
-	switch r.URL.Path {
-	case "/healthz", "/readyz", "/metrics":
-		return true
-	}
-	return false
-}
-
-// authenticate reports whether r carries the token; if not, or if its
-// source is blocked after failing too often, it answers r and closes the
-// connection without reading the body.
-func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) bool {
-	source := sourceOf(r.RemoteAddr)
-	if d := s.guard.blocked(source); d > 0 {
-		s.obs.AuthThrottled()
-		retry := int64(math.Ceil(d.Seconds()))
-		w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
-		refuse(w, http.StatusTooManyRequests,
-			fmt.Sprintf("too many failed authentications from %s; retry after %ds", source, retry))
-		return false
-	}
-	if reason, ok := s.checkToken(r); !ok {
-		s.obs.AuthFailed()
-		s.guard.failed(source, reason, r.Method, r.URL.Path)
-		w.Header().Set("WWW-Authenticate", `Bearer realm="edgeset"`)
-		refuse(w, http.StatusUnauthorized, "missing or wrong bearer token")
-		return false
-	}
-	markAuthenticated(r)
-	return true
-}
-
-// checkToken reports whether r carries the bearer token, and if not why.
-func (s *Server) checkToken(r *http.Request) (reason string, ok bool) {
-	h := r.Header.Get("Authorization")
-	if h == "" {
-		return "no Authorization header", false
-	}
-	got, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok {
-		return "Authorization is not a bearer token", false
-	}
-	if subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) != 1 {
-		return "wrong bearer token", false
-	}
-	return "", true
 }
 
 // refuse answers a request with code and msg and closes the connection

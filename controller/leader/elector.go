@@ -195,8 +195,8 @@ func (e *Elector) round(ctx context.Context) error {
 }
 
 // session is a concurrency.Session with what the elector knows of its
-// lease: granted is when the grant was sent, so the lease lives on the
-// server at least until granted+ttl.
+// lease: granted is when the grant, or the renewal confirm sent, was
+// sent, so the lease lives on the server at least until granted+ttl.
 type session struct {
 	*concurrency.Session
 	ttl     time.Duration
@@ -320,6 +320,15 @@ func (e *Elector) confirm(ctx context.Context, s *session, key string, rev int64
 	if kv == nil || string(kv.Key) != key || kv.CreateRevision != rev || clientv3.LeaseID(kv.Lease) != s.Lease() {
 		return fmt.Errorf("confirm campaign of %s at revision %d: %w", key, rev, ErrKeyLost)
 	}
+	// The term's lease deadline runs from a renewal sent now: from the
+	// grant, a wait longer than the TTL would end the term at once (the
+	// session's own keep-alives, which kept the lease alive meanwhile,
+	// say nothing of when they were sent).
+	sent := time.Now()
+	if _, err := e.opts.Client.KeepAliveOnce(gctx, s.Lease()); err != nil {
+		return fmt.Errorf("confirm campaign of %s: renew lease %x: %w", key, s.Lease(), err)
+	}
+	s.granted = sent
 	return nil
 }
 

@@ -181,3 +181,25 @@ func TestLeadReturningEarlyResignsAndCampaignsAgain(t *testing.T) {
 	assert.NotEqual(t, terms[0].Lease, terms[1].Lease, "each term has its own session")
 	assert.Greater(t, terms[1].Rev, terms[0].Rev)
 }
+
+// TestTermOutlivesALongCampaign: a standby that campaigned for longer
+// than the TTL keeps the term it wins. Its lease deadline ran from the
+// grant, so the term ended the moment it began (found by the HA fault
+// test: every takeover after a long standby cost a second round).
+func TestTermOutlivesALongCampaign(t *testing.T) {
+	const ttl = time.Second
+	srv := etcdtest.Start(t)
+	a := startCandidate(t, srv.Client(t), "a", ttl, nil)
+	a.waitLeading(t)
+	b := startCandidate(t, srv.Client(t), "b", ttl, nil)
+	waitCandidates(t, srv.Client(t), 2)
+	time.Sleep(3 * ttl) // the campaign outlasts the TTL: the condition under test, not a wait
+	a.stop()
+	b.waitLeading(t)
+	first := b.allTerms()[0]
+	select {
+	case <-first.Context().Done():
+		t.Fatalf("b's first term ended: %v", context.Cause(first.Context()))
+	case <-time.After(2 * ttl):
+	}
+}

@@ -20,11 +20,11 @@ import (
 // the copy's size before anything is written.
 func (s *Store) Backup(w io.Writer, started func(size int64)) (int64, error) {
 	var n int64
-	err := s.view(func(tx *bbolt.Tx) (err error) {
+	err := s.view(func(tx *boltTx) (err error) {
 		if started != nil {
-			started(tx.Size())
+			started(tx.tx.Size())
 		}
-		n, err = tx.WriteTo(w)
+		n, err = tx.tx.WriteTo(w)
 		return err
 	})
 	return n, s.wrap(err, "backup")
@@ -62,7 +62,7 @@ func Verify(path string) error {
 		return err
 	}
 	defer s.Close()
-	return s.wrap(s.view(func(tx *bbolt.Tx) error {
+	return s.wrap(s.view(func(tx *boltTx) error {
 		v, err := schemaVersion(tx)
 		switch {
 		case err != nil:

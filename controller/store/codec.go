@@ -4,13 +4,11 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-
-	"go.etcd.io/bbolt"
 )
 
 // bucket returns the top-level bucket name; a missing one means the file
 // was damaged after Open created it.
-func bucket(tx *bbolt.Tx, name []byte) (*bbolt.Bucket, error) {
+func bucket(tx *boltTx, name []byte) (*boltBucket, error) {
 	b := tx.Bucket(name)
 	if b == nil {
 		return nil, fmt.Errorf("%w: bucket %s missing", ErrCorrupt, name)
@@ -20,7 +18,7 @@ func bucket(tx *bbolt.Tx, name []byte) (*bbolt.Bucket, error) {
 
 // getJSON decodes the value under key of bucket name into v. found is false
 // when there is none.
-func getJSON(tx *bbolt.Tx, name []byte, key string, v any) (found bool, err error) {
+func getJSON(tx *boltTx, name []byte, key string, v any) (found bool, err error) {
 	b, err := bucket(tx, name)
 	if err != nil {
 		return false, err
@@ -36,7 +34,7 @@ func getJSON(tx *bbolt.Tx, name []byte, key string, v any) (found bool, err erro
 }
 
 // mustGetJSON is getJSON with ErrNotFound for a missing key.
-func mustGetJSON(tx *bbolt.Tx, name []byte, key string, v any) error {
+func mustGetJSON(tx *boltTx, name []byte, key string, v any) error {
 	found, err := getJSON(tx, name, key, v)
 	if err == nil && !found {
 		err = fmt.Errorf("%s/%s: %w", name, key, ErrNotFound)
@@ -45,7 +43,7 @@ func mustGetJSON(tx *bbolt.Tx, name []byte, key string, v any) error {
 }
 
 // putJSON encodes v under key of bucket name.
-func putJSON(tx *bbolt.Tx, name []byte, key string, v any) error {
+func putJSON(tx *boltTx, name []byte, key string, v any) error {
 	b, err := bucket(tx, name)
 	if err != nil {
 		return err
@@ -53,7 +51,7 @@ func putJSON(tx *bbolt.Tx, name []byte, key string, v any) error {
 	return putJSONIn(b, name, []byte(key), v)
 }
 
-func putJSONIn(b *bbolt.Bucket, name, key []byte, v any) error {
+func putJSONIn(b *boltBucket, name, key []byte, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode %s/%s: %w", name, key, err)
@@ -65,7 +63,7 @@ func putJSONIn(b *bbolt.Bucket, name, key []byte, v any) error {
 }
 
 // deleteKey removes key from bucket name; a missing key is not an error.
-func deleteKey(tx *bbolt.Tx, name []byte, key string) error {
+func deleteKey(tx *boltTx, name []byte, key string) error {
 	b, err := bucket(tx, name)
 	if err != nil {
 		return err
@@ -78,7 +76,7 @@ func deleteKey(tx *bbolt.Tx, name []byte, key string) error {
 
 // listJSON decodes every value of bucket name, in key order. Nested
 // buckets are skipped.
-func listJSON[T any](tx *bbolt.Tx, name []byte) ([]T, error) {
+func listJSON[T any](tx *boltTx, name []byte) ([]T, error) {
 	b, err := bucket(tx, name)
 	if err != nil {
 		return nil, err

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/edgeset/edgeset/schema"
-	"go.etcd.io/bbolt"
 )
 
 // ConfigObject is a kind of config object the store keeps.
@@ -103,7 +102,7 @@ func (t *Txn) PutSecret(s schema.Secret, source string, now time.Time) (SecretRe
 	return putConfig(t.tx, bucketSecrets, s.Key(), s, schema.SecretHash(WireSecret(s)), source, now)
 }
 
-func putConfig[T ConfigObject](tx *bbolt.Tx, name []byte, key string, obj T, hash, source string, now time.Time) (ConfigRecord[T], bool, error) {
+func putConfig[T ConfigObject](tx *boltTx, name []byte, key string, obj T, hash, source string, now time.Time) (ConfigRecord[T], bool, error) {
 	var old ConfigRecord[T]
 	found, err := getJSON(tx, name, key, &old)
 	if err != nil {
@@ -164,7 +163,7 @@ func (t *Txn) DeleteSecret(key string) (found bool, err error) {
 	return deleteConfig(t.tx, bucketSecrets, key)
 }
 
-func deleteConfig(tx *bbolt.Tx, name []byte, key string) (bool, error) {
+func deleteConfig(tx *boltTx, name []byte, key string) (bool, error) {
 	b, err := bucket(tx, name)
 	if err != nil || b.Get([]byte(key)) == nil {
 		return false, err
@@ -178,7 +177,7 @@ func (t *Txn) CountConfigMaps() (int, error) { return countKeys(t.tx, bucketConf
 // CountSecrets returns how many Secrets the store holds.
 func (t *Txn) CountSecrets() (int, error) { return countKeys(t.tx, bucketSecrets) }
 
-func countKeys(tx *bbolt.Tx, name []byte) (int, error) {
+func countKeys(tx *boltTx, name []byte) (int, error) {
 	b, err := bucket(tx, name)
 	if err != nil {
 		return 0, err

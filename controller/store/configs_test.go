@@ -201,7 +201,7 @@ func TestMigrateAddsConfigBuckets(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, dss, 1)
 	require.NoError(t, s.db.View(func(tx *bbolt.Tx) error {
-		v, err := schemaVersion(tx)
+		v, err := schemaVersion(&boltTx{tx: tx})
 		assert.Equal(t, uint64(len(migrations)), v)
 		return err
 	}))

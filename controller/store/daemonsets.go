@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/edgeset/edgeset/schema"
-	"go.etcd.io/bbolt"
 )
 
 // DaemonSetRecord is a declared daemonset with the controller's bookkeeping,
@@ -55,7 +54,7 @@ func (r *DaemonSetRecord) Key() string { return r.DaemonSet.Key() }
 // no-op that writes nothing and reports changed false. Re-applying a
 // daemonset marked deleted clears DeletedAt and counts as a change.
 func (s *Store) PutDaemonSet(ds *schema.DaemonSet, now time.Time) (rec DaemonSetRecord, changed bool, err error) {
-	err = s.update(func(tx *bbolt.Tx) error {
+	err = s.update(func(tx *boltTx) error {
 		rec, changed, err = (&Txn{tx: tx}).PutDaemonSet(ds, now)
 		if err == nil && !changed {
 			err = errNoWrite
@@ -136,7 +135,7 @@ func jsonDiffers(a, b any) (bool, error) {
 // wrapping ErrNotFound.
 func (s *Store) GetDaemonSet(key string) (DaemonSetRecord, error) {
 	var rec DaemonSetRecord
-	err := s.view(func(tx *bbolt.Tx) error {
+	err := s.view(func(tx *boltTx) error {
 		return mustGetJSON(tx, bucketDaemonSets, key, &rec)
 	})
 	return rec, s.wrap(err, "get daemonset %s", key)
@@ -146,7 +145,7 @@ func (s *Store) GetDaemonSet(key string) (DaemonSetRecord, error) {
 // marked deleted.
 func (s *Store) ListDaemonSets() ([]DaemonSetRecord, error) {
 	var recs []DaemonSetRecord
-	err := s.view(func(tx *bbolt.Tx) (err error) {
+	err := s.view(func(tx *boltTx) (err error) {
 		recs, err = listJSON[DaemonSetRecord](tx, bucketDaemonSets)
 		return err
 	})
@@ -158,7 +157,7 @@ func (s *Store) ListDaemonSets() ([]DaemonSetRecord, error) {
 // nothing.
 func (s *Store) SetCurrentRevision(key, hash string, now time.Time) (DaemonSetRecord, error) {
 	var rec DaemonSetRecord
-	err := s.update(func(tx *bbolt.Tx) (err error) {
+	err := s.update(func(tx *boltTx) (err error) {
 		var changed bool
 		rec, changed, err = (&Txn{tx: tx}).SetCurrentRevision(key, hash, now)
 		if err == nil && !changed {
@@ -190,7 +189,7 @@ func (t *Txn) SetCurrentRevision(key, hash string, now time.Time) (rec DaemonSet
 // bookkeeping, not part of the daemonset.
 func (s *Store) SetDaemonSetSource(key, source string) (DaemonSetRecord, error) {
 	var rec DaemonSetRecord
-	err := s.update(func(tx *bbolt.Tx) (err error) {
+	err := s.update(func(tx *boltTx) (err error) {
 		var changed bool
 		rec, changed, err = (&Txn{tx: tx}).SetDaemonSetSource(key, source)
 		if err == nil && !changed {
@@ -230,7 +229,7 @@ func (t *Txn) ListDaemonSets() ([]DaemonSetRecord, error) {
 // A second mark keeps the first time.
 func (s *Store) MarkDaemonSetDeleted(key string, now time.Time) (DaemonSetRecord, error) {
 	var rec DaemonSetRecord
-	err := s.update(func(tx *bbolt.Tx) error {
+	err := s.update(func(tx *boltTx) error {
 		var changed bool
 		var err error
 		if rec, changed, err = (&Txn{tx: tx}).MarkDaemonSetDeleted(key, now); err == nil && !changed {
@@ -258,7 +257,7 @@ func (t *Txn) MarkDaemonSetDeleted(key string, now time.Time) (rec DaemonSetReco
 // its rollout state in one transaction. Deleting an absent daemonset is not
 // an error.
 func (s *Store) DeleteDaemonSet(key string) error {
-	err := s.update(func(tx *bbolt.Tx) error { return (&Txn{tx: tx}).DeleteDaemonSet(key) })
+	err := s.update(func(tx *boltTx) error { return (&Txn{tx: tx}).DeleteDaemonSet(key) })
 	return s.wrap(err, "delete daemonset %s", key)
 }
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/edgeset/edgeset/internal/fanout"
 	"github.com/edgeset/edgeset/schema"
-	"go.etcd.io/bbolt"
 )
 
 // DesiredRecord is what the controller last published (or is about to
@@ -52,7 +51,7 @@ func (r DesiredRecord) Wire() schema.DesiredState {
 // (high-water mark + 1); an explicit one must exceed the high-water mark or
 // the call fails with ErrStaleGeneration.
 func (s *Store) PutDesired(node string, rec DesiredRecord) (DesiredRecord, error) {
-	err := s.update(func(tx *bbolt.Tx) (err error) {
+	err := s.update(func(tx *boltTx) (err error) {
 		rec, err = (&Txn{tx: tx}).PutDesired(node, rec)
 		return err
 	})
@@ -73,7 +72,7 @@ func (t *Txn) PutDesired(node string, rec DesiredRecord) (DesiredRecord, error) 
 // stored for each node.
 func (s *Store) PutDesiredBatch(recs map[string]DesiredRecord) (map[string]uint64, error) {
 	var gens map[string]uint64
-	err := s.update(func(tx *bbolt.Tx) (err error) {
+	err := s.update(func(tx *boltTx) (err error) {
 		gens, err = (&Txn{tx: tx}).PutDesiredBatch(recs)
 		return err
 	})
@@ -86,10 +85,10 @@ func (s *Store) PutDesiredBatch(recs map[string]DesiredRecord) (map[string]uint6
 // desiredWriter writes desired records and their high-water marks within
 // one transaction.
 type desiredWriter struct {
-	desired, gens *bbolt.Bucket
+	desired, gens *boltBucket
 }
 
-func newDesiredWriter(tx *bbolt.Tx) (desiredWriter, error) {
+func newDesiredWriter(tx *boltTx) (desiredWriter, error) {
 	desired, err := bucket(tx, bucketDesired)
 	if err != nil {
 		return desiredWriter{}, err
@@ -150,7 +149,7 @@ func encodeDesired(rec DesiredRecord) ([]byte, error) {
 }
 
 // highWater returns the highest generation stored for node, 0 if none.
-func highWater(gens *bbolt.Bucket, node string) (uint64, error) {
+func highWater(gens *boltBucket, node string) (uint64, error) {
 	v := gens.Get([]byte(node))
 	if v == nil {
 		return 0, nil
@@ -165,7 +164,7 @@ func highWater(gens *bbolt.Bucket, node string) (uint64, error) {
 // now: one above the highest it ever stored. It reserves nothing.
 func (s *Store) NextGeneration(node string) (uint64, error) {
 	var last uint64
-	err := s.view(func(tx *bbolt.Tx) error {
+	err := s.view(func(tx *boltTx) error {
 		gens, err := bucket(tx, bucketDesiredGen)
 		if err != nil {
 			return err
@@ -180,7 +179,7 @@ func (s *Store) NextGeneration(node string) (uint64, error) {
 // ErrNotFound.
 func (s *Store) GetDesired(node string) (DesiredRecord, error) {
 	var rec DesiredRecord
-	err := s.view(func(tx *bbolt.Tx) error {
+	err := s.view(func(tx *boltTx) error {
 		return mustGetJSON(tx, bucketDesired, node, &rec)
 	})
 	return rec, s.wrap(err, "get desired state of node %s", node)
@@ -189,7 +188,7 @@ func (s *Store) GetDesired(node string) (DesiredRecord, error) {
 // ListDesired returns every node's desired record, ordered by node name.
 func (s *Store) ListDesired() ([]DesiredRecord, error) {
 	var recs []DesiredRecord
-	err := s.view(func(tx *bbolt.Tx) (err error) {
+	err := s.view(func(tx *boltTx) (err error) {
 		recs, err = listJSON[DesiredRecord](tx, bucketDesired)
 		return err
 	})
@@ -242,7 +241,7 @@ func (t *Txn) DeleteDesired(node string) error { return deleteKey(t.tx, bucketDe
 // high-water mark, so a node that comes back continues above it. An absent
 // record is not an error.
 func (s *Store) DeleteDesired(node string) error {
-	err := s.update(func(tx *bbolt.Tx) error {
+	err := s.update(func(tx *boltTx) error {
 		return deleteKey(tx, bucketDesired, node)
 	})
 	return s.wrap(err, "delete desired state of node %s", node)

@@ -29,6 +29,27 @@
 // refused, which the controller turns into readiness and metrics;
 // FailWrites injects such refusals in tests.
 //
+// # Replication
+//
+// With Options.Replicate set (the HA controller, where etcd holds the
+// state and the leader's file is a cache of it), every read-write
+// transaction records its writes as a WriteSet, in the order it made them:
+// puts and deletes of keys, buckets created and deleted (a delete takes
+// the bucket's whole subtree), and each bucket's sequence as it is set.
+// Once the transaction's function has succeeded, the write set goes to
+// Replicate, and bbolt commits only if Replicate returned nil; otherwise
+// the transaction rolls back and the writing method returns Replicate's
+// error, wrapped. A commit that fails after Replicate took its write set
+// (a full disk) leaves the file behind the replica: later writes fail
+// with ErrBehind until the file is rebuilt from the replica. Open's
+// migrations are replicated the same way; a
+// transaction that wrote nothing calls no replicator. bbolt serializes
+// writers, so Replicate sees the write sets in commit order. All access
+// to bbolt goes through boltTx and boltBucket (writeset.go), which record
+// every write; the package's tests replay the write sets of every store
+// they open onto a second file and compare the two files when they end
+// (mirror_test.go).
+//
 // # Exclusivity
 //
 // One controller owns a store. Open takes an exclusive lock on the file

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-
-	"go.etcd.io/bbolt"
 )
 
 // Event is a notable occurrence kept for operators, stored in the events
@@ -65,7 +63,7 @@ type Trimmed struct {
 // WriteEvents applies w in one transaction and returns the sequence
 // numbers of w.Append, in order, and what was trimmed.
 func (s *Store) WriteEvents(w EventWrite) (seqs []uint64, trimmed Trimmed, err error) {
-	err = s.update(func(tx *bbolt.Tx) (err error) {
+	err = s.update(func(tx *boltTx) (err error) {
 		seqs, trimmed, err = writeEvents(tx, s.eventLimits(), w)
 		return err
 	})
@@ -87,7 +85,7 @@ type EventFilter struct {
 // Batch), which adds up to 10 ms of latency to a lone caller; a goroutine
 // with several events should use AppendEvents.
 func (s *Store) AppendEvent(e Event) (seq uint64, err error) {
-	err = s.batch(func(tx *bbolt.Tx) error {
+	err = s.batch(func(tx *boltTx) error {
 		seqs, _, err := writeEvents(tx, s.eventLimits(), EventWrite{Append: []Event{e}})
 		if err == nil {
 			seq = seqs[0]
@@ -100,7 +98,7 @@ func (s *Store) AppendEvent(e Event) (seq uint64, err error) {
 // AppendEvents stores events in one transaction, in order, and returns
 // their sequence numbers.
 func (s *Store) AppendEvents(events []Event) (seqs []uint64, err error) {
-	err = s.update(func(tx *bbolt.Tx) (err error) {
+	err = s.update(func(tx *boltTx) (err error) {
 		seqs, _, err = writeEvents(tx, s.eventLimits(), EventWrite{Append: events})
 		return err
 	})
@@ -155,7 +153,7 @@ func (p *eventPools) add(nodeCaused bool, d int) {
 
 // writeEvents applies w in tx: deletes, updates, appends under new
 // sequence numbers, then trims each pool to its limit.
-func writeEvents(tx *bbolt.Tx, l eventLimits, w EventWrite) (seqs []uint64, trimmed Trimmed, err error) {
+func writeEvents(tx *boltTx, l eventLimits, w EventWrite) (seqs []uint64, trimmed Trimmed, err error) {
 	b, err := bucket(tx, bucketEvents)
 	if err != nil {
 		return nil, Trimmed{}, err
@@ -188,7 +186,7 @@ func writeEvents(tx *bbolt.Tx, l eventLimits, w EventWrite) (seqs []uint64, trim
 }
 
 // deleteEvents deletes the stored events of seqs.
-func deleteEvents(b *bbolt.Bucket, p *eventPools, seqs []uint64) error {
+func deleteEvents(b *boltBucket, p *eventPools, seqs []uint64) error {
 	for _, seq := range seqs {
 		k := u64Key(seq)
 		v := b.Get(k)
@@ -210,7 +208,7 @@ func deleteEvents(b *bbolt.Bucket, p *eventPools, seqs []uint64) error {
 // updateEvents replaces the stored events of events; one no longer stored
 // is skipped. An update that changes an event's Source moves it between
 // the pools.
-func updateEvents(b *bbolt.Bucket, p *eventPools, events []Event) error {
+func updateEvents(b *boltBucket, p *eventPools, events []Event) error {
 	for _, e := range events {
 		v := b.Get(u64Key(e.Seq))
 		if v == nil {
@@ -244,7 +242,7 @@ func isNodeCaused(seq uint64, v []byte) (bool, error) {
 // readEventPools returns what the meta bucket keeps of the events bucket,
 // counting the events once if a count is missing (a store written before
 // it was kept) or impossible (more node-caused events than events).
-func readEventPools(tx *bbolt.Tx, events *bbolt.Bucket) (eventPools, error) {
+func readEventPools(tx *boltTx, events *boltBucket) (eventPools, error) {
 	meta, err := bucket(tx, bucketMeta)
 	if err != nil {
 		return eventPools{}, err
@@ -263,7 +261,7 @@ func readEventPools(tx *bbolt.Tx, events *bbolt.Bucket) (eventPools, error) {
 }
 
 // countEventPools counts the stored events, and the node-caused ones.
-func countEventPools(events *bbolt.Bucket) (total, node uint64, err error) {
+func countEventPools(events *boltBucket) (total, node uint64, err error) {
 	err = events.ForEach(func(k, v []byte) error {
 		nodeCaused, err := isNodeCaused(binary.BigEndian.Uint64(k), v)
 		total++
@@ -275,7 +273,7 @@ func countEventPools(events *bbolt.Bucket) (total, node uint64, err error) {
 	return total, node, err
 }
 
-func writeEventPools(tx *bbolt.Tx, p eventPools) error {
+func writeEventPools(tx *boltTx, p eventPools) error {
 	meta, err := bucket(tx, bucketMeta)
 	if err != nil {
 		return err
@@ -292,7 +290,7 @@ func writeEventPools(tx *bbolt.Tx, p eventPools) error {
 }
 
 // metaU64 reads the 8-byte counter under key; ok is false if there is none.
-func metaU64(meta *bbolt.Bucket, key []byte) (v uint64, ok bool) {
+func metaU64(meta *boltBucket, key []byte) (v uint64, ok bool) {
 	if b := meta.Get(key); len(b) == 8 {
 		return binary.BigEndian.Uint64(b), true
 	}
@@ -303,7 +301,7 @@ func metaU64(meta *bbolt.Bucket, key []byte) (v uint64, ok bool) {
 // l.maxNode are stored, then the controller's oldest own events while more
 // than l.max events are stored in all (l.maxNode <= l.max, so there are
 // enough of them).
-func trimEvents(b *bbolt.Bucket, p *eventPools, l eventLimits) (trimmed Trimmed, err error) {
+func trimEvents(b *boltBucket, p *eventPools, l eventLimits) (trimmed Trimmed, err error) {
 	if p.node > l.maxNode {
 		if trimmed.Node, err = trimPool(b, p, true, p.node-l.maxNode); err != nil {
 			return Trimmed{}, err
@@ -322,7 +320,7 @@ func trimEvents(b *bbolt.Bucket, p *eventPools, l eventLimits) (trimmed Trimmed,
 // pool's floor, and moves the floor past what it deleted. If the pool
 // holds fewer than n events (a count gone wrong), it deletes them all and
 // counts the bucket anew.
-func trimPool(b *bbolt.Bucket, p *eventPools, nodeCaused bool, n uint64) (trimmed uint64, err error) {
+func trimPool(b *boltBucket, p *eventPools, nodeCaused bool, n uint64) (trimmed uint64, err error) {
 	pool := 0
 	if nodeCaused {
 		pool = 1
@@ -358,7 +356,7 @@ func trimPool(b *bbolt.Bucket, p *eventPools, nodeCaused bool, n uint64) (trimme
 // ListEvents returns the events f selects, oldest first.
 func (s *Store) ListEvents(f EventFilter) ([]Event, error) {
 	var events []Event
-	err := s.view(func(tx *bbolt.Tx) (err error) {
+	err := s.view(func(tx *boltTx) (err error) {
 		events, err = listEvents(tx, f)
 		return err
 	})
@@ -367,7 +365,7 @@ func (s *Store) ListEvents(f EventFilter) ([]Event, error) {
 
 // listEvents walks back from the newest event, so a Limit or SinceSeq stops
 // it early.
-func listEvents(tx *bbolt.Tx, f EventFilter) ([]Event, error) {
+func listEvents(tx *boltTx, f EventFilter) ([]Event, error) {
 	b, err := bucket(tx, bucketEvents)
 	if err != nil {
 		return nil, err

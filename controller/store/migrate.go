@@ -30,7 +30,7 @@ var keySchemaVersion = []byte("schemaVersion")
 // transaction that records the new version. The schema version this code
 // writes is len(migrations). Append only: a released migration never
 // changes.
-var migrations = []func(tx *bbolt.Tx) error{
+var migrations = []func(tx *boltTx) error{
 	0: createBucketsV1,
 	1: createConfigBucketsV2,
 	2: createRolloutNodesBucketV3,
@@ -40,7 +40,7 @@ var migrations = []func(tx *bbolt.Tx) error{
 var codeSchemaVersion = uint64(len(migrations))
 
 // createBucketsV1 creates the buckets of schema version 1.
-func createBucketsV1(tx *bbolt.Tx) error {
+func createBucketsV1(tx *boltTx) error {
 	for _, name := range [][]byte{
 		bucketMeta, bucketDaemonSets, bucketRevisions, bucketNodeOverrides,
 		bucketNodes, bucketDesired, bucketDesiredGen, bucketRollouts, bucketEvents,
@@ -54,7 +54,7 @@ func createBucketsV1(tx *bbolt.Tx) error {
 
 // createConfigBucketsV2 adds the ConfigMap and Secret buckets of schema
 // version 2.
-func createConfigBucketsV2(tx *bbolt.Tx) error {
+func createConfigBucketsV2(tx *boltTx) error {
 	for _, name := range [][]byte{bucketConfigMaps, bucketSecrets} {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return fmt.Errorf("create bucket %s: %w", name, err)
@@ -67,7 +67,7 @@ func createConfigBucketsV2(tx *bbolt.Tx) error {
 // entries of schema version 3 (see rollouts.go). Rollout records of
 // earlier versions stay whole in the rollouts bucket: they load as they
 // are and their first write replaces them.
-func createRolloutNodesBucketV3(tx *bbolt.Tx) error {
+func createRolloutNodesBucketV3(tx *boltTx) error {
 	if _, err := tx.CreateBucketIfNotExists(bucketRolloutNodes); err != nil {
 		return fmt.Errorf("create bucket %s: %w", bucketRolloutNodes, err)
 	}
@@ -76,19 +76,22 @@ func createRolloutNodesBucketV3(tx *bbolt.Tx) error {
 
 // migrateSafely runs migrate in one transaction; a bbolt panic on a damaged
 // file becomes ErrCorrupt.
-func migrateSafely(db *bbolt.DB) (err error) {
+func migrateSafely(db *bbolt.DB, replicate Replicator) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true)) // see openBolt
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: bbolt: %v", ErrCorrupt, r)
 		}
 	}()
-	return db.Update(migrate)
+	return db.Update(func(tx *bbolt.Tx) error {
+		_, err := runRecorded(tx, replicate, migrate, nil)
+		return err
+	})
 }
 
 // migrate brings the store to codeSchemaVersion. It refuses a newer store and a
 // bbolt file that holds buckets but no edgeset schema version.
-func migrate(tx *bbolt.Tx) error {
+func migrate(tx *boltTx) error {
 	version, err := schemaVersion(tx)
 	if err != nil {
 		return err
@@ -100,7 +103,7 @@ func migrate(tx *bbolt.Tx) error {
 	if version == codeSchemaVersion {
 		return nil
 	}
-	if version == 0 && tx.Bucket(bucketMeta) == nil && hasBuckets(tx) {
+	if version == 0 && tx.Bucket(bucketMeta) == nil && tx.hasBuckets() {
 		return fmt.Errorf("%w: bbolt file of another program (buckets but no %s bucket)", ErrCorrupt, bucketMeta)
 	}
 	for v := version; v < codeSchemaVersion; v++ {
@@ -112,7 +115,7 @@ func migrate(tx *bbolt.Tx) error {
 }
 
 // schemaVersion reads the recorded version; a store without one is at 0.
-func schemaVersion(tx *bbolt.Tx) (uint64, error) {
+func schemaVersion(tx *boltTx) (uint64, error) {
 	meta := tx.Bucket(bucketMeta)
 	if meta == nil {
 		return 0, nil
@@ -125,10 +128,4 @@ func schemaVersion(tx *bbolt.Tx) (uint64, error) {
 		return 0, fmt.Errorf("%w: %s/%s is %d bytes, want 8", ErrCorrupt, bucketMeta, keySchemaVersion, len(v))
 	}
 	return binary.BigEndian.Uint64(v), nil
-}
-
-func hasBuckets(tx *bbolt.Tx) bool {
-	c := tx.Cursor()
-	k, _ := c.First()
-	return k != nil
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/edgeset/edgeset/schema"
-	"go.etcd.io/bbolt"
 )
 
 // NodeRecord is the last known announcement and presence of a node, stored
@@ -29,7 +28,7 @@ func (s *Store) PutNode(rec NodeRecord) error {
 	if rec.Name == "" {
 		return fmt.Errorf("store %s: put node: name is empty", s.path)
 	}
-	err := s.batch(func(tx *bbolt.Tx) error {
+	err := s.batch(func(tx *boltTx) error {
 		return putJSON(tx, bucketNodes, rec.Name, rec)
 	})
 	return s.wrap(err, "put node %s", rec.Name)
@@ -37,7 +36,7 @@ func (s *Store) PutNode(rec NodeRecord) error {
 
 // PutNodes stores every record in one transaction: all or none.
 func (s *Store) PutNodes(recs []NodeRecord) error {
-	err := s.update(func(tx *bbolt.Tx) error {
+	err := s.update(func(tx *boltTx) error {
 		for _, rec := range recs {
 			if rec.Name == "" {
 				return fmt.Errorf("node record with empty name")
@@ -54,7 +53,7 @@ func (s *Store) PutNodes(recs []NodeRecord) error {
 // GetNode returns the node's record, or an error wrapping ErrNotFound.
 func (s *Store) GetNode(name string) (NodeRecord, error) {
 	var rec NodeRecord
-	err := s.view(func(tx *bbolt.Tx) error {
+	err := s.view(func(tx *boltTx) error {
 		return mustGetJSON(tx, bucketNodes, name, &rec)
 	})
 	return rec, s.wrap(err, "get node %s", name)
@@ -63,7 +62,7 @@ func (s *Store) GetNode(name string) (NodeRecord, error) {
 // ListNodes returns every node record, ordered by name.
 func (s *Store) ListNodes() ([]NodeRecord, error) {
 	var recs []NodeRecord
-	err := s.view(func(tx *bbolt.Tx) (err error) {
+	err := s.view(func(tx *boltTx) (err error) {
 		recs, err = listJSON[NodeRecord](tx, bucketNodes)
 		return err
 	})
@@ -73,7 +72,7 @@ func (s *Store) ListNodes() ([]NodeRecord, error) {
 // DeleteNode removes the node's record (not its overrides nor its desired
 // state); an absent record is not an error.
 func (s *Store) DeleteNode(name string) error {
-	err := s.update(func(tx *bbolt.Tx) error { return (&Txn{tx: tx}).DeleteNode(name) })
+	err := s.update(func(tx *boltTx) error { return (&Txn{tx: tx}).DeleteNode(name) })
 	return s.wrap(err, "delete node %s", name)
 }
 

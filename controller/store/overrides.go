@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/edgeset/edgeset/schema"
-	"go.etcd.io/bbolt"
 )
 
 // NodeOverrides are the operator's changes to what a node announces,
@@ -29,7 +28,7 @@ type NodeOverrides struct {
 
 // PutOverrides replaces the node's overrides; o.Node is set to node.
 func (s *Store) PutOverrides(node string, o NodeOverrides) error {
-	err := s.update(func(tx *bbolt.Tx) error { return (&Txn{tx: tx}).PutOverrides(node, o) })
+	err := s.update(func(tx *boltTx) error { return (&Txn{tx: tx}).PutOverrides(node, o) })
 	return s.wrap(err, "put overrides of node %s", node)
 }
 
@@ -53,7 +52,7 @@ func (t *Txn) GetOverrides(node string) (o NodeOverrides, found bool, err error)
 func (s *Store) UpdateOverrides(node string, fn func(o *NodeOverrides) error) (NodeOverrides, error) {
 	var o NodeOverrides
 	var fnErr error
-	err := s.update(func(tx *bbolt.Tx) (err error) {
+	err := s.update(func(tx *boltTx) (err error) {
 		t := &Txn{tx: tx}
 		if o, _, err = t.GetOverrides(node); err != nil {
 			return err
@@ -74,7 +73,7 @@ func (s *Store) UpdateOverrides(node string, fn func(o *NodeOverrides) error) (N
 // ErrNotFound.
 func (s *Store) GetOverrides(node string) (NodeOverrides, error) {
 	var o NodeOverrides
-	err := s.view(func(tx *bbolt.Tx) error {
+	err := s.view(func(tx *boltTx) error {
 		return mustGetJSON(tx, bucketNodeOverrides, node, &o)
 	})
 	return o, s.wrap(err, "get overrides of node %s", node)
@@ -83,7 +82,7 @@ func (s *Store) GetOverrides(node string) (NodeOverrides, error) {
 // ListOverrides returns every node's overrides, ordered by node name.
 func (s *Store) ListOverrides() ([]NodeOverrides, error) {
 	var list []NodeOverrides
-	err := s.view(func(tx *bbolt.Tx) (err error) {
+	err := s.view(func(tx *boltTx) (err error) {
 		list, err = listJSON[NodeOverrides](tx, bucketNodeOverrides)
 		return err
 	})
@@ -93,7 +92,7 @@ func (s *Store) ListOverrides() ([]NodeOverrides, error) {
 // DeleteOverrides removes the node's overrides; absent ones are not an
 // error.
 func (s *Store) DeleteOverrides(node string) error {
-	err := s.update(func(tx *bbolt.Tx) error { return (&Txn{tx: tx}).DeleteOverrides(node) })
+	err := s.update(func(tx *boltTx) error { return (&Txn{tx: tx}).DeleteOverrides(node) })
 	return s.wrap(err, "delete overrides of node %s", node)
 }
 

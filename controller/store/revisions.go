@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/edgeset/edgeset/schema"
-	"go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
 
@@ -45,7 +44,7 @@ func (r Revision) Wire() schema.Revision {
 // returned unchanged (its number and change cause stay): moving the
 // daemonset to it, an undo for instance, is the caller's SetCurrentRevision.
 func (s *Store) EnsureRevision(dsKey string, template schema.PodTemplateSpec, changeCause string, now time.Time) (rev Revision, created bool, err error) {
-	err = s.update(func(tx *bbolt.Tx) error {
+	err = s.update(func(tx *boltTx) error {
 		rev, created, err = (&Txn{tx: tx}).EnsureRevision(dsKey, template, changeCause, now)
 		if err == nil && !created {
 			err = errNoWrite
@@ -83,7 +82,7 @@ func (t *Txn) GetRevision(dsKey, hash string) (Revision, error) {
 // wrapping ErrNotFound.
 func (s *Store) GetRevision(dsKey, hash string) (Revision, error) {
 	var rev Revision
-	err := s.view(func(tx *bbolt.Tx) (err error) {
+	err := s.view(func(tx *boltTx) (err error) {
 		rev, err = getRevision(tx, dsKey, hash)
 		return err
 	})
@@ -97,7 +96,7 @@ func (s *Store) GetRevision(dsKey, hash string) (Revision, error) {
 // ErrNotFound.
 func (s *Store) RevisionsByHash(hash string) ([]Revision, error) {
 	var revs []Revision
-	err := s.view(func(tx *bbolt.Tx) error {
+	err := s.view(func(tx *boltTx) error {
 		root, err := bucket(tx, bucketRevisions)
 		if err != nil {
 			return err
@@ -122,7 +121,7 @@ func (s *Store) RevisionsByHash(hash string) ([]Revision, error) {
 // for an unknown daemonset.
 func (s *Store) ListRevisions(dsKey string) ([]Revision, error) {
 	var revs []Revision
-	err := s.view(func(tx *bbolt.Tx) (err error) {
+	err := s.view(func(tx *boltTx) (err error) {
 		revs, err = listRevisions(tx, dsKey)
 		return err
 	})
@@ -134,7 +133,7 @@ func (s *Store) ListRevisions(dsKey string) ([]Revision, error) {
 // count and are deleted: never the daemonset's CurrentRevision nor a hash
 // in inUse (instances still published or running it).
 func (s *Store) PruneRevisions(dsKey string, keep int, inUse map[string]bool) (pruned []string, err error) {
-	err = s.update(func(tx *bbolt.Tx) (err error) {
+	err = s.update(func(tx *boltTx) (err error) {
 		if pruned, err = (&Txn{tx: tx}).PruneRevisions(dsKey, keep, inUse); err == nil && len(pruned) == 0 {
 			err = errNoWrite
 		}
@@ -186,7 +185,7 @@ func prunable(revs []Revision, keep int, current string, inUse map[string]bool) 
 
 // revisionBucket returns the daemonset's nested revision bucket, creating
 // it when create is set. Without create, a missing bucket is ErrNotFound.
-func revisionBucket(tx *bbolt.Tx, dsKey string, create bool) (*bbolt.Bucket, error) {
+func revisionBucket(tx *boltTx, dsKey string, create bool) (*boltBucket, error) {
 	root, err := bucket(tx, bucketRevisions)
 	if err != nil {
 		return nil, err
@@ -210,7 +209,7 @@ func revisionBucketName(dsKey string) []byte {
 }
 
 // decodeRevision reads hash from the nested bucket b into rev.
-func decodeRevision(b *bbolt.Bucket, dsKey, hash string, rev *Revision) (found bool, err error) {
+func decodeRevision(b *boltBucket, dsKey, hash string, rev *Revision) (found bool, err error) {
 	data := b.Get([]byte(hash))
 	if data == nil {
 		return false, nil
@@ -221,7 +220,7 @@ func decodeRevision(b *bbolt.Bucket, dsKey, hash string, rev *Revision) (found b
 	return true, nil
 }
 
-func getRevision(tx *bbolt.Tx, dsKey, hash string) (Revision, error) {
+func getRevision(tx *boltTx, dsKey, hash string) (Revision, error) {
 	var rev Revision
 	b, err := revisionBucket(tx, dsKey, false)
 	if err != nil {
@@ -235,7 +234,7 @@ func getRevision(tx *bbolt.Tx, dsKey, hash string) (Revision, error) {
 }
 
 // listRevisions returns the daemonset's revisions ordered by number.
-func listRevisions(tx *bbolt.Tx, dsKey string) ([]Revision, error) {
+func listRevisions(tx *boltTx, dsKey string) ([]Revision, error) {
 	b, err := revisionBucket(tx, dsKey, false)
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil
@@ -257,7 +256,7 @@ func listRevisions(tx *bbolt.Tx, dsKey string) ([]Revision, error) {
 }
 
 // deleteRevisions drops the daemonset's whole revision history.
-func deleteRevisions(tx *bbolt.Tx, dsKey string) error {
+func deleteRevisions(tx *boltTx, dsKey string) error {
 	root, err := bucket(tx, bucketRevisions)
 	if err != nil {
 		return err

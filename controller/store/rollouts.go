@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
 
@@ -55,7 +54,7 @@ func (t *Txn) PutRolloutParts(key string, head any, entries []RolloutEntry, repl
 		return err
 	}
 	if replace {
-		b.FillPercent = replaceFillPercent
+		b.setFillPercent(replaceFillPercent)
 	}
 	byNode := func(a, b RolloutEntry) int { return strings.Compare(a.Node, b.Node) }
 	if !slices.IsSortedFunc(entries, byNode) {
@@ -77,7 +76,7 @@ func (t *Txn) PutRolloutParts(key string, head any, entries []RolloutEntry, repl
 
 // PutRolloutParts is Txn.PutRolloutParts in a transaction of its own.
 func (s *Store) PutRolloutParts(key string, head any, entries []RolloutEntry, replace bool) error {
-	err := s.update(func(tx *bbolt.Tx) error {
+	err := s.update(func(tx *boltTx) error {
 		return (&Txn{tx: tx}).PutRolloutParts(key, head, entries, replace)
 	})
 	return s.wrap(err, "put rollout %s", key)
@@ -89,7 +88,7 @@ func (s *Store) PutRolloutParts(key string, head any, entries []RolloutEntry, re
 // and head untouched, when there is no head; entry's error ends the read
 // and is returned, wrapped.
 func (s *Store) GetRolloutParts(key string, head any, entry func(node string, raw []byte) error) (found bool, err error) {
-	err = s.view(func(tx *bbolt.Tx) (err error) {
+	err = s.view(func(tx *boltTx) (err error) {
 		if found, err = getJSON(tx, bucketRollouts, key, head); err != nil || !found {
 			return err
 		}
@@ -110,11 +109,11 @@ func (s *Store) GetRolloutParts(key string, head any, entry func(node string, ra
 // DeleteRollout removes the rollout state of the daemonset key, head and
 // entries; absent state is not an error. DeleteDaemonSet removes it too.
 func (s *Store) DeleteRollout(key string) error {
-	err := s.update(func(tx *bbolt.Tx) error { return deleteRollout(tx, key) })
+	err := s.update(func(tx *boltTx) error { return deleteRollout(tx, key) })
 	return s.wrap(err, "delete rollout %s", key)
 }
 
-func deleteRollout(tx *bbolt.Tx, key string) error {
+func deleteRollout(tx *boltTx, key string) error {
 	if err := deleteKey(tx, bucketRollouts, key); err != nil {
 		return err
 	}
@@ -123,7 +122,7 @@ func deleteRollout(tx *bbolt.Tx, key string) error {
 
 // rolloutEntries returns the daemonset key's bucket of node entries,
 // creating it.
-func rolloutEntries(tx *bbolt.Tx, key string) (*bbolt.Bucket, error) {
+func rolloutEntries(tx *boltTx, key string) (*boltBucket, error) {
 	root, err := bucket(tx, bucketRolloutNodes)
 	if err != nil {
 		return nil, err
@@ -138,14 +137,14 @@ func rolloutEntries(tx *bbolt.Tx, key string) (*bbolt.Bucket, error) {
 // rolloutEntriesOf returns the daemonset key's bucket of node entries, nil
 // when it has none (or the store predates schema 3: a read-only open of an
 // older file).
-func rolloutEntriesOf(tx *bbolt.Tx, key string) *bbolt.Bucket {
+func rolloutEntriesOf(tx *boltTx, key string) *boltBucket {
 	if root := tx.Bucket(bucketRolloutNodes); root != nil {
 		return root.Bucket([]byte(key))
 	}
 	return nil
 }
 
-func deleteRolloutEntries(tx *bbolt.Tx, key string) error {
+func deleteRolloutEntries(tx *boltTx, key string) error {
 	root, err := bucket(tx, bucketRolloutNodes)
 	if err != nil {
 		return err

@@ -127,7 +127,7 @@ func TestDeleteRolloutDropsEntries(t *testing.T) {
 // entries land together with the request's other writes, or none of
 // them does, whether the request fails or the disk refuses the commit.
 func TestRolloutPartsOneTransaction(t *testing.T) {
-	s, _ := openTemp(t, Options{})
+	s, _ := openTempUnmirrored(t, Options{})
 	require.NoError(t, s.PutRolloutParts("default/a", testHead{Target: "v1"},
 		entryList(map[string]any{"n1": testEntry{"one"}, "n2": testEntry{"two"}}), true))
 	write := func(replace bool) func(tx *Txn) error {

@@ -44,6 +44,10 @@ var (
 	ErrStaleGeneration = errors.New("desired generation not above the node's last generation")
 	// ErrClosed: the store has been closed.
 	ErrClosed = errors.New("store is closed")
+	// ErrBehind: Options.Replicate took a write that the file then failed
+	// to commit, so the replica holds more than the file; the store
+	// refuses writes until it is rebuilt from the replica.
+	ErrBehind = errors.New("store file is behind its replica")
 )
 
 // Options tune Open. The zero value is valid.
@@ -68,6 +72,19 @@ type Options struct {
 	// nothing to write, a dry run) is not reported: it says nothing about
 	// the disk. OnWrite must not call the store.
 	OnWrite func(err error)
+	// Replicate, when set, is handed the write set of every read-write
+	// transaction that wrote anything (Open's migrations included), after
+	// the transaction's function succeeded and before bbolt commits; the
+	// commit happens only when it returns nil. Its error rolls the
+	// transaction back and is returned, wrapped, by the method that wrote
+	// (errors.Is sees through). Should bbolt's commit fail after Replicate
+	// took the write set, every later write fails with ErrBehind: the
+	// file must be rebuilt from the replica. Replicate's ctx does not end:
+	// it bounds its own requests. Calls come one at a time, in commit order:
+	// with Replicate set, concurrent writes that bbolt would coalesce into
+	// one transaction each get their own. Replicate must not call the
+	// store.
+	Replicate Replicator
 }
 
 func (o Options) withDefaults() Options {
@@ -91,7 +108,10 @@ type Store struct {
 	db        *bbolt.DB
 	maxEvents int
 	onWrite   func(error)
+	replicate Replicator
 	fault     atomic.Pointer[func() error]
+	// behind, once set, is why the file lacks a write its replicator took.
+	behind atomic.Pointer[error]
 
 	closeOnce sync.Once
 	closeErr  error
@@ -128,7 +148,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, openError(path, opts.LockTimeout, err)
 	}
-	if err := migrateSafely(db); err != nil {
+	if err := migrateSafely(db, opts.Replicate); err != nil {
 		_ = db.Close()
 		if errors.Is(err, ErrCorrupt) {
 			return nil, fmt.Errorf("open store %s: %w; "+restoreHint, path, err, MarkerPath(path))
@@ -139,7 +159,8 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	return &Store{path: path, db: db, maxEvents: opts.MaxEvents, maxNodeEvents: opts.MaxNodeEvents, onWrite: opts.OnWrite}, nil
+	return &Store{path: path, db: db, maxEvents: opts.MaxEvents, maxNodeEvents: opts.MaxNodeEvents, onWrite: opts.OnWrite,
+		replicate: opts.Replicate}, nil
 }
 
 // MarkerPath is the marker file beside the store at path, written once the
@@ -234,8 +255,8 @@ func (s *Store) Close() error {
 }
 
 // view runs fn in a read-only transaction.
-func (s *Store) view(fn func(tx *bbolt.Tx) error) error {
-	return closedError(s.db.View(fn))
+func (s *Store) view(fn func(tx *boltTx) error) error {
+	return closedError(s.db.View(func(tx *bbolt.Tx) error { return fn(&boltTx{tx: tx}) }))
 }
 
 // errNoWrite ends an update that found nothing to change: the transaction
@@ -245,9 +266,15 @@ var errNoWrite = errors.New("nothing to write")
 
 // update runs fn in a read-write transaction, committed and fsynced before
 // it returns.
-func (s *Store) update(fn func(tx *bbolt.Tx) error) error {
+func (s *Store) update(fn func(tx *boltTx) error) error {
+	if behind := s.behind.Load(); behind != nil {
+		return fmt.Errorf("store %s: %w (rebuild it from the replica): %w", s.path, ErrBehind, *behind)
+	}
 	w := s.writer(fn)
 	err := s.db.Update(w.run)
+	if err != nil && w.replicated {
+		s.behind.Store(&err)
+	}
 	w.report(err)
 	if errors.Is(err, errNoWrite) {
 		return nil
@@ -257,8 +284,13 @@ func (s *Store) update(fn func(tx *bbolt.Tx) error) error {
 
 // batch is update for writes that arrive concurrently at fleet rate: bbolt
 // coalesces concurrent calls into one fsynced transaction. fn may run more
-// than once and must be idempotent.
-func (s *Store) batch(fn func(tx *bbolt.Tx) error) error {
+// than once and must be idempotent. With Options.Replicate it is update:
+// bbolt's Batch has no point between its calls and its commit at which the
+// combined write set could be replicated, and it reruns a failed call.
+func (s *Store) batch(fn func(tx *boltTx) error) error {
+	if s.replicate != nil {
+		return s.update(fn)
+	}
 	w := s.writer(fn)
 	err := s.db.Batch(w.run)
 	w.report(err)
@@ -269,8 +301,11 @@ func (s *Store) batch(fn func(tx *bbolt.Tx) error) error {
 // in the meta bucket), so that a caller learns through Options.OnWrite,
 // and its error, whether the file takes writes again.
 func (s *Store) Probe() error {
-	return s.update(func(tx *bbolt.Tx) error {
-		b := tx.Bucket(bucketMeta)
+	return s.update(func(tx *boltTx) error {
+		b, err := bucket(tx, bucketMeta)
+		if err != nil {
+			return err
+		}
 		key := []byte("probe")
 		if err := b.Put(key, make([]byte, 4096)); err != nil {
 			return err
@@ -280,9 +315,10 @@ func (s *Store) Probe() error {
 }
 
 // FailWrites makes every later read-write transaction call fault once its
-// writes are made and, when fault returns an error, roll back and fail
-// with it as a commit that the disk refused would: the seam tests use to
-// stand in for a full or failing disk. nil removes it.
+// writes are made (and replicated, with Options.Replicate) and, when fault
+// returns an error, roll back and fail with it as a commit that the disk
+// refused would: the seam tests use to stand in for a full or failing
+// disk. nil removes it.
 func (s *Store) FailWrites(fault func() error) {
 	if fault == nil {
 		s.fault.Store(nil)
@@ -296,18 +332,27 @@ func (s *Store) FailWrites(fault func() error) {
 // the file's.
 type writer struct {
 	s     *Store
-	fn    func(tx *bbolt.Tx) error
+	fn    func(tx *boltTx) error
 	ran   bool
 	fnErr error
+	// replicated: Replicate took the last run's write set.
+	replicated bool
 }
 
-func (s *Store) writer(fn func(tx *bbolt.Tx) error) *writer { return &writer{s: s, fn: fn} }
+func (s *Store) writer(fn func(tx *boltTx) error) *writer { return &writer{s: s, fn: fn} }
 
-func (w *writer) run(tx *bbolt.Tx) error {
-	w.ran = true
-	if w.fnErr = w.fn(tx); w.fnErr != nil {
+// run runs fn, then the replicator, then the injected fault.
+func (w *writer) run(tx *bbolt.Tx) (err error) {
+	w.ran, w.fnErr = true, nil
+	fn := func(t *boltTx) error {
+		w.fnErr = w.fn(t)
 		return w.fnErr
 	}
+	w.replicated, err = runRecorded(tx, w.s.replicate, fn, w.fault)
+	return err
+}
+
+func (w *writer) fault() error {
 	if fault := w.s.fault.Load(); fault != nil {
 		return (*fault)()
 	}

@@ -2,8 +2,6 @@ package store
 
 import (
 	"errors"
-
-	"go.etcd.io/bbolt"
 )
 
 // Txn is one read-write transaction: the writes of one API request, all
@@ -11,7 +9,7 @@ import (
 // are those of Store that the request needs, without their own
 // transactions. A Txn is valid only inside the function given to Update.
 type Txn struct {
-	tx *bbolt.Tx
+	tx *boltTx
 }
 
 // errDryRun rolls back the transaction of a dry run.
@@ -22,7 +20,7 @@ var errDryRun = errors.New("dry run")
 // nothing fn wrote is kept (a dry run still returns fn's results through
 // fn's closure, computed over what the writes would have made).
 func (s *Store) Update(dryRun bool, fn func(t *Txn) error) error {
-	err := s.update(func(tx *bbolt.Tx) error {
+	err := s.update(func(tx *boltTx) error {
 		if err := fn(&Txn{tx: tx}); err != nil {
 			return err
 		}
@@ -39,5 +37,5 @@ func (s *Store) Update(dryRun bool, fn func(t *Txn) error) error {
 
 // View runs fn in a read-only transaction; fn must not write.
 func (s *Store) View(fn func(t *Txn) error) error {
-	return s.wrap(s.view(func(tx *bbolt.Tx) error { return fn(&Txn{tx: tx}) }), "view")
+	return s.wrap(s.view(func(tx *boltTx) error { return fn(&Txn{tx: tx}) }), "view")
 }

@@ -16,7 +16,7 @@ import (
 func TestOnWriteReportsCommitsNotRefusals(t *testing.T) {
 	var mu sync.Mutex
 	var got []error
-	s, _ := openTemp(t, Options{OnWrite: func(err error) {
+	s, _ := openTempUnmirrored(t, Options{OnWrite: func(err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		got = append(got, err)

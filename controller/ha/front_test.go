@@ -1,0 +1,224 @@
+package ha
+
+import (
+	"bufio"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/controller/leader"
+)
+
+const testToken = "0123456789abcdef0123456789abcdef"
+
+// fixedLeader is a leaderSource a test sets.
+type fixedLeader struct {
+	mu   sync.Mutex
+	info leader.Info
+	ok   bool
+}
+
+func (l *fixedLeader) Leader() (leader.Info, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.info, l.ok
+}
+
+func (l *fixedLeader) set(info leader.Info, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.info, l.ok = info, ok
+}
+
+// newTestFront serves a standby's front named id on an httptest server.
+func newTestFront(t *testing.T, id string, src leaderSource) (*front, *httptest.Server) {
+	gate := api.NewFront(api.Options{Token: testToken})
+	f := newFront(id, gate, src, http.DefaultTransport, slog.New(slog.DiscardHandler))
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	return f, srv
+}
+
+func get(t *testing.T, url, token string, header ...string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func body(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// TestFrontStandby: a standby answers /healthz itself, forwards only
+// authenticated requests to the leader, names both controllers in the
+// answer's headers, and answers 503 with Retry-After when no leader is
+// known, when the leader known is itself, and for a request another
+// standby already forwarded.
+func TestFrontStandby(t *testing.T) {
+	var upstreamCalls atomic.Int32
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		upstreamCalls.Add(1)
+		w.Header().Set(HeaderServedBy, "c1")
+		io.WriteString(w, "leader saw "+r.URL.Path+" forwarded by "+r.Header.Get(HeaderForwardedBy))
+	}))
+	t.Cleanup(upstream.Close)
+	src := &fixedLeader{}
+	_, srv := newTestFront(t, "c2", src)
+
+	tests := []struct {
+		name       string
+		leader     leader.Info
+		known      bool
+		token      string
+		header     []string
+		wantCode   int
+		wantBody   string
+		wantServed string
+		forwarded  bool
+	}{
+		{name: "no leader", token: testToken, wantCode: 503, wantBody: "no leader is elected", wantServed: "c2"},
+		{name: "itself", leader: leader.Info{ID: "c2", APIURL: srv.URL}, known: true, token: testToken, wantCode: 503, wantBody: "no leader is elected", wantServed: "c2"},
+		{name: "no token", leader: leader.Info{ID: "c1", APIURL: upstream.URL}, known: true, wantCode: 401, wantServed: "c2"},
+		{name: "loop", leader: leader.Info{ID: "c1", APIURL: upstream.URL}, known: true, token: testToken,
+			header: []string{HeaderForwardedBy, "c3"}, wantCode: 503, wantBody: "not the leader (forwarded by c3)", wantServed: "c2"},
+		{name: "bad URL", leader: leader.Info{ID: "c1", APIURL: "::"}, known: true, token: testToken, wantCode: 503, wantBody: "not a URL", wantServed: "c2"},
+		{name: "forwarded", leader: leader.Info{ID: "c1", APIURL: upstream.URL}, known: true, token: testToken,
+			wantCode: 200, wantBody: "leader saw /api/v1/daemonsets forwarded by c2", wantServed: "c1", forwarded: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			src.set(tc.leader, tc.known)
+			before := upstreamCalls.Load()
+			resp := get(t, srv.URL+"/api/v1/daemonsets", tc.token, tc.header...)
+			assert.Equal(t, tc.wantCode, resp.StatusCode)
+			assert.Contains(t, body(t, resp), tc.wantBody)
+			assert.Equal(t, tc.wantServed, resp.Header.Get(HeaderServedBy))
+			if tc.wantCode == 503 {
+				assert.Equal(t, retryAfter, resp.Header.Get("Retry-After"))
+			}
+			if tc.forwarded {
+				assert.Equal(t, before+1, upstreamCalls.Load())
+				assert.Equal(t, "c2", resp.Header.Get(HeaderForwardedBy))
+			} else {
+				assert.Equal(t, before, upstreamCalls.Load(), "not forwarded")
+			}
+		})
+	}
+
+	src.set(leader.Info{}, false)
+	resp := get(t, srv.URL+"/healthz", "")
+	assert.Equal(t, 200, resp.StatusCode)
+	resp = get(t, srv.URL+"/readyz", "")
+	assert.Equal(t, 503, resp.StatusCode)
+	assert.Contains(t, body(t, resp), "no leader is elected")
+	src.set(leader.Info{ID: "c1", APIURL: upstream.URL}, true)
+	resp = get(t, srv.URL+"/readyz", "")
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Contains(t, body(t, resp), "role: standby (c2), forwarding to leader c1")
+}
+
+// TestFrontLeaderDown: a leader that cannot be dialled is a 503 (the
+// client may retry elsewhere); one that drops the connection after
+// receiving the request is a 502 (it must not: the write may have landed).
+func TestFrontLeaderDown(t *testing.T) {
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close()
+	dropper := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}))
+	t.Cleanup(dropper.Close)
+	src := &fixedLeader{}
+	_, srv := newTestFront(t, "c2", src)
+
+	src.set(leader.Info{ID: "c1", APIURL: deadURL}, true)
+	resp := get(t, srv.URL+"/api/v1/nodes", testToken)
+	assert.Equal(t, 503, resp.StatusCode)
+	assert.Contains(t, body(t, resp), "forward to the leader")
+
+	src.set(leader.Info{ID: "c1", APIURL: dropper.URL}, true)
+	resp = get(t, srv.URL+"/api/v1/nodes", testToken)
+	assert.Equal(t, 502, resp.StatusCode)
+	assert.Contains(t, body(t, resp), "may have been applied")
+}
+
+// TestFrontStreams: a streamed answer (a log follow) reaches the client
+// through a standby chunk by chunk, not when the leader's answer ends.
+func TestFrontStreams(t *testing.T) {
+	release := make(chan struct{})
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "first line\n")
+		http.NewResponseController(w).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		io.WriteString(w, "second line\n")
+	}))
+	t.Cleanup(upstream.Close)
+	t.Cleanup(func() { close(release) })
+	_, srv := newTestFront(t, "c2", &fixedLeader{info: leader.Info{ID: "c1", APIURL: upstream.URL}, ok: true})
+
+	resp := get(t, srv.URL+"/api/v1/daemonsets/ns/ds/logs?follow=true", testToken)
+	require.Equal(t, 200, resp.StatusCode)
+	lines := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(resp.Body).ReadString('\n')
+		lines <- line
+	}()
+	select {
+	case line := <-lines:
+		assert.Equal(t, "first line\n", line)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first chunk did not come through the standby before the leader's answer ended")
+	}
+}
+
+// TestFrontLeading: while leading, every request but /healthz goes to
+// the controller's API, which authenticates it itself; /readyz carries
+// the controller's answer and the role.
+func TestFrontLeading(t *testing.T) {
+	f, srv := newTestFront(t, "c1", &fixedLeader{})
+	f.setLeading(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/readyz" {
+			io.WriteString(w, "ok\n")
+			return
+		}
+		io.WriteString(w, "controller "+r.URL.Path+" auth="+strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
+	}))
+	resp := get(t, srv.URL+"/api/v1/nodes", "")
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, "controller /api/v1/nodes auth=", body(t, resp), "the controller's API decides, not the front")
+	assert.Equal(t, "c1", resp.Header.Get(HeaderServedBy))
+	resp = get(t, srv.URL+"/readyz", "")
+	assert.Equal(t, "ok\nrole: leader (c1)\n", body(t, resp))
+	f.setLeading(nil)
+	resp = get(t, srv.URL+"/api/v1/nodes", testToken)
+	assert.Equal(t, 503, resp.StatusCode)
+}
