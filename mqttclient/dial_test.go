@@ -56,10 +56,7 @@ func TestDialPicksSourceAddress(t *testing.T) {
 	c := newClient(t, opts)
 	startConnected(t, c)
 
-	if err := c.Publish(context.Background(), "t/x", []byte("hello"), false); err != nil {
-		t.Fatalf("Publish over a dialed connection: %v", err)
-	}
-	checkfor.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error { return rec.expect("t/x", "hello") })
+	publishUntilReceived(t, c, rec, "t/x", "hello")
 	addrs, conns := d.calls()
 	if len(addrs) != 1 || addrs[0] != "tcp "+url[len("tcp://"):] {
 		t.Fatalf("Dial calls = %q, want one to tcp %s", addrs, url)

@@ -101,6 +101,19 @@ func startConnected(t testing.TB, c *Client) (stop func()) {
 	return stop
 }
 
+// publishUntilReceived publishes payload on topic until rec has it: c
+// reports Connected before it has made its subscriptions on the new
+// connection, so a message published at once can go unheard.
+func publishUntilReceived(t testing.TB, c *Client, rec *recorder, topic, payload string) {
+	t.Helper()
+	checkfor.Eventually(t, 10*time.Second, 100*time.Millisecond, func() error {
+		if err := c.Publish(context.Background(), topic, []byte(payload), false); err != nil {
+			return fmt.Errorf("publish %s: %w", topic, err)
+		}
+		return rec.expect(topic, payload)
+	})
+}
+
 // waitConnected waits until c is connected.
 func waitConnected(t testing.TB, c *Client) {
 	t.Helper()

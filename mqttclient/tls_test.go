@@ -1,7 +1,6 @@
 package mqttclient
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -113,10 +112,7 @@ func TestTLS(t *testing.T) {
 		opts.Subscriptions = []Subscription{{Filter: "edgeset/v1/revisions/#", QoS: 1}}
 		c := newClient(t, opts)
 		startConnected(t, c)
-		if err := c.Publish(context.Background(), "edgeset/v1/revisions/r", []byte("x"), false); err != nil {
-			t.Fatalf("Publish over TLS: %v", err)
-		}
-		checkfor.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error { return rec.expect("edgeset/v1/revisions/r", "x") })
+		publishUntilReceived(t, c, rec, "edgeset/v1/revisions/r", "x")
 	})
 	t.Run("unknown CA never connects", func(t *testing.T) {
 		c := newClient(t, testOptions(url, "tls-untrusted")) // system roots only
