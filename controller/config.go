@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/controller/ui"
 	"github.com/edgeset/edgeset/mqttclient"
 )
 
@@ -109,6 +110,11 @@ type Config struct {
 
 	// APIAddr is the HTTP API listener.
 	APIAddr string `mapstructure:"api-addr"`
+	// UIDisabled turns the web dashboard (/ui/ on the API listener) off.
+	UIDisabled bool `mapstructure:"ui-disabled"`
+	// UISiteLabel is the node label the dashboard groups nodes into sites
+	// by.
+	UISiteLabel string `mapstructure:"ui-site-label"`
 	// APITLSCert and APITLSKey serve the API over HTTPS.
 	APITLSCert string `mapstructure:"api-tls-cert"`
 	APITLSKey  string `mapstructure:"api-tls-key"`
@@ -202,6 +208,7 @@ const (
 	DefaultDataDir          = "./data"
 	DefaultMQTTAddr         = "127.0.0.1:1883"
 	DefaultAPIAddr          = "127.0.0.1:8080"
+	DefaultUISiteLabel      = ui.DefaultSiteLabel
 	DefaultNodeOfflineGrace = 40 * time.Second
 	DefaultRepublishRate    = 5000
 	DefaultFullPassInterval = 5 * time.Minute
@@ -249,6 +256,7 @@ func (c *Config) ApplyDefaults() {
 	setDefault(&c.DataDir, DefaultDataDir)
 	setDefault(&c.MQTTAddr, DefaultMQTTAddr)
 	setDefault(&c.APIAddr, DefaultAPIAddr)
+	setDefault(&c.UISiteLabel, DefaultUISiteLabel)
 	setDefault(&c.BrokerUsername, DefaultControllerUser)
 	setDefault(&c.BrokerDropTopic, DefaultBrokerDropTopic)
 	if len(c.BrokerURLs) == 0 {

@@ -25,6 +25,7 @@ import (
 	"github.com/edgeset/edgeset/controller/decider"
 	"github.com/edgeset/edgeset/controller/registry"
 	"github.com/edgeset/edgeset/controller/store"
+	"github.com/edgeset/edgeset/controller/ui"
 	"github.com/edgeset/edgeset/internal/loglimit"
 )
 
@@ -181,14 +182,24 @@ func (c *Controller) Run(ctx context.Context) error {
 // serveAPI serves the HTTP API within the configured limits until ctx
 // ends (api.Server.Serve).
 func (c *Controller) serveAPI(ctx context.Context) error {
-	srv := api.New(c, api.Options{
+	opts := api.Options{
 		Token: c.token, Metrics: c.metrics.handler(), Log: c.log,
 		Limits: c.cfg.apiLimits(), Observer: apiObserver{c.metrics},
-	})
-	if c.cfg.APITLSCert != "" {
-		return srv.ServeTLS(ctx, c.apiLn, c.cfg.APITLSCert, c.cfg.APITLSKey)
 	}
-	return srv.Serve(ctx, c.apiLn)
+	g, ctx := errgroup.WithContext(ctx)
+	if !c.cfg.UIDisabled {
+		dash := ui.New(c, ui.Options{Token: c.token, SiteLabel: c.cfg.UISiteLabel, Log: c.log, Now: c.now})
+		opts.UI = dash
+		g.Go(func() error { return dash.Run(ctx) })
+	}
+	srv := api.New(c, opts)
+	g.Go(func() error {
+		if c.cfg.APITLSCert != "" {
+			return srv.ServeTLS(ctx, c.apiLn, c.cfg.APITLSCert, c.cfg.APITLSKey)
+		}
+		return srv.Serve(ctx, c.apiLn)
+	})
+	return g.Wait()
 }
 
 // closeResources closes the store and listeners; safe to call twice.

@@ -93,6 +93,8 @@ func addFlags(f *pflag.FlagSet) {
 	f.Duration("nats-auth-user-ttl", controller.DefaultNATSAuthUserTTL, "NATS servers close an admitted connection after this, so a revocation takes effect within it (negative: never)")
 	f.String("api-addr", controller.DefaultAPIAddr, "HTTP API listener")
 	f.String("api-tls-cert", "", "serve the API over HTTPS with this certificate")
+	f.Bool("ui-disabled", false, "do not serve the web dashboard (/ui/ on --api-addr)")
+	f.String("ui-site-label", controller.DefaultUISiteLabel, "node label the dashboard groups nodes into sites by")
 	f.String("api-tls-key", "", "key of --api-tls-cert")
 	f.Duration("api-read-header-timeout", controller.DefaultAPIReadHeaderTimeout, "API: time a client has to send a request's headers")
 	f.Duration("api-read-timeout", controller.DefaultAPIReadTimeout, "API: time a client has to send a whole request, body included")
@@ -149,6 +151,9 @@ func run(ctx context.Context, cfg controller.Config, source string, stderr io.Wr
 	}
 	log.Info("edgeset-controller starting", "version", schema.Version, "config", source,
 		"api", scheme+c.APIAddr().String(), "token", cfg.TokenPath(), "data", cfg.DataDir)
+	if !cfg.UIDisabled {
+		log.Info("dashboard", "url", scheme+c.APIAddr().String()+"/ui/")
+	}
 	if addr := c.MQTTAddr(); addr != nil {
 		log.Info("embedded MQTT broker", "addr", addr.String())
 	}

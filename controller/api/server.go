@@ -81,6 +81,7 @@ type Server struct {
 	obs     Observer
 	guard   *authGuard
 	mux     *http.ServeMux
+	ui      http.Handler // Options.UI; nil for none
 }
 
 // NewServer returns a Server answering requests that carry token as a
@@ -99,7 +100,8 @@ func New(b Backend, opts Options) *Server {
 		opts.Observer = nopObserver{}
 	}
 	s := &Server{backend: b, token: opts.Token, metrics: opts.Metrics, log: opts.Log,
-		limits: opts.Limits, obs: opts.Observer, guard: newAuthGuard(opts.Limits, opts.Log), mux: http.NewServeMux()}
+		limits: opts.Limits, obs: opts.Observer, guard: newAuthGuard(opts.Limits, opts.Log), mux: http.NewServeMux(),
+		ui: opts.UI}
 	s.routes()
 	return s
 }
@@ -110,8 +112,14 @@ func New(b Backend, opts Options) *Server {
 // A connection that has not authenticated is not kept alive after a
 // request for those, so it holds no slot of the unauthenticated cap for
 // longer than one request.
+//
+// With Options.UI, GET / and everything under /ui/ go to it before any
+// bearer-token check: the dashboard authenticates with its own session.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
+	case s.ui != nil && uiPath(r.URL.Path):
+		s.ui.ServeHTTP(w, r)
+		return
 	case public(r):
 		if !connAuthenticated(r) {
 			w.Header().Set("Connection", "close")
@@ -185,6 +193,11 @@ func public(r *http.Request) bool {
 	return false
 }
 
+// uiPath reports whether path is the dashboard's (Options.UI).
+func uiPath(path string) bool {
+	return path == "/" || path == "/ui" || strings.HasPrefix(path, "/ui/")
+}
+
 // authenticate reports whether r carries the token; if not, or if its
 // source is blocked after failing too often, it answers r and closes the
 // connection without reading the body.
@@ -205,7 +218,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) bool {
 		refuse(w, http.StatusUnauthorized, "missing or wrong bearer token")
 		return false
 	}
-	markAuthenticated(r)
+	MarkAuthenticated(r)
 	return true
 }
 
