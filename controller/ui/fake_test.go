@@ -180,6 +180,8 @@ func newFake(n int, now time.Time) *fakeBackend {
 		f.nodes[i].Placement = []api.Placement{{Node: in.Node, DaemonSet: ds.Key(), Run: true, Reasons: []string{"matches nodeSelector"}}}
 	}
 	f.dss = []api.DaemonSet{ds}
+	// The controller lists nodes by name.
+	slices.SortFunc(f.nodes, func(a, b api.Node) int { return strings.Compare(a.Name, b.Name) })
 	f.revs[ds.Key()] = []api.Revision{{Number: 1, Hash: "h1", Images: []string{"registry.local/exporter:1"}}, {Number: 2, Hash: "h2", Current: true, Images: []string{"registry.local/exporter:2"}}}
 	f.addEvent(api.Event{Time: now, Type: schema.EventWarning, Reason: "BackOff", Object: "node/gw-1", Source: "gw-1", Message: "pull failed"})
 	f.addEvent(api.Event{Time: now, Type: schema.EventNormal, Reason: "RolloutStarted", Object: "daemonset/" + ds.Key(), Message: "revision 2"})

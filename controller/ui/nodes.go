@@ -2,12 +2,14 @@ package ui
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"maps"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/edgeset/edgeset/controller/api"
@@ -122,31 +124,112 @@ type nodeRow struct {
 	Taints          int
 }
 
-// queryNodes filters, sorts and pages nodes (which it may reorder) for
-// nq; now dates the last-seen column.
-func queryNodes(nodes []api.Node, nq nodeQuery, sel schema.Selector, now time.Time) nodeTable {
-	t := nodeTable{Query: nq, Total: len(nodes), Statuses: nodeStatuses, Sizes: []int{25, 50, 100, 200, 500}}
-	text := strings.ToLower(nq.Text)
-	kept := make([]*api.Node, 0, len(nodes))
-	for i := range nodes {
-		n := &nodes[i]
-		if (len(sel) == 0 || sel.Matches(n.Labels)) && statusMatches(n, nq.Status) && textMatches(n, text) {
-			kept = append(kept, n)
+// queryNodes filters, sorts and pages the nodes of snap for nq; now
+// dates the last-seen column. With no filter it only reads the page's rows
+// of the snapshot's cached order.
+func queryNodes(snap *nodeSnapshot, nq nodeQuery, sel schema.Selector, now time.Time) nodeTable {
+	t := nodeTable{Query: nq, Total: len(snap.nodes), Statuses: nodeStatuses, Sizes: []int{25, 50, 100, 200, 500}}
+	ordered := snap.sortedBy(nq.Sort)
+	at := func(i int) *api.Node {
+		if nq.Desc {
+			return ordered[len(ordered)-1-i]
 		}
+		return ordered[i]
 	}
-	sortNodes(kept, nq.Sort, nq.Desc)
-	t.Matched = len(kept)
-	t.Pages = max(1, (len(kept)+nq.Size-1)/nq.Size)
+	matched := len(ordered)
+	text := strings.ToLower(nq.Text)
+	if len(sel) > 0 || nq.Status != "" || text != "" {
+		kept := make([]*api.Node, 0, 1024)
+		for i := range ordered {
+			n := at(i)
+			if (len(sel) == 0 || sel.Matches(n.Labels)) && statusMatches(n, nq.Status) && textMatches(n, text) {
+				kept = append(kept, n)
+			}
+		}
+		matched = len(kept)
+		at = func(i int) *api.Node { return kept[i] }
+	}
+	t.Matched = matched
+	t.Pages = max(1, (matched+nq.Size-1)/nq.Size)
 	t.Query.Page = min(nq.Page, t.Pages)
 	from := (t.Query.Page - 1) * nq.Size
-	to := min(from+nq.Size, len(kept))
-	for _, n := range kept[from:to] {
-		t.Rows = append(t.Rows, rowOf(n, now))
+	to := min(from+nq.Size, matched)
+	for i := from; i < to; i++ {
+		t.Rows = append(t.Rows, rowOf(at(i), now))
 	}
 	if len(t.Rows) > 0 {
 		t.First, t.Last = from+1, to
 	}
 	return t
+}
+
+// nodeSnapshot is one read of the fleet's nodes with its orderings,
+// each sorted once, when first asked for. It is never changed otherwise:
+// requests share it.
+type nodeSnapshot struct {
+	nodes []api.Node
+	at    time.Time
+
+	mu     sync.Mutex // guards sorted
+	sorted map[string][]*api.Node
+}
+
+func newNodeSnapshot(nodes []api.Node, at time.Time) *nodeSnapshot {
+	return &nodeSnapshot{nodes: nodes, at: at, sorted: map[string][]*api.Node{}}
+}
+
+// sortedBy returns the nodes in ascending order of key (then name).
+func (s *nodeSnapshot) sortedBy(key string) []*api.Node {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if o, ok := s.sorted[key]; ok {
+		return o
+	}
+	o := make([]*api.Node, len(s.nodes))
+	for i := range s.nodes {
+		o[i] = &s.nodes[i]
+	}
+	sortNodes(o, key)
+	s.sorted[key] = o
+	return o
+}
+
+// nodeIndex caches the latest nodeSnapshot for maxAge, so that paging
+// through 100,000 nodes neither lists nor sorts them on every request.
+// The dashboard's own node actions drop it at once.
+type nodeIndex struct {
+	maxAge time.Duration
+	now    func() time.Time
+
+	mu   sync.Mutex // guards snap; held while a new one is read
+	snap *nodeSnapshot
+}
+
+func newNodeIndex(maxAge time.Duration, now func() time.Time) *nodeIndex {
+	return &nodeIndex{maxAge: maxAge, now: now}
+}
+
+// get returns a snapshot at most maxAge old, reading a new one if needed.
+func (x *nodeIndex) get(ctx context.Context, b Backend) (*nodeSnapshot, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	now := x.now()
+	if x.snap != nil && now.Sub(x.snap.at) < x.maxAge && !now.Before(x.snap.at) {
+		return x.snap, nil
+	}
+	nodes, err := b.ListNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	x.snap = newNodeSnapshot(nodes, now)
+	return x.snap, nil
+}
+
+// invalidate drops the cached snapshot.
+func (x *nodeIndex) invalidate() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.snap = nil
 }
 
 func rowOf(n *api.Node, now time.Time) nodeRow {
@@ -201,22 +284,34 @@ func statusMatches(n *api.Node, status string) bool {
 }
 
 // textMatches reports whether text (lower case) is in n's name or in one
-// of its labels as key=value.
+// of its labels as key=value. Only a text with "=" needs the pair built.
 func textMatches(n *api.Node, text string) bool {
-	if text == "" || strings.Contains(strings.ToLower(n.Name), text) {
+	if text == "" || containsFold(n.Name, text) {
 		return true
 	}
+	pair := strings.Contains(text, "=")
 	for k, v := range n.Labels {
-		if strings.Contains(strings.ToLower(k+"="+v), text) {
+		if containsFold(k, text) || containsFold(v, text) || (pair && containsFold(k+"="+v, text)) {
 			return true
 		}
 	}
 	return false
 }
 
+// containsFold reports whether lower, in lower case, is in s, lowering s
+// only when it has an upper-case ASCII letter or non-ASCII byte.
+func containsFold(s, lower string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 0x80 || ('A' <= c && c <= 'Z') {
+			return strings.Contains(strings.ToLower(s), lower)
+		}
+	}
+	return strings.Contains(s, lower)
+}
+
 // sortNodes orders nodes by key, then by name; ListNodes returns them by
 // name already, which the name order checks first.
-func sortNodes(nodes []*api.Node, key string, desc bool) {
+func sortNodes(nodes []*api.Node, key string) {
 	byName := func(a, b *api.Node) int { return strings.Compare(a.Name, b.Name) }
 	var cmpFn func(a, b *api.Node) int
 	switch key {
@@ -232,10 +327,6 @@ func sortNodes(nodes []*api.Node, key string, desc bool) {
 		}
 	default:
 		cmpFn = byName
-	}
-	if desc {
-		asc := cmpFn
-		cmpFn = func(a, b *api.Node) int { return asc(b, a) }
 	}
 	if !slices.IsSortedFunc(nodes, cmpFn) {
 		slices.SortFunc(nodes, cmpFn)

@@ -63,6 +63,10 @@ type Options struct {
 	// Refresh is how often the live counts and events are read from the
 	// Backend and pushed to the streams; default 2 s.
 	Refresh time.Duration
+	// NodeCacheAge is how long the node table reuses one read of the
+	// fleet's nodes and its sorted orders; default 2 s. The dashboard's
+	// own node actions drop it.
+	NodeCacheAge time.Duration
 	// Heartbeat is how often an idle stream gets a comment line; default
 	// 15 s.
 	Heartbeat time.Duration
@@ -100,6 +104,7 @@ func (o Options) withDefaults() Options {
 	def(&o.SessionTTL, 12*time.Hour)
 	def(&o.Refresh, 2*time.Second)
 	def(&o.Heartbeat, 15*time.Second)
+	def(&o.NodeCacheAge, 2*time.Second)
 	def(&o.SampleInterval, 10*time.Second)
 	def(&o.LoginWindow, time.Minute)
 	defInt(&o.MaxSessions, 1024)
@@ -134,6 +139,7 @@ type Dashboard struct {
 	logins   *loginLimiter
 	history  *progressHistory
 	live     *liveFeed
+	nodes    *nodeIndex
 	streams  chan struct{} // one token per open stream
 
 	done     chan struct{} // closed when Run returns: streams end
@@ -149,6 +155,7 @@ func New(b Backend, opts Options) *Dashboard {
 		logins:   newLoginLimiter(opts.LoginFailures, opts.LoginWindow, opts.Now),
 		history:  newProgressHistory(opts.HistoryPoints, opts.MaxTracked),
 		live:     newLiveFeed(),
+		nodes:    newNodeIndex(opts.NodeCacheAge, opts.Now),
 		streams:  make(chan struct{}, opts.MaxStreams),
 		done:     make(chan struct{}),
 	}

@@ -343,7 +343,7 @@ func TestNodeTable(t *testing.T) {
 		require.NoError(t, err)
 		nq, sel, err := parseNodeQuery(v)
 		require.NoError(t, err, raw)
-		return queryNodes(slices.Clone(f.nodes), nq, sel, now)
+		return queryNodes(newNodeSnapshot(slices.Clone(f.nodes), now), nq, sel, now)
 	}
 	names := func(tb nodeTable) []string {
 		var out []string

@@ -178,11 +178,11 @@ func (d *Dashboard) nodesPage(r *http.Request, p *pageData) error {
 	if err != nil {
 		return badRequest("%v", err)
 	}
-	nodes, err := d.b.ListNodes(r.Context())
+	snap, err := d.nodes.get(r.Context(), d.b)
 	if err != nil {
 		return err
 	}
-	p.Data = queryNodes(nodes, nq, sel, d.opts.Now())
+	p.Data = queryNodes(snap, nq, sel, d.opts.Now())
 	return nil
 }
 
@@ -440,6 +440,7 @@ func (d *Dashboard) applyNodeAction(r *http.Request, name, action string) (strin
 	if _, err := d.b.UpdateNode(ctx, name, patch); err != nil {
 		return "", err
 	}
+	d.nodes.invalidate()
 	return "node/" + name + " " + pastTense(action), nil
 }
 
