@@ -403,6 +403,22 @@ func TestBrowser(t *testing.T) {
 			chromedp.WithPollingTimeout(15*time.Second)))
 	})
 
+	t.Run("tablet width", func(t *testing.T) {
+		for _, v := range []struct{ path, shot string }{
+			{"/ui/", "fleet-tablet"}, {"/ui/nodes", "nodes-tablet"}, {"/ui/nodes/" + loggerNode, "node-tablet"},
+		} {
+			var overflow bool
+			b.run(t, "open "+v.path+" at 820x1180", chromedp.EmulateViewport(820, 1180), chromedp.Navigate(fl.url+v.path),
+				chromedp.WaitVisible(`main`, chromedp.ByQuery),
+				chromedp.Evaluate(`document.documentElement.scrollWidth > document.documentElement.clientWidth`, &overflow))
+			if overflow {
+				t.Errorf("%s scrolls sideways at tablet width (820 px)", v.path)
+			}
+			b.screenshot(t, v.shot)
+		}
+		b.run(t, "back to 1280x800", chromedp.EmulateViewport(1280, 800))
+	})
+
 	if errs := b.consoleErrors(); len(errs) > 0 {
 		t.Errorf("JavaScript console errors:\n%s", strings.Join(errs, "\n"))
 	}

@@ -148,8 +148,9 @@ func (l *loginLimiter) blocked(source string) time.Duration {
 	return max(0, rec.blockedUntil.Sub(l.now()))
 }
 
-// failed records a failed sign-in of source.
-func (l *loginLimiter) failed(source string) {
+// failed records a failed sign-in of source and reports whether it
+// blocked source (one log line per block, not per failure).
+func (l *loginLimiter) failed(source string) (blocked bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
@@ -166,7 +167,9 @@ func (l *loginLimiter) failed(source string) {
 	if rec.count >= l.failures {
 		rec.blockedUntil = now.Add(l.window)
 		rec.start, rec.count = now, 0
+		return true
 	}
+	return false
 }
 
 // keyLocked returns the record key of source: itself, or the shared
@@ -237,8 +240,12 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 	token := r.PostFormValue("token")
 	next := safeNext(r.PostFormValue("next"))
 	if token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(d.opts.Token)) != 1 {
-		d.logins.failed(source)
-		d.opts.Log.Warn("dashboard sign-in failed", "source", source)
+		if d.logins.failed(source) {
+			d.opts.Log.Warn("dashboard sign-ins blocked after failures", "source", source,
+				"failures", d.opts.LoginFailures, "for", d.opts.LoginWindow)
+		} else {
+			d.opts.Log.Debug("dashboard sign-in failed", "source", source)
+		}
 		d.render(w, r, http.StatusUnauthorized, "login", session{}, loginView{Next: next, Error: "wrong token"})
 		return
 	}

@@ -202,7 +202,7 @@ func (d *Dashboard) refresh(ctx context.Context, now time.Time, sample bool) {
 	if d.live.watchers() == 0 {
 		return
 	}
-	nodes, err := d.b.ListNodes(ctx)
+	snap, err := d.nodes.get(ctx, d.b)
 	if err != nil {
 		return
 	}
@@ -210,7 +210,7 @@ func (d *Dashboard) refresh(ctx context.Context, now time.Time, sample bool) {
 	if err != nil {
 		return
 	}
-	d.live.publish(fleetCounts(nodes, dss, d.opts.SiteLabel), evs)
+	d.live.publish(fleetCounts(snap.nodes, dss, d.opts.SiteLabel), evs)
 }
 
 // ServeHTTP implements http.Handler: GET / redirects to /ui/, and every
@@ -287,14 +287,18 @@ func (d *Dashboard) authed(h func(http.ResponseWriter, *http.Request, session)) 
 // of this dashboard: its Origin, or failing that its Referer, names the
 // host it was sent to. A request with neither is refused.
 func sameOrigin(r *http.Request) bool {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	want := scheme + "://" + r.Host
+	want := originOf(r)
 	if o := r.Header.Get("Origin"); o != "" {
 		return o == want
 	}
 	ref := r.Header.Get("Referer")
 	return ref == want || strings.HasPrefix(ref, want+"/")
+}
+
+// originOf is the origin r was sent to: scheme://host.
+func originOf(r *http.Request) string {
+	if r.TLS != nil {
+		return "https://" + r.Host
+	}
+	return "http://" + r.Host
 }

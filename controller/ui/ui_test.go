@@ -314,8 +314,9 @@ func TestEveryViewRenders(t *testing.T) {
 		body := strings.ReplaceAll(readBody(t, resp), `xmlns="http://www.w3.org/2000/svg"`, "")
 		assert.NotRegexp(t, regexp.MustCompile(`https?://`), body, asset)
 	}
-	resp := u.do(http.MethodGet, "/ui/nodes/nope", nil, c, nil)
+	resp := u.do(http.MethodGet, "/ui/nodes/nope", nil, c, map[string]string{"Referer": "http://evil.example/ui/"})
 	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+	assert.NotContains(t, readBody(t, resp), "evil.example", "the error page links back only within the dashboard")
 	resp = u.do(http.MethodGet, "/ui/nodes?sort=bogus", nil, c, nil)
 	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	assert.Contains(t, readBody(t, resp), "query parameter sort")

@@ -103,7 +103,10 @@ type errorView struct {
 
 // renderError renders err with the status code the API would give it.
 func (d *Dashboard) renderError(w http.ResponseWriter, r *http.Request, s session, err error) {
-	ev := errorView{Status: http.StatusInternalServerError, Message: err.Error(), Back: r.Referer()}
+	ev := errorView{Status: http.StatusInternalServerError, Message: err.Error(), Back: "/ui/"}
+	if ref := r.Referer(); strings.HasPrefix(ref, originOf(r)+"/ui/") {
+		ev.Back = ref // only ever back to a page of this dashboard
+	}
 	var verr *schema.ValidationError
 	switch {
 	case errors.As(err, &verr):
@@ -114,9 +117,6 @@ func (d *Dashboard) renderError(w http.ResponseWriter, r *http.Request, s sessio
 		ev.Status = http.StatusBadRequest
 	case errors.Is(err, api.ErrUnavailable):
 		ev.Status = http.StatusServiceUnavailable
-	}
-	if !strings.HasPrefix(ev.Back, "http") {
-		ev.Back = "/ui/"
 	}
 	d.renderPage(w, r, ev.Status, "error", pageData{Title: "error", CSRF: s.csrf, SignedIn: s.id != "", Data: ev})
 }
@@ -138,7 +138,7 @@ type fleetView struct {
 
 func (d *Dashboard) fleetPage(r *http.Request, p *pageData) error {
 	ctx := r.Context()
-	nodes, err := d.b.ListNodes(ctx)
+	snap, err := d.nodes.get(ctx, d.b)
 	if err != nil {
 		return err
 	}
@@ -150,7 +150,7 @@ func (d *Dashboard) fleetPage(r *http.Request, p *pageData) error {
 	if err != nil {
 		return err
 	}
-	v := fleetView{Summary: fleetCounts(nodes, dss, d.opts.SiteLabel), SiteLabel: d.opts.SiteLabel}
+	v := fleetView{Summary: fleetCounts(snap.nodes, dss, d.opts.SiteLabel), SiteLabel: d.opts.SiteLabel}
 	for _, s := range v.Summary.Rollouts {
 		if s.State != stateHealthy {
 			v.Active = append(v.Active, s)
@@ -285,7 +285,7 @@ func (d *Dashboard) daemonSetPage(r *http.Request, p *pageData) error {
 	if err != nil {
 		return err
 	}
-	nodes, err := d.b.ListNodes(ctx)
+	snap, err := d.nodes.get(ctx, d.b)
 	if err != nil {
 		return err
 	}
@@ -295,7 +295,7 @@ func (d *Dashboard) daemonSetPage(r *http.Request, p *pageData) error {
 	}
 	v := daemonSetView{DS: ds, Sample: sampleOf(&ds), SiteLabel: d.opts.SiteLabel, History: d.history.get(key), Revisions: revs}
 	slices.Reverse(v.Revisions)
-	v.Sites = siteBreakdown(&ds, nodes, d.opts.SiteLabel)
+	v.Sites = siteBreakdown(&ds, snap.nodes, d.opts.SiteLabel)
 	if ro := ds.Status.Rollout; ro != nil {
 		v.Batch = max(ro.MaxUnavailable, 1)
 		v.Batches = (ro.Total + v.Batch - 1) / v.Batch
