@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -294,5 +293,3 @@ func safeNext(next string) string {
 	}
 	return "/ui/"
 }
-
-func urlQueryEscape(s string) string { return url.QueryEscape(s) }

@@ -18,6 +18,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -275,7 +276,7 @@ func (d *Dashboard) authed(h func(http.ResponseWriter, *http.Request, session)) 
 				http.Error(w, "sign in at /ui/login", http.StatusUnauthorized)
 				return
 			}
-			http.Redirect(w, r, "/ui/login?next="+urlQueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			http.Redirect(w, r, "/ui/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 			return
 		}
 		api.MarkAuthenticated(r)

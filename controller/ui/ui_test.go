@@ -328,7 +328,7 @@ func TestDaemonSetSiteBreakdown(t *testing.T) {
 	sites := siteBreakdown(&ds, f.nodes, "site")
 	// Site a: gw-0, gw-3, gw-6, all offline. Site b: gw-1 (h2, not
 	// ready: updating), gw-4 (h2, ready: updated), gw-7 (h1: waiting).
-	// Site c: gw-2 offline? No: gw-2 online (2%3 != 0), gw-5, gw-8: h1.
+	// Site c: gw-2, gw-5, gw-8, online on h1: waiting.
 	assert.Equal(t, []siteRollout{
 		{Site: "a", Instances: 3, Offline: 3},
 		{Site: "b", Instances: 3, Updated: 1, Updating: 1, Waiting: 1},
@@ -554,4 +554,17 @@ func TestProgressHistoryBounded(t *testing.T) {
 	assert.Empty(t, h.get("monitoring/third"), "past MaxTracked a daemonset is not tracked")
 	h.record(time.Unix(9, 0), dss[1:2])
 	assert.Empty(t, h.get("monitoring/exporter"), "a deleted daemonset is forgotten")
+}
+
+func TestProgressPlot(t *testing.T) {
+	assert.Contains(t, string(progressPlot(nil)), "not enough samples")
+	t0 := time.Unix(0, 0)
+	pts := []progressPoint{{At: t0, Total: 10}, {At: t0.Add(10 * time.Second), Total: 10, Updated: 5}, {At: t0.Add(20 * time.Second), Total: 10, Updated: 10}}
+	svg := string(progressPlot(pts))
+	assert.Contains(t, svg, `aria-label="rollout progress: 10 of 10 updated at the last sample"`)
+	// Updated goes from the bottom (y 120) through the middle to the top
+	// (y 10), left (x 40) to right (x 590).
+	assert.Contains(t, svg, `<polyline class="line-updated" points="40.0,120.0 315.0,65.0 590.0,10.0">`)
+	assert.Contains(t, string(progressBar("a/b", 1, 4)), `data-bar="a/b" width="25.0"`)
+	assert.Contains(t, string(progressBar("a/b", 0, 0)), `width="0.0"`)
 }
