@@ -568,3 +568,21 @@ func TestProgressPlot(t *testing.T) {
 	assert.Contains(t, string(progressBar("a/b", 1, 4)), `data-bar="a/b" width="25.0"`)
 	assert.Contains(t, string(progressBar("a/b", 0, 0)), `width="0.0"`)
 }
+
+func TestLiveStreamHeartbeat(t *testing.T) {
+	u := newTestUI(t, Options{Heartbeat: 10 * time.Millisecond})
+	c := u.signIn()
+	req, _ := http.NewRequest(http.MethodGet, u.srv.URL+"/ui/stream", nil)
+	req.AddCookie(c)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	pings := 0
+	for pings < 2 && sc.Scan() {
+		if sc.Text() == ": ping" {
+			pings++
+		}
+	}
+	assert.Equal(t, 2, pings, "an idle stream gets heartbeats (%v)", sc.Err())
+}
