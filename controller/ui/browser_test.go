@@ -398,8 +398,21 @@ func TestBrowser(t *testing.T) {
 			b.run(t, "open "+v.path, chromedp.Navigate(fl.url+v.path), chromedp.WaitVisible(v.wait))
 			b.screenshot(t, v.shot)
 		}
-		// Let the live streams deliver at least once on the last page.
+		// The events page is the last one open: an event made now through
+		// the API arrives over its live stream, without a reload.
 		b.run(t, "wait for the live stream", chromedp.Poll(`document.getElementById("live-status").textContent === "live"`, nil,
+			chromedp.WithPollingTimeout(15*time.Second)))
+		var before bool
+		b.run(t, "read the newest event", chromedp.Evaluate(
+			`document.querySelector("#live-events tr").textContent.toLowerCase().includes("resume")`, &before))
+		if before {
+			t.Fatal("the newest event already mentions a resume: the live check below would prove nothing")
+		}
+		if _, err := fl.api.Rollout(ctx, "default/logdemo", api.RolloutRequest{Action: api.RolloutResume}); err != nil {
+			t.Fatal(err)
+		}
+		b.run(t, "see the resume event arrive live", chromedp.Poll(
+			`document.querySelector("#live-events tr").textContent.toLowerCase().includes("resume")`, nil,
 			chromedp.WithPollingTimeout(15*time.Second)))
 	})
 
