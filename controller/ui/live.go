@@ -331,7 +331,7 @@ func (d *Dashboard) liveStream(w http.ResponseWriter, r *http.Request, _ session
 			select {
 			case <-r.Context().Done():
 				return
-			case <-d.done:
+			case <-d.stopped.Done():
 				return
 			case <-heartbeat.C:
 				if sw.send("", "ping") != nil {
@@ -372,13 +372,7 @@ func (d *Dashboard) logStream(w http.ResponseWriter, r *http.Request, _ session)
 	defer release()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	go func() {
-		select {
-		case <-d.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	defer context.AfterFunc(d.stopped, cancel)()
 	sw := newSSEWriter(w)
 	sw.sendJSON("end", d.followLog(ctx, sw, req))
 }

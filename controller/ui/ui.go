@@ -20,7 +20,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/edgeset/edgeset/controller/api"
@@ -143,8 +142,10 @@ type Dashboard struct {
 	nodes    *nodeIndex
 	streams  chan struct{} // one token per open stream
 
-	done     chan struct{} // closed when Run returns: streams end
-	doneOnce sync.Once
+	// stopped ends when Run returns: every open stream then ends. It is
+	// the dashboard's lifetime, not a request's.
+	stopped context.Context
+	stop    context.CancelFunc
 }
 
 // New returns a Dashboard over b.
@@ -158,8 +159,8 @@ func New(b Backend, opts Options) *Dashboard {
 		live:     newLiveFeed(),
 		nodes:    newNodeIndex(opts.NodeCacheAge, opts.Now),
 		streams:  make(chan struct{}, opts.MaxStreams),
-		done:     make(chan struct{}),
 	}
+	d.stopped, d.stop = context.WithCancel(context.Background())
 	d.routes()
 	return d
 }
@@ -168,7 +169,7 @@ func New(b Backend, opts Options) *Dashboard {
 // every SampleInterval until ctx ends; then it ends every open stream and
 // returns nil.
 func (d *Dashboard) Run(ctx context.Context) error {
-	defer d.doneOnce.Do(func() { close(d.done) })
+	defer d.stop()
 	refresh := time.NewTicker(d.opts.Refresh)
 	defer refresh.Stop()
 	var lastSample time.Time
