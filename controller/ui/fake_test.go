@@ -22,7 +22,7 @@ type fakeBackend struct {
 	revs     map[string][]api.Revision
 	patches  []nodePatchCall
 	rollouts []api.RolloutRequest
-	logs     func(api.LogsRequest) (io.ReadCloser, error)
+	logs     func(context.Context, api.LogsRequest) (io.ReadCloser, error)
 }
 
 type nodePatchCall struct {
@@ -124,9 +124,9 @@ func (f *fakeBackend) addEvent(e api.Event) {
 	f.events = append(f.events, e)
 }
 
-func (f *fakeBackend) Logs(_ context.Context, req api.LogsRequest) (io.ReadCloser, error) {
+func (f *fakeBackend) Logs(ctx context.Context, req api.LogsRequest) (io.ReadCloser, error) {
 	if f.logs != nil {
-		return f.logs(req)
+		return f.logs(ctx, req)
 	}
 	return io.NopCloser(strings.NewReader("")), nil
 }

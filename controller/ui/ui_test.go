@@ -498,7 +498,7 @@ func TestStreamsBounded(t *testing.T) {
 func TestLogStream(t *testing.T) {
 	u := newTestUI(t, Options{})
 	var got api.LogsRequest
-	u.fake.logs = func(req api.LogsRequest) (io.ReadCloser, error) {
+	u.fake.logs = func(_ context.Context, req api.LogsRequest) (io.ReadCloser, error) {
 		got = req
 		return io.NopCloser(strings.NewReader("line one\r\nline <two>\n")), nil
 	}
@@ -585,4 +585,33 @@ func TestLiveStreamHeartbeat(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 2, pings, "an idle stream gets heartbeats (%v)", sc.Err())
+}
+
+// TestLogStreamEndsWithTheDashboard: a followed log that never ends is
+// cancelled when Run returns, and its stream says so.
+func TestLogStreamEndsWithTheDashboard(t *testing.T) {
+	u := newTestUI(t, Options{})
+	u.fake.logs = func(ctx context.Context, _ api.LogsRequest) (io.ReadCloser, error) {
+		pr, pw := io.Pipe()
+		go func() {
+			_, _ = io.WriteString(pw, "first\n")
+			<-ctx.Done()
+			pw.Close()
+		}()
+		return pr, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	runDone := make(chan error, 1)
+	go func() { runDone <- u.dash.Run(ctx) }()
+	c := u.signIn()
+	req, _ := http.NewRequest(http.MethodGet, u.srv.URL+"/ui/nodes/gw-4/logs?ds=monitoring/exporter", nil)
+	req.AddCookie(c)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	assert.Equal(t, `"first"`, readEvent(t, sc, "line"))
+	cancel()
+	require.NoError(t, <-runDone)
+	assert.Equal(t, `"stopped"`, readEvent(t, sc, "end"))
 }
