@@ -10,7 +10,7 @@ BINARIES     := edgeset-controller edgeset-agent edgesetctl edgeset-sim
 FUZZTIME     ?= 3s
 DATA_DIR     ?= ./data
 
-.PHONY: help build test test-unit fuzz lint bench run cross clean
+.PHONY: help build test test-unit fuzz lint bench run cross clean screenshots
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -68,6 +68,11 @@ run: build ## controller (store in DATA_DIR), simulated fleet (configs/sim/fleet
 	@# would report the interrupt and exit 2 however cleanly they stopped.
 	@if [ -t 0 ]; then exec bash -m -c 'BIN=$(BIN) DATA_DIR=$(DATA_DIR) configs/run-demo.sh'; \
 	else BIN=$(BIN) DATA_DIR=$(DATA_DIR) exec configs/run-demo.sh; fi
+
+screenshots: ## a 1280x800 PNG of each dashboard view into bin/screenshots/ (headless chromium against an in-process controller and simulated fleet)
+	@mkdir -p $(BIN)/screenshots
+	EDGESET_SCREENSHOTS=$(abspath $(BIN))/screenshots $(GO) test -count=1 -run '^TestBrowser$$' ./controller/ui/
+	@ls $(BIN)/screenshots/*.png
 
 cross: ## static agents for linux/amd64, linux/arm64, linux/arm/v7
 	@mkdir -p $(BIN)

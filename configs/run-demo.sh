@@ -167,6 +167,7 @@ fi
 cat <<HINTS
 
 edgeset is running: controller API http://$API_ADDR (token $DATA_DIR/admin.token),
+dashboard http://$API_ADDR/ui/ (sign in with that token),
 embedded MQTT broker tcp://$MQTT_ADDR, logs in $LOGS. In another terminal:
 
   bin/edgesetctl get nodes -o wide

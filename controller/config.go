@@ -15,6 +15,7 @@ import (
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/controller/store"
 	"github.com/edgeset/edgeset/controller/telemetry"
+	"github.com/edgeset/edgeset/controller/ui"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 )
@@ -118,6 +119,8 @@ type Config struct {
 
 	// APIAddr is the HTTP API listener.
 	APIAddr string `mapstructure:"api-addr"`
+	// UIDisabled turns the web dashboard (/ui/ on the API listener) off.
+	UIDisabled bool `mapstructure:"ui-disabled"`
 	// APITLSCert and APITLSKey serve the API over HTTPS.
 	APITLSCert string `mapstructure:"api-tls-cert"`
 	APITLSKey  string `mapstructure:"api-tls-key"`
@@ -154,7 +157,7 @@ type Config struct {
 	// incremental passes that decide only what an event changed.
 	FullPassInterval time.Duration `mapstructure:"full-pass-interval"`
 	// SiteLabel is the node label whose value names a node's site: the
-	// metrics count nodes by it (edgeset_nodes_by_site).
+	// dashboard and the metrics (edgeset_nodes_by_site) group nodes by it.
 	SiteLabel string `mapstructure:"site-label"`
 	// TelemetryHistory is how many reports of each node's telemetry are
 	// kept for `describe node` and the dashboard (0:
@@ -241,8 +244,8 @@ const (
 	DefaultNodeOfflineGrace = 40 * time.Second
 	DefaultRepublishRate    = 5000
 	DefaultFullPassInterval = 5 * time.Minute
-	// DefaultSiteLabel is Kubernetes' well-known zone label.
-	DefaultSiteLabel = "topology.kubernetes.io/zone"
+	// DefaultSiteLabel names a node's site, as edge fleets label them.
+	DefaultSiteLabel = ui.DefaultSiteLabel
 	DefaultMaxEvents = 10000
 	// Event limits per node.
 	DefaultNodeEventRate     = 10

@@ -27,6 +27,7 @@ import (
 	"github.com/edgeset/edgeset/controller/registry"
 	"github.com/edgeset/edgeset/controller/store"
 	"github.com/edgeset/edgeset/controller/telemetry"
+	"github.com/edgeset/edgeset/controller/ui"
 	"github.com/edgeset/edgeset/internal/loglimit"
 )
 
@@ -45,7 +46,8 @@ type Controller struct {
 	events    *eventSink
 	logs      logHub // log streams waiting for chunks
 	telemetry *telemetry.Store
-	health    health // faults that make /readyz fail (health.go)
+	dash      *ui.Dashboard // the web dashboard; nil with ui-disabled
+	health    health        // faults that make /readyz fail (health.go)
 
 	rejectLog *loglimit.Limiter // limits the log lines about malformed messages (rejectlog.go)
 
@@ -126,10 +128,15 @@ func (c *Controller) open() error {
 	if c.natsAuth, err = c.openNATSAuth(); err != nil {
 		return err
 	}
-	c.api.handler = api.New(c, api.Options{
+	opts := api.Options{
 		Token: c.token, Metrics: c.metrics.handler(), Log: c.log,
 		Limits: c.cfg.APILimits(), Observer: apiObserver{c.metrics},
-	})
+	}
+	if !c.cfg.UIDisabled {
+		c.dash = ui.New(c, ui.Options{Token: c.token, SiteLabel: c.cfg.SiteLabel, Log: c.log, Now: c.now})
+		opts.UI = c.dash
+	}
+	c.api.handler = api.New(c, opts)
 	if c.cfg.ExternalAPI {
 		return nil
 	}
@@ -186,6 +193,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		g.Go(func() error { return c.api.run(ctx) })
 	} else {
 		g.Go(func() error { return c.serveAPI(ctx) })
+	}
+	if c.dash != nil {
+		g.Go(func() error { return c.dash.Run(ctx) })
 	}
 	g.Go(func() error { return c.transport.Run(ctx) })
 	g.Go(func() error { return c.reconcileLoop(ctx) })

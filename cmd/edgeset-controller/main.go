@@ -103,6 +103,7 @@ func addFlags(f *pflag.FlagSet) {
 	f.Duration("nats-auth-user-ttl", controller.DefaultNATSAuthUserTTL, "NATS servers close an admitted connection after this, so a revocation takes effect within it (negative: never)")
 	f.String("api-addr", controller.DefaultAPIAddr, "HTTP API listener")
 	f.String("api-tls-cert", "", "serve the API over HTTPS with this certificate")
+	f.Bool("ui-disabled", false, "do not serve the web dashboard (/ui/ on --api-addr)")
 	f.String("api-tls-key", "", "key of --api-tls-cert")
 	f.Duration("api-read-header-timeout", controller.DefaultAPIReadHeaderTimeout, "API: time a client has to send a request's headers")
 	f.Duration("api-read-timeout", controller.DefaultAPIReadTimeout, "API: time a client has to send a whole request, body included")
@@ -117,7 +118,7 @@ func addFlags(f *pflag.FlagSet) {
 	f.Duration("node-offline-grace", controller.DefaultNodeOfflineGrace, "how long a node may be disconnected before it is tainted unreachable")
 	f.Int("republish-rate", controller.DefaultRepublishRate, "desired-state messages per second when republishing the fleet")
 	f.Duration("full-pass-interval", controller.DefaultFullPassInterval, "how often a reconcile pass decides every node and daemonset from scratch (safety net under incremental passes)")
-	f.String("site-label", controller.DefaultSiteLabel, "node label naming a node's site: /metrics counts nodes by its value (edgeset_nodes_by_site)")
+	f.String("site-label", controller.DefaultSiteLabel, "node label naming a node's site: the dashboard and /metrics (edgeset_nodes_by_site) group nodes by its value")
 	f.Int("telemetry-history", telemetry.DefaultLimit, "telemetry reports kept per node for describe node and the dashboard (negative: the latest only)")
 	f.Bool("metrics-per-node", false, "add per-node series to /metrics (edgeset_node_*) for up to 1000 nodes: for small fleets")
 	f.Int("max-events", controller.DefaultMaxEvents, "events kept in the store")
@@ -168,6 +169,9 @@ func run(ctx context.Context, cfg controller.Config, source string, stderr io.Wr
 	}
 	log.Info("edgeset-controller starting", "version", schema.Version, "config", source,
 		"api", scheme+c.APIAddr().String(), "token", cfg.TokenPath(), "data", cfg.DataDir)
+	if !cfg.UIDisabled {
+		log.Info("dashboard", "url", scheme+c.APIAddr().String()+"/ui/")
+	}
 	if addr := c.MQTTAddr(); addr != nil {
 		log.Info("embedded MQTT broker", "addr", addr.String())
 	}

@@ -167,8 +167,11 @@ func connAuthenticated(r *http.Request) bool {
 	return tc.authed
 }
 
-// markAuthenticated marks r's connection as authenticated.
-func markAuthenticated(r *http.Request) {
+// MarkAuthenticated marks r's connection as authenticated, so it no
+// longer counts against Limits.MaxUnauthenticatedConns. A handler mounted
+// before the bearer-token check (Options.UI) calls it once it has
+// authenticated r its own way (a dashboard session).
+func MarkAuthenticated(r *http.Request) {
 	if tc, ok := r.Context().Value(connKey{}).(*trackedConn); ok {
 		tc.authenticated()
 	}

@@ -86,7 +86,7 @@ func (f *Front) authenticate(w http.ResponseWriter, r *http.Request) bool {
 		refuse(w, http.StatusUnauthorized, "missing or wrong bearer token")
 		return false
 	}
-	markAuthenticated(r)
+	MarkAuthenticated(r)
 	return true
 }
 

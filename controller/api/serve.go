@@ -23,6 +23,10 @@ type Options struct {
 	Limits Limits
 	// Observer (may be nil) is told what the server refuses.
 	Observer Observer
+	// UI (may be nil) serves GET / and every path under /ui/, before and
+	// instead of the bearer-token check (the dashboard, controller/ui,
+	// signs its users in with a session of its own).
+	UI http.Handler
 }
 
 // Observer is told what the server refuses; the controller counts it in

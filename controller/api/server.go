@@ -75,6 +75,7 @@ type Server struct {
 	backend Backend
 	metrics http.Handler
 	mux     *http.ServeMux
+	ui      http.Handler // Options.UI; nil for none
 }
 
 // NewServer returns a Server answering requests that carry token as a
@@ -86,7 +87,7 @@ func NewServer(b Backend, token string, metrics http.Handler, log *slog.Logger) 
 
 // New returns a Server as opts describe.
 func New(b Backend, opts Options) *Server {
-	s := &Server{Front: NewFront(opts), backend: b, metrics: opts.Metrics, mux: http.NewServeMux()}
+	s := &Server{Front: NewFront(opts), backend: b, metrics: opts.Metrics, mux: http.NewServeMux(), ui: opts.UI}
 	s.routes()
 	return s
 }
@@ -97,10 +98,23 @@ func New(b Backend, opts Options) *Server {
 // A connection that has not authenticated is not kept alive after a
 // request for those, so it holds no slot of the unauthenticated cap for
 // longer than one request.
+//
+// With Options.UI, GET / and everything under /ui/ go to it before any
+// bearer-token check: the dashboard authenticates with its own session.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.ui != nil && IsUIPath(r.URL.Path) {
+		s.ui.ServeHTTP(w, r)
+		return
+	}
 	if s.Admit(w, r) {
 		s.mux.ServeHTTP(w, r)
 	}
+}
+
+// IsUIPath reports whether path is the dashboard's (Options.UI): GET /
+// and everything under /ui/.
+func IsUIPath(path string) bool {
+	return path == "/" || path == "/ui" || strings.HasPrefix(path, "/ui/")
 }
 
 func (s *Server) routes() {

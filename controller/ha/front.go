@@ -111,6 +111,10 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set(HeaderServedBy, f.id) // unless forwarded, below
+	if api.IsUIPath(r.URL.Path) {
+		f.redirectUI(w, r)
+		return
+	}
 	if !f.gate.Admit(w, r) {
 		return
 	}
@@ -130,6 +134,22 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Del(HeaderServedBy) // the leader's answer names the leader
 	f.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, target)))
+}
+
+// redirectUI sends a browser to the leader's dashboard: the dashboard's
+// sessions and its same-origin checks belong to the controller that
+// serves it, so a standby redirects rather than forwards (a session ends
+// with its leader's term: sign in again after a failover).
+func (f *front) redirectUI(w http.ResponseWriter, r *http.Request) {
+	info, ok := f.leader.Leader()
+	target, err := url.Parse(info.APIURL)
+	if !ok || info.ID == f.id || err != nil || target.Host == "" {
+		w.Header().Set("Retry-After", retryAfter)
+		http.Error(w, "no leader is elected; the dashboard is served by the leader: reload shortly", http.StatusServiceUnavailable)
+		return
+	}
+	target.Path, target.RawQuery = r.URL.Path, r.URL.RawQuery
+	http.Redirect(w, r, target.String(), http.StatusTemporaryRedirect)
 }
 
 // readyz answers ready with the controller's role: the leader's own

@@ -222,3 +222,35 @@ func TestFrontLeading(t *testing.T) {
 	resp = get(t, srv.URL+"/api/v1/nodes", testToken)
 	assert.Equal(t, 503, resp.StatusCode)
 }
+
+// TestFrontRedirectsDashboard: a standby sends a browser to the leader's
+// dashboard, path and query kept, without asking for a bearer token (the
+// dashboard signs in with its own session), and answers 503 while no
+// leader is elected.
+func TestFrontRedirectsDashboard(t *testing.T) {
+	src := &fixedLeader{}
+	_, srv := newTestFront(t, "c2", src)
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+	resp, err := noFollow.Get(srv.URL + "/ui/nodes?page=2")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Equal(t, retryAfter, resp.Header.Get("Retry-After"))
+
+	src.set(leader.Info{ID: "c1", APIURL: "http://10.0.0.1:8080"}, true)
+	for path, want := range map[string]string{
+		"/ui/nodes?page=2": "http://10.0.0.1:8080/ui/nodes?page=2",
+		"/":                "http://10.0.0.1:8080/",
+	} {
+		resp, err := noFollow.Get(srv.URL + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusTemporaryRedirect, resp.StatusCode, path)
+		assert.Equal(t, want, resp.Header.Get("Location"), path)
+	}
+	resp, err = noFollow.Get(srv.URL + "/api/v1/nodes")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the API still needs its token on a standby")
+}
