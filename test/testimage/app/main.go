@@ -19,6 +19,7 @@
 //	app cat FILE              print FILE (e.g. /proc/self/status), then run until SIGTERM
 //	app pwd                   print the working directory; exit 0, or 1 if it cannot
 //	app oom                   allocate memory until the kernel kills the process
+//	app spin MIB              hold MIB mebibytes and keep one CPU busy (five minutes at most)
 //
 // Every mode but ignore-term exits 0 promptly on SIGTERM: as PID 1 the
 // process would otherwise never see the signal.
@@ -30,6 +31,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -93,6 +95,8 @@ func run(mode string, args []string) int {
 		return pwd()
 	case "oom":
 		oom()
+	case "spin":
+		return spin(args)
 	}
 	fmt.Fprintf(os.Stderr, "app: unknown mode %q\n", mode)
 	return 2
@@ -202,6 +206,31 @@ func pwd() int {
 
 // oom touches ever more memory, so a memory limit ends it by the OOM
 // killer; without one it stops at 4 GiB.
+// spin handles "spin MIB": it holds MIB mebibytes, touched, and keeps
+// one CPU busy for at most five minutes (telemetry tests measure both),
+// then sleeps.
+func spin(args []string) int {
+	mib := 0
+	if len(args) > 0 {
+		if _, err := fmt.Sscan(args[0], &mib); err != nil || mib < 0 {
+			fmt.Fprintf(os.Stderr, "app: spin %q: want a number of MiB\n", args[0])
+			return 2
+		}
+	}
+	held := make([]byte, max(mib<<20, 1))
+	for i := range held {
+		held[i] = 1
+	}
+	fmt.Printf("app: spinning with %d MiB\n", mib)
+	deadline := time.Now().Add(5 * time.Minute)
+	for n := 0; time.Now().Before(deadline); n++ {
+		held[n%len(held)]++
+	}
+	block()
+	runtime.KeepAlive(held)
+	return 0
+}
+
 func oom() {
 	fmt.Println("app: allocating")
 	var held [][]byte
