@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"runtime"
@@ -339,5 +340,20 @@ func (f *scaleFleet) reportReady(nodes <-chan string, done <-chan struct{}) {
 		}
 		p, _ := schema.Encode(obs)
 		f.tc.handleMessage(schema.NodeTopic(node, schema.TopicObserved), p)
+	}
+}
+
+// BenchmarkListNodes is what the dashboard's node table reads when its
+// snapshot is stale: ListNodes of a settled fleet of EDGESET_BENCH_NODES
+// nodes x 20 daemonsets (make bench-controller sizes), ms per call.
+func BenchmarkListNodes(b *testing.B) {
+	f := newScaleFleet(b, benchNodes(100_000))
+	ctx := context.Background()
+	b.ResetTimer()
+	for b.Loop() {
+		nodes, err := f.tc.ListNodes(ctx)
+		if err != nil || len(nodes) != f.n {
+			b.Fatalf("ListNodes: %d nodes, %v; want %d", len(nodes), err, f.n)
+		}
 	}
 }

@@ -195,22 +195,55 @@ func (s *nodeSnapshot) sortedBy(key string) []*api.Node {
 }
 
 // nodeIndex caches the latest nodeSnapshot for maxAge, so that paging
-// through 100,000 nodes neither lists nor sorts them on every request.
-// The dashboard's own node actions drop it at once.
+// through 100,000 nodes neither lists nor sorts them on every request
+// (listing them alone takes a quarter of a second at that size). A page
+// served after maxAge gets the snapshot it has, and the dashboard's Run
+// reads a new one for the next (stale): only the first page, a page after
+// the dashboard's own node actions (which drop the snapshot) and one
+// after staleLimit wait for a listing.
 type nodeIndex struct {
 	maxAge time.Duration
 	now    func() time.Time
+	stale  chan struct{} // a page was served an old snapshot
 
 	mu   sync.Mutex // guards snap; held while a new one is read
 	snap *nodeSnapshot
 }
 
+// staleLimit bounds, in units of maxAge, how old a snapshot a page may
+// be served without waiting: with no Run reading new ones, pages read
+// their own.
+const staleLimit = 10
+
 func newNodeIndex(maxAge time.Duration, now func() time.Time) *nodeIndex {
-	return &nodeIndex{maxAge: maxAge, now: now}
+	return &nodeIndex{maxAge: maxAge, now: now, stale: make(chan struct{}, 1)}
 }
 
-// get returns a snapshot at most maxAge old, reading a new one if needed.
+// get returns a snapshot for a page: the cached one while it is at most
+// maxAge old, an older one (asking Run for a new one) up to staleLimit,
+// else a new one.
 func (x *nodeIndex) get(ctx context.Context, b Backend) (*nodeSnapshot, error) {
+	x.mu.Lock()
+	snap := x.snap
+	x.mu.Unlock()
+	if snap != nil {
+		age := x.now().Sub(snap.at)
+		if age >= 0 && age < x.maxAge {
+			return snap, nil
+		}
+		if age >= 0 && age < staleLimit*x.maxAge {
+			select {
+			case x.stale <- struct{}{}:
+			default:
+			}
+			return snap, nil
+		}
+	}
+	return x.fresh(ctx, b)
+}
+
+// fresh returns a snapshot at most maxAge old, reading a new one if needed.
+func (x *nodeIndex) fresh(ctx context.Context, b Backend) (*nodeSnapshot, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	now := x.now()

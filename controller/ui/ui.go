@@ -185,6 +185,10 @@ func (d *Dashboard) Run(ctx context.Context) error {
 			return nil
 		case <-refresh.C:
 		case <-d.live.kick: // a stream opened: give it fresh counts
+		case <-d.nodes.stale: // a page was served an old node snapshot
+			if _, err := d.nodes.fresh(ctx, d.b); err != nil {
+				d.opts.Log.Debug("dashboard: list nodes", "err", err)
+			}
 		}
 	}
 }
@@ -204,7 +208,7 @@ func (d *Dashboard) refresh(ctx context.Context, now time.Time, sample bool) {
 	if d.live.watchers() == 0 {
 		return
 	}
-	snap, err := d.nodes.get(ctx, d.b)
+	snap, err := d.nodes.fresh(ctx, d.b)
 	if err != nil {
 		return
 	}
