@@ -301,7 +301,7 @@ func (c *Controller) DeleteNode(ctx context.Context, name string) error {
 	if err := c.publish(ctx, m.Topic, m.Payload, true); err != nil {
 		c.log.Warn("publish empty desired state of deleted node; republished on reconnection", "node", name, "err", err)
 	}
-	for _, kind := range []string{schema.TopicStatus, schema.TopicOnline, schema.TopicObserved} {
+	for _, kind := range []string{schema.TopicStatus, schema.TopicOnline, schema.TopicObserved, schema.TopicTelemetry} {
 		_ = c.publish(ctx, schema.NodeTopic(name, kind), nil, true)
 	}
 	c.events.add(nodeObject(name), schema.EventNormal, "Deleted", "node deleted; its daemons are being removed")

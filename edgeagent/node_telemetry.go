@@ -38,5 +38,5 @@ func (n *Node) publishTelemetry(ctx context.Context) error {
 	if last != nil && !TelemetryChanged(*last, m) && m.Time.Sub(last.Time) < n.opts.TelemetryMaxInterval {
 		return nil
 	}
-	return n.publishKind(ctx, schema.TopicTelemetry, m, false, func() { n.lastTelemetry = &m })
+	return n.publishKind(ctx, schema.TopicTelemetry, m, true, func() { n.lastTelemetry = &m })
 }

@@ -17,12 +17,13 @@ import (
 )
 
 // Telemetry defaults: a device is measured every DefaultTelemetryInterval
-// and reports only a meaningful change (Telemetry.Changed), or at least
-// every DefaultTelemetryMaxInterval so the controller knows its figures
-// are current.
+// and reports only a meaningful change (TelemetryChanged), or at least
+// every DefaultTelemetryMaxInterval so the dashboard's "reported ago"
+// stays recent. The message is retained, so a restarted controller has
+// every node's last report without asking for it again.
 const (
 	DefaultTelemetryInterval    = 30 * time.Second
-	DefaultTelemetryMaxInterval = 30 * time.Minute
+	DefaultTelemetryMaxInterval = 6 * time.Hour
 )
 
 // TelemetryFunc measures the device; Node fills in the schema version and

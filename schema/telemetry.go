@@ -20,7 +20,7 @@ const (
 )
 
 // Telemetry is a device's resource usage, published on TopicTelemetry
-// (not retained) when it changed meaningfully, and at least every
+// (retained) when it changed meaningfully, and at least every
 // telemetry-max-interval. It is informational: nothing is decided on it,
 // so a lost message costs nothing but a point of a plot.
 type Telemetry struct {

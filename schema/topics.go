@@ -12,7 +12,7 @@ const (
 	TopicDesired  = "desired"  // controller to agent, retained: DesiredState
 	TopicObserved = "observed" // agent to controller, retained: ObservedState
 	TopicEvents   = "events"   // agent to controller, not retained: NodeEvent
-	// TopicTelemetry: agent to controller, not retained: Telemetry.
+	// TopicTelemetry: agent to controller, retained: Telemetry.
 	TopicTelemetry = "telemetry"
 
 	TopicLogsRequest  = "logs/request"  // controller to agent, not retained: LogRequest
