@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -124,8 +125,22 @@ func startFleet(t *testing.T) *fleet {
 	return fl
 }
 
+// swingingTelemetry reports a load that changes meaningfully at every
+// measure, so the agent publishes each one and the node's plots fill.
+func swingingTelemetry() edgeagent.TelemetryFunc {
+	var n atomic.Int64
+	return func(context.Context) schema.Telemetry {
+		k := n.Add(1)
+		temp := 40 + float64(k%5)*4
+		return schema.Telemetry{Time: time.Now().UTC(), Load1: float64(k%4) * 0.9, CPUs: 4,
+			MemoryTotalBytes: 4 << 30, MemoryAvailableBytes: int64(2+k%2) << 30, UptimeSeconds: 3600 + k,
+			Disks:              []schema.DiskUsage{{Name: schema.DiskData, Path: "/var/lib/edgeset", SizeBytes: 32 << 30, FreeBytes: 20 << 30}},
+			TemperatureCelsius: &temp}
+	}
+}
+
 // startLogger is an agent whose fake runtime answers log requests with
-// three lines naming the container.
+// three lines naming the container, and reports telemetry.
 func startLogger(t *testing.T, broker string, tokens sim.TokenFunc) *edgeagent.Node {
 	t.Helper()
 	rt := fake.New()
@@ -148,6 +163,8 @@ func startLogger(t *testing.T, broker string, tokens sim.TokenFunc) *edgeagent.N
 				Conditions: []schema.NodeCondition{{Type: schema.NodeReady, Status: schema.ConditionTrue}},
 				Info:       schema.NodeInfo{AgentVersion: schema.Version}}
 		},
+		Telemetry:         swingingTelemetry(),
+		TelemetryInterval: 1100 * time.Millisecond, // the controller keeps at most a point a second
 	}, rt)
 	if err != nil {
 		t.Fatal(err)
@@ -348,6 +365,11 @@ func TestBrowser(t *testing.T) {
 			chromedp.Text(`#instances`, &instances, chromedp.ByID))
 		if !strings.Contains(instances, "default/logdemo") || !strings.Contains(instances, "Running") {
 			t.Errorf("node page instances %q, want default/logdemo Running", instances)
+		}
+		var telemetry string
+		b.run(t, "read the telemetry", chromedp.Text(`#telemetry`, &telemetry, chromedp.ByID))
+		if !strings.Contains(telemetry, "(4 CPUs)") || !strings.Contains(telemetry, "available of 4.0 GiB") {
+			t.Errorf("node page telemetry %q, want the agent's report", telemetry)
 		}
 		b.run(t, "follow the logs", chromedp.Click(`#log-follow`, chromedp.ByID),
 			chromedp.Poll(`document.getElementById("log").textContent.includes("line 3")`, nil, chromedp.WithPollingTimeout(20*time.Second)),
