@@ -139,15 +139,24 @@ type haEnv struct {
 	proxy     *etcdtest.Proxy
 	brokerURL string
 	secret    []byte
+	// extraArgs are given to every controller (a NATS cluster's callout).
+	extraArgs []string
 }
 
+// newHAEnv is an HA environment on Mosquitto.
 func newHAEnv(t *testing.T, nodes int) *haEnv {
+	url, secret := startExternalBroker(t, nodes)
+	return newHAEnvOn(t, url, secret)
+}
+
+// newHAEnvOn is an HA environment on the broker at brokerURL (a
+// comma-separated list), whose fleet secret is secret.
+func newHAEnvOn(t *testing.T, brokerURL string, secret []byte, extraArgs ...string) *haEnv {
 	bin := filepath.Join(t.TempDir(), "edgeset-controller")
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/edgeset/edgeset/cmd/edgeset-controller").CombinedOutput()
 	require.NoError(t, err, "go build edgeset-controller: %s", out)
-	e := &haEnv{t: t, bin: bin, etcd: etcdtest.Start(t)}
+	e := &haEnv{t: t, bin: bin, etcd: etcdtest.Start(t), brokerURL: brokerURL, secret: secret, extraArgs: extraArgs}
 	e.proxy = etcdtest.NewProxy(t, e.etcd.Endpoint())
-	e.brokerURL, e.secret = startExternalBroker(t, nodes)
 	return e
 }
 
@@ -183,6 +192,7 @@ func (e *haEnv) controller(id string, founder bool) *haProc {
 		"--controller-id", id, "--api-addr", p.apiAddr, "--data-dir", dir, "--broker-url", e.brokerURL,
 		"--leader-lease-ttl", haLeaseTTL.String(), "--node-offline-grace", grace.String(),
 		"--broker-settle-interval", "2s", "--log-level", "debug"}
+	p.args = append(p.args, e.extraArgs...)
 	e.t.Cleanup(func() {
 		p.kill()
 		if e.t.Failed() {
