@@ -34,6 +34,15 @@ type NodeOptions struct {
 	Status StatusFunc
 	// StatusInterval: zero means DefaultStatusInterval.
 	StatusInterval time.Duration
+	// SubscribeAtMostOnce subscribes to the node's topics (desired state,
+	// revisions, config objects, log requests) at QoS 0 instead of 1.
+	// Every one of them is retained state (log requests excepted: a lost
+	// one ends in its requester's timeout), sessions are clean, and every
+	// reconnection subscribes again and receives the retained messages,
+	// so QoS 1 adds no delivery guarantee across a lost connection; on a
+	// NATS cluster it costs a replicated JetStream consumer per
+	// subscription (docs/scale-out.md).
+	SubscribeAtMostOnce bool
 }
 
 // Node is an agent connected to a broker: it announces the node (presence
@@ -85,20 +94,31 @@ func NewNode(opts NodeOptions, rt Runtime) (*Node, error) {
 	if n.client, err = mqttclient.New(m); err != nil {
 		return nil, fmt.Errorf("node %s: %w", name, err)
 	}
-	if n.agent, err = New(opts.Agent, rt, clientConn{n.client}); err != nil {
+	if n.agent, err = New(opts.Agent, rt, clientConn{n.client, n.subscribeQoS()}); err != nil {
 		return nil, err
 	}
-	n.logs = NewLogServer(LogServerOptions{NodeName: name, Runtime: rt, Conn: clientConn{n.client}, Logger: n.log,
+	n.logs = NewLogServer(LogServerOptions{NodeName: name, Runtime: rt, Conn: clientConn{n.client, n.subscribeQoS()}, Logger: n.log,
 		PreviousRunSince: n.agent.PreviousRunSince})
 	return n, nil
 }
 
 // clientConn adapts the broker client to the agent's Conn: subscriptions at
-// QoS 1, remembered by the client across reconnections.
-type clientConn struct{ *mqttclient.Client }
+// qos, remembered by the client across reconnections.
+type clientConn struct {
+	*mqttclient.Client
+	qos byte
+}
 
 func (c clientConn) Subscribe(ctx context.Context, filter string) error {
-	return c.Client.Subscribe(ctx, mqttclient.Subscription{Filter: filter, QoS: 1})
+	return c.Client.Subscribe(ctx, mqttclient.Subscription{Filter: filter, QoS: c.qos})
+}
+
+// subscribeQoS is the QoS of every subscription the node makes.
+func (n *Node) subscribeQoS() byte {
+	if n.opts.SubscribeAtMostOnce {
+		return 0
+	}
+	return 1
 }
 
 // Agent returns the node's agent.
@@ -198,7 +218,7 @@ func (n *Node) announce(ctx context.Context, session int64) error {
 	if err := n.agent.Report(ctx); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	if err := n.client.Subscribe(ctx, mqttclient.Subscription{Filter: n.logs.Topic(), QoS: 1}); err != nil {
+	if err := n.client.Subscribe(ctx, mqttclient.Subscription{Filter: n.logs.Topic(), QoS: n.subscribeQoS()}); err != nil {
 		return fmt.Errorf("subscribe %s: %w", n.logs.Topic(), err)
 	}
 	return nil

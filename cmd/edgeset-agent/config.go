@@ -24,6 +24,7 @@ const (
 	defaultRuntime        = "docker"
 	defaultKeepAlive      = mqttclient.DefaultKeepAlive
 	defaultStatusInterval = edgeagent.DefaultStatusInterval
+	defaultSubscribeQoS   = 1
 )
 
 // fileConfig is what a config file, the environment and the flags set; one
@@ -41,6 +42,8 @@ type fileConfig struct {
 	CertFile   string        `mapstructure:"cert-file"`
 	KeyFile    string        `mapstructure:"key-file"`
 	KeepAlive  time.Duration `mapstructure:"keepalive"`
+
+	SubscribeQoS int `mapstructure:"subscribe-qos"`
 
 	DataDir    string `mapstructure:"data-dir"`
 	Runtime    string `mapstructure:"runtime"`
@@ -89,6 +92,7 @@ func addFlags(f *pflag.FlagSet) {
 	f.String("cert-file", "", "client certificate for mutual TLS (with --key-file)")
 	f.String("key-file", "", "key of --cert-file")
 	f.Duration("keepalive", defaultKeepAlive, "MQTT keepalive; the broker declares the node offline after 1.5 times this")
+	f.Int("subscribe-qos", defaultSubscribeQoS, "QoS of the node's subscriptions (desired state, revisions, config objects, log requests): 0 or 1; 0 on a NATS cluster, where each QoS 1 subscription is a replicated JetStream consumer (docs/scale-out.md)")
 	f.String("data-dir", defaultDataDir, "directory of the local state (agent.db); its filesystem is watched for DiskPressure")
 	f.String("runtime", defaultRuntime, "container runtime: docker, or fake (in memory, for trials)")
 	f.String("docker-host", "", "Docker engine address (default: DOCKER_HOST or the local socket)")
@@ -186,7 +190,8 @@ func (fc fileConfig) resolve(hostname func() (string, error)) (settings, error) 
 			BrokerURLs: brokers, Password: token, KeepAlive: fc.KeepAlive,
 			CAFile: fc.CAFile, CertFile: fc.CertFile, KeyFile: fc.KeyFile,
 		},
-		StatusInterval: fc.StatusInterval,
+		StatusInterval:      fc.StatusInterval,
+		SubscribeAtMostOnce: fc.SubscribeQoS == 0,
 	}
 	return s, nil
 }
@@ -205,6 +210,9 @@ func (fc fileConfig) checkChoices() error {
 	}
 	if fc.KeepAlive < time.Second {
 		errs = append(errs, fmt.Errorf("keepalive: %s is below the 1s MQTT resolution", fc.KeepAlive))
+	}
+	if fc.SubscribeQoS != 0 && fc.SubscribeQoS != 1 {
+		errs = append(errs, fmt.Errorf("subscribe-qos: %d is not 0 or 1", fc.SubscribeQoS))
 	}
 	if fc.StatusInterval < time.Second {
 		errs = append(errs, fmt.Errorf("status-interval: %s is below 1s", fc.StatusInterval))

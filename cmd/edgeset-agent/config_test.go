@@ -170,6 +170,7 @@ func TestResolveErrors(t *testing.T) {
 		{name: "empty token file", edit: func(fc *fileConfig) { fc.Token, fc.TokenFile = "", emptyFile }, wantIn: []string{"token-file", "empty"}},
 		{name: "runtime", edit: func(fc *fileConfig) { fc.Runtime = "podman" }, wantIn: []string{`runtime: "podman"`}},
 		{name: "keepalive", edit: func(fc *fileConfig) { fc.KeepAlive = 10 * time.Millisecond }, wantIn: []string{"keepalive"}},
+		{name: "subscribe qos", edit: func(fc *fileConfig) { fc.SubscribeQoS = 2 }, wantIn: []string{"subscribe-qos: 2 is not 0 or 1"}},
 		{name: "cert without key", edit: func(fc *fileConfig) { fc.CertFile = "c.pem" }, wantIn: []string{"cert-file, key-file"}},
 		{name: "bad quantity", edit: func(fc *fileConfig) { fc.MemoryMinAvailable = "lots" }, wantIn: []string{"memory-min-available"}},
 		{name: "registry password without user", edit: func(fc *fileConfig) { fc.RegistryPassword = "p" }, wantIn: []string{"registry-username"}},
@@ -192,6 +193,20 @@ func TestResolveErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBrokerDeliverySettings: subscribe-qos reaches the node's options,
+// 1 by default.
+func TestBrokerDeliverySettings(t *testing.T) {
+	s, err := validConfig(t).resolve(os.Hostname)
+	require.NoError(t, err)
+	require.False(t, s.node.SubscribeAtMostOnce, "QoS 1 by default")
+
+	fc, err := parseCmd(t, "--token", "t", "--node-name", "gw-1", "--subscribe-qos", "0")
+	require.NoError(t, err)
+	s, err = fc.resolve(os.Hostname)
+	require.NoError(t, err)
+	require.True(t, s.node.SubscribeAtMostOnce)
 }
 
 func TestResolveSettings(t *testing.T) {
