@@ -158,3 +158,34 @@ func watchPresence(t *testing.T, url, node string) func() []schema.Presence {
 		return append([]schema.Presence(nil), got...)
 	}
 }
+
+// TestPresenceAnnouncedAgainOnceSettled: a late will of the connection the
+// node replaced (here published by hand, of an older session, as a broker
+// cluster's member does when it learns of the takeover late) overwrites
+// the node's retained online message; SettleInterval after connecting, the
+// node announces the session it holds online again, so the retained
+// presence a restarted controller reads is right.
+func TestPresenceAnnouncedAgainOnceSettled(t *testing.T) {
+	b := startBrokerNode(t)
+	node, err := edgeagent.NewNode(edgeagent.NodeOptions{
+		Agent: edgeagent.Config{NodeName: testNode, Ephemeral: true, Logger: slog.New(slog.DiscardHandler)},
+		MQTT: mqttclient.Options{BrokerURLs: []string{b.url}, FirstConnectJitter: -1,
+			Backoff: mqttclient.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}},
+		SettleInterval: 2 * time.Second,
+	}, fake.New())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- node.Run(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+
+	online := b.waitPresence(t, testNode, true, 0)
+	late := schema.Presence{SchemaVersion: schema.WireVersion, Node: testNode, Online: false, Session: online.Session - 1}
+	payload, err := schema.Encode(late)
+	require.NoError(t, err)
+	require.NoError(t, b.srv.Publish(schema.NodeTopic(testNode, schema.TopicOnline), payload, true, 1))
+	require.False(t, b.waitPresence(t, testNode, false, 0).Online)
+
+	again := b.waitPresence(t, testNode, true, 0)
+	require.Equal(t, online.Session, again.Session, "the same connection announced again")
+}

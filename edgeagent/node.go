@@ -19,6 +19,10 @@ import (
 // publishes only when the status changed.
 const DefaultStatusInterval = 30 * time.Second
 
+// DefaultSettleInterval is how long after each connection a Node announces
+// its presence again (NodeOptions.SettleInterval).
+const DefaultSettleInterval = 10 * time.Second
+
 // StatusFunc returns the node's current status (labels, taints, measured
 // conditions, capacity). Node fills in the schema version and node name.
 type StatusFunc func(ctx context.Context) schema.NodeStatus
@@ -43,6 +47,12 @@ type NodeOptions struct {
 	// NATS cluster it costs a replicated JetStream consumer per
 	// subscription (docs/scale-out.md).
 	SubscribeAtMostOnce bool
+	// SettleInterval is how long after each connection the node publishes
+	// its online presence again, once: a clustered broker may publish the
+	// will of the connection it replaced, or store the retained online
+	// message, late or not at all (docs/protocol.md, "Broker failover").
+	// Zero means DefaultSettleInterval; negative never.
+	SettleInterval time.Duration
 }
 
 // Node is an agent connected to a broker: it announces the node (presence
@@ -64,6 +74,9 @@ type Node struct {
 func NewNode(opts NodeOptions, rt Runtime) (*Node, error) {
 	if opts.StatusInterval == 0 {
 		opts.StatusInterval = DefaultStatusInterval
+	}
+	if opts.SettleInterval == 0 {
+		opts.SettleInterval = DefaultSettleInterval
 	}
 	if opts.Status == nil {
 		opts.Status = func(context.Context) schema.NodeStatus { return schema.NodeStatus{} }
@@ -179,7 +192,8 @@ func (n *Node) handle(topic string, payload []byte) {
 // subscribe and report. A step that fails (a publish timing out on a busy
 // broker) is retried with backoff for as long as this connection lasts:
 // giving up would leave the node connected but announced offline by the
-// will of its previous connection, and deaf to its desired state.
+// will of its previous connection, and deaf to its desired state. Once the
+// connection has settled it announces its presence again (settle).
 func (n *Node) onConnect(ctx context.Context) {
 	n.mu.Lock()
 	session := n.session
@@ -189,6 +203,7 @@ func (n *Node) onConnect(ctx context.Context) {
 	for {
 		err := n.announce(ctx, session)
 		if err == nil {
+			n.settle(ctx, session)
 			return
 		}
 		n.log.Warn("announce after connect; retrying", "err", err, "in", delay)
@@ -222,6 +237,33 @@ func (n *Node) announce(ctx context.Context, session int64) error {
 		return fmt.Errorf("subscribe %s: %w", n.logs.Topic(), err)
 	}
 	return nil
+}
+
+// settle publishes the online presence of session again SettleInterval
+// after the connection was made, unless the connection ends first. On a
+// broker cluster the will of the connection this one replaced can come
+// after the first online: the member that held it publishes it when it
+// learns of the takeover or notices the loss, and a member under load (or
+// one whose stream leader just died) notices late; its retained offline
+// then outlives the node's online, and a controller that reads it (at its
+// restart, or live when it never saw that session online) holds a
+// connected node offline. A retained online can also be lost outright:
+// nats-server acknowledges a QoS 1 publish even when storing it as
+// retained failed. The second publish repairs both; the controller sees
+// the same session online again, which changes nothing there.
+func (n *Node) settle(ctx context.Context, session int64) {
+	if n.opts.SettleInterval < 0 {
+		return
+	}
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(n.opts.SettleInterval):
+	}
+	p := n.presence(true, session)
+	if err := n.client.Publish(ctx, p.Topic, p.Payload, true); err != nil && ctx.Err() == nil {
+		n.log.Warn("announce presence again after the connection settled", "err", err)
+	}
 }
 
 func (n *Node) onConnectionLost(err error) {
