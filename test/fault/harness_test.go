@@ -261,6 +261,10 @@ type agentOptions struct {
 	startLatency time.Duration
 	// crashImage, when set, crash-loops every container of that image.
 	crashImage string
+	// subscribeAtMostOnce subscribes at QoS 0 (a NATS cluster's setting).
+	subscribeAtMostOnce bool
+	// settle is the agents' SettleInterval (zero: the default).
+	settle time.Duration
 }
 
 // agent is one device: an edgeagent.Node with a persistent data directory,
@@ -283,11 +287,12 @@ type agent struct {
 type fleet struct {
 	t      *testing.T
 	ctl    *controllerProc
+	opts   agentOptions
 	agents []*agent
 }
 
 func startFleet(t *testing.T, ctl *controllerProc, n int, opts agentOptions) *fleet {
-	f := &fleet{t: t, ctl: ctl}
+	f := &fleet{t: t, ctl: ctl, opts: opts}
 	for i := range n {
 		a := &agent{name: nodeName(i), dir: t.TempDir(), rt: fake.New(), link: sim.NewLink(nil)}
 		a.rt.StartLatency = opts.startLatency
@@ -333,6 +338,8 @@ func (f *fleet) startAgent(a *agent) {
 			return schema.NodeStatus{Labels: map[string]string{"role": "gateway"},
 				Conditions: []schema.NodeCondition{{Type: schema.NodeReady, Status: schema.ConditionTrue}}}
 		},
+		SubscribeAtMostOnce: f.opts.subscribeAtMostOnce,
+		SettleInterval:      f.opts.settle,
 	}, a.rt)
 	require.NoError(f.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
