@@ -189,3 +189,46 @@ func TestPresenceAnnouncedAgainOnceSettled(t *testing.T) {
 	again := b.waitPresence(t, testNode, true, 0)
 	require.Equal(t, online.Session, again.Session, "the same connection announced again")
 }
+
+// TestPresenceAnnouncedAgainForRepublishedDesiredState: when the
+// controller republishes the desired state the node runs (it does on each
+// of its connections, after a restart too), the node announces its
+// presence again: a retained offline left by a broker cluster (a late will
+// of another session, published here by hand) is replaced while the node
+// keeps its connection, whatever the age of that connection.
+func TestPresenceAnnouncedAgainForRepublishedDesiredState(t *testing.T) {
+	b := startBrokerNode(t)
+	node, err := edgeagent.NewNode(edgeagent.NodeOptions{
+		Agent: edgeagent.Config{NodeName: testNode, Ephemeral: true, Logger: slog.New(slog.DiscardHandler)},
+		MQTT: mqttclient.Options{BrokerURLs: []string{b.url}, FirstConnectJitter: -1,
+			Backoff: mqttclient.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}},
+		SettleInterval: -1,
+	}, fake.New())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- node.Run(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+
+	online := b.waitPresence(t, testNode, true, 0)
+	desired, err := schema.Encode(schema.DesiredState{SchemaVersion: schema.WireVersion, Node: testNode, Generation: 1})
+	require.NoError(t, err)
+	desiredTopic := schema.NodeTopic(testNode, schema.TopicDesired)
+	require.NoError(t, b.srv.Publish(desiredTopic, desired, true, 1))
+	checkfor.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if obs, ok := node.Agent().Observed(); !ok || obs.ObservedGeneration != 1 {
+			return errors.New("desired state not applied yet")
+		}
+		return nil
+	})
+
+	late, err := schema.Encode(schema.Presence{SchemaVersion: schema.WireVersion, Node: testNode, Online: false, Session: online.Session - 1})
+	require.NoError(t, err)
+	require.NoError(t, b.srv.Publish(schema.NodeTopic(testNode, schema.TopicOnline), late, true, 1))
+	require.False(t, b.waitPresence(t, testNode, false, 0).Online)
+
+	require.NoError(t, b.srv.Publish(desiredTopic, desired, true, 1))
+	again := b.waitPresence(t, testNode, true, 0)
+	require.Equal(t, online.Session, again.Session, "the same connection announced again")
+	require.Equal(t, uint64(1), node.Client().Stats().Connects)
+}

@@ -107,7 +107,9 @@ func NewNode(opts NodeOptions, rt Runtime) (*Node, error) {
 	if n.client, err = mqttclient.New(m); err != nil {
 		return nil, fmt.Errorf("node %s: %w", name, err)
 	}
-	if n.agent, err = New(opts.Agent, rt, clientConn{n.client, n.subscribeQoS()}); err != nil {
+	agentCfg := opts.Agent
+	agentCfg.republished = n.announcePresence
+	if n.agent, err = New(agentCfg, rt, clientConn{n.client, n.subscribeQoS()}); err != nil {
 		return nil, err
 	}
 	n.logs = NewLogServer(LogServerOptions{NodeName: name, Runtime: rt, Conn: clientConn{n.client, n.subscribeQoS()}, Logger: n.log,
@@ -263,6 +265,24 @@ func (n *Node) settle(ctx context.Context, session int64) {
 	p := n.presence(true, session)
 	if err := n.client.Publish(ctx, p.Topic, p.Payload, true); err != nil && ctx.Err() == nil {
 		n.log.Warn("announce presence again after the connection settled", "err", err)
+	}
+}
+
+// announcePresence publishes the online presence of the connection held
+// now, if any; the agent calls it when the controller republished its
+// desired state (Agent.reportAgain).
+func (n *Node) announcePresence(ctx context.Context) {
+	if !n.client.Connected() {
+		return
+	}
+	n.mu.Lock()
+	session := n.session
+	n.mu.Unlock()
+	p := n.presence(true, session)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := n.client.Publish(ctx, p.Topic, p.Payload, true); err != nil {
+		n.log.Debug("presence not republished", "err", err)
 	}
 }
 

@@ -39,6 +39,8 @@ const (
 	envGrace = "EDGESET_FAULT_CONTROLLER_GRACE"
 	envNodes = "EDGESET_FAULT_NODES"
 	envLog   = "EDGESET_TEST_LOG"
+	// envAgentLog logs the agents' warnings.
+	envAgentLog = "EDGESET_TEST_AGENT_LOG"
 	// envBrokerURL and envBrokerPW point the controller at an external
 	// broker (with its password file) instead of its embedded one.
 	envBrokerURL = "EDGESET_FAULT_CONTROLLER_BROKER_URL"
@@ -322,7 +324,7 @@ func (f *fleet) startAgent(a *agent) {
 	f.t.Helper()
 	node, err := edgeagent.NewNode(edgeagent.NodeOptions{
 		Agent: edgeagent.Config{
-			NodeName: a.name, DataDir: a.dir, Logger: slog.New(slog.DiscardHandler),
+			NodeName: a.name, DataDir: a.dir, Logger: agentLogger(),
 			ResyncInterval: 500 * time.Millisecond,
 			RestartBackoff: edgeagent.Backoff{Initial: 100 * time.Millisecond, Max: time.Second, ResetAfter: time.Minute},
 			EventsRetry:    edgeagent.Backoff{Initial: 100 * time.Millisecond, Max: time.Second, ResetAfter: time.Minute},
@@ -348,6 +350,16 @@ func (f *fleet) startAgent(a *agent) {
 	a.mu.Lock()
 	a.node, a.cancel, a.done, a.alive = node, cancel, done, true
 	a.mu.Unlock()
+}
+
+// agentLogger is the agents' logger: their warnings on stderr with
+// EDGESET_TEST_AGENT_LOG=1, nothing otherwise (a fleet's lines would
+// drown everything else).
+func agentLogger() *slog.Logger {
+	if os.Getenv(envAgentLog) == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // stopAgent stops a's Node (not its runtime: containers keep running).
@@ -532,8 +544,24 @@ func (f *fleet) dump(want string) {
 				f.t.Logf("%s: instance %+v", a.name, in)
 			}
 		}
-		if node, err := f.ctl.api.GetNode(ctx, a.name); err == nil {
-			f.t.Logf("%s: online %v, desired generation %d, observed generation %d", a.name, node.Online, node.DesiredGeneration, node.ObservedGeneration)
+		f.logNode(ctx, a.name)
+	}
+	// Nodes whose runtime is right but whose instance the controller does
+	// not count as ready on want (a rollout that does not complete).
+	logged := 0
+	for _, in := range ds.Instances {
+		if in.Revision == want && in.Ready && in.Online || logged == 20 {
+			continue
 		}
+		logged++
+		f.t.Logf("%s: instance %+v", in.Node, in)
+		f.logNode(ctx, in.Node)
+	}
+}
+
+// logNode logs what the controller knows of node's presence and generations.
+func (f *fleet) logNode(ctx context.Context, name string) {
+	if node, err := f.ctl.api.GetNode(ctx, name); err == nil {
+		f.t.Logf("%s: online %v, desired generation %d, observed generation %d", name, node.Online, node.DesiredGeneration, node.ObservedGeneration)
 	}
 }
