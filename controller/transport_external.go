@@ -28,7 +28,6 @@ type externalTransport struct {
 	urls           []string      // broker-url: the broker's nodes
 	dropTopic      string        // the broker's drop counter topic; "" when off
 	resyncInterval time.Duration // the periodic re-read; 0 or less for none
-	qos            byte          // of the node subscriptions (subscribeQoS)
 	settle         time.Duration // the re-read after each connection; 0 or less for none
 	log            *slog.Logger
 	metrics        *metrics
@@ -53,7 +52,6 @@ var _ transport = (*externalTransport)(nil)
 func newExternalTransport(cfg Config, password string, m *metrics, log *slog.Logger, hooks transportHooks) (*externalTransport, error) {
 	t := &externalTransport{
 		urls: cfg.brokerURLs(), dropTopic: cfg.dropTopic(), resyncInterval: cfg.BrokerResyncInterval, settle: cfg.BrokerSettleInterval,
-		qos: subscribeQoS(cfg),
 		log: log, metrics: m, hooks: hooks,
 		synced: make(chan struct{}), resync: make(chan struct{}, 1),
 	}
@@ -77,7 +75,7 @@ func newExternalTransport(cfg Config, password string, m *metrics, log *slog.Log
 		Logger:           log,
 	}
 	for _, f := range subscriptions {
-		opts.Subscriptions = append(opts.Subscriptions, mqttclient.Subscription{Filter: f, QoS: t.qos})
+		opts.Subscriptions = append(opts.Subscriptions, mqttclient.Subscription{Filter: f, QoS: 1})
 	}
 	if t.dropTopic != "" {
 		opts.Subscriptions = append(opts.Subscriptions, mqttclient.Subscription{Filter: t.dropTopic, QoS: 0})
@@ -181,7 +179,7 @@ func (t *externalTransport) rereadAfterConnect(ctx context.Context) {
 	}
 	for _, kind := range resyncKinds { // the retained ones
 		f := schema.NodeWildcard(kind)
-		if err := t.client.Subscribe(ctx, mqttclient.Subscription{Filter: f, QoS: t.qos}); err != nil {
+		if err := t.client.Subscribe(ctx, mqttclient.Subscription{Filter: f, QoS: 1}); err != nil {
 			if ctx.Err() == nil {
 				t.log.Warn("re-subscribing after the connection settled", "filter", f, "err", err)
 			}
@@ -228,23 +226,6 @@ func staleState(topic string, pending, incoming []byte) bool {
 		return p.Online && !q.Online && !same || !p.Online && q.Online && same
 	}
 	return false
-}
-
-// subscribeQoS is the QoS of the controller's node subscriptions: 0 on a
-// NATS cluster (nats-auth-url set), 1 otherwise. nats-server serves a QoS
-// 1 subscription through a JetStream consumer. At 1,000 nodes on three
-// servers that cost make test-cluster runs: the controller kept an older
-// report of some nodes (Pending, of the generation they then ran) for
-// good, its newer one never applied (4 runs of 6 failed so; with QoS 0,
-// 4 of 4 passed). A redelivery of an older, unacknowledged message after
-// the newer one would do it; that cause is likely, not established. Every
-// node topic but events is retained and re-read after each connection
-// (broker-settle-interval), and events are best effort anyway.
-func subscribeQoS(cfg Config) byte {
-	if len(cfg.NATSAuthURLs) > 0 {
-		return 0
-	}
-	return 1
 }
 
 // brokerPassword reads cfg's broker-password-file, or derives the
