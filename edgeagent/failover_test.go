@@ -190,6 +190,48 @@ func TestPresenceAnnouncedAgainOnceSettled(t *testing.T) {
 	require.Equal(t, online.Session, again.Session, "the same connection announced again")
 }
 
+// TestReportAgainOnceSettled: an older observed report delivered after the
+// node's own (a cluster member held it, storing it, while the node
+// reconnected elsewhere; here published by hand) is replaced by the
+// node's second announcement, SettleInterval after it connected.
+func TestReportAgainOnceSettled(t *testing.T) {
+	b := startBrokerNode(t)
+	node, err := edgeagent.NewNode(edgeagent.NodeOptions{
+		Agent: edgeagent.Config{NodeName: testNode, Ephemeral: true, Logger: slog.New(slog.DiscardHandler)},
+		MQTT: mqttclient.Options{BrokerURLs: []string{b.url}, FirstConnectJitter: -1,
+			Backoff: mqttclient.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}},
+		SettleInterval: 2 * time.Second,
+	}, fake.New())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- node.Run(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+
+	b.waitPresence(t, testNode, true, 0)
+	topic := schema.NodeTopic(testNode, schema.TopicObserved)
+	var own []byte
+	checkfor.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
+		msgs := b.srv.Topics.Messages(topic)
+		if len(msgs) != 1 {
+			return fmt.Errorf("%d retained reports", len(msgs))
+		}
+		own = msgs[0].Payload
+		return nil
+	})
+	older, err := schema.Encode(schema.ObservedState{SchemaVersion: schema.WireVersion, Node: testNode,
+		Instances: []schema.InstanceStatus{{DaemonSet: "monitoring/exporter", Revision: "0123456789abcdef0123", Phase: schema.PhasePending}}})
+	require.NoError(t, err)
+	require.NoError(t, b.srv.Publish(topic, older, true, 1))
+	checkfor.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
+		msgs := b.srv.Topics.Messages(topic)
+		if len(msgs) != 1 || string(msgs[0].Payload) != string(own) {
+			return fmt.Errorf("retained report %q, want the node's own %q again", msgs[0].Payload, own)
+		}
+		return nil
+	})
+}
+
 // TestPresenceAnnouncedAgainForRepublishedDesiredState: when the
 // controller republishes the desired state the node runs (it does on each
 // of its connections, after a restart too), the node announces its

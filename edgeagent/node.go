@@ -20,7 +20,7 @@ import (
 const DefaultStatusInterval = 30 * time.Second
 
 // DefaultSettleInterval is how long after each connection a Node announces
-// its presence again (NodeOptions.SettleInterval).
+// itself again (NodeOptions.SettleInterval).
 const DefaultSettleInterval = 10 * time.Second
 
 // StatusFunc returns the node's current status (labels, taints, measured
@@ -47,10 +47,11 @@ type NodeOptions struct {
 	// NATS cluster it costs a replicated JetStream consumer per
 	// subscription (docs/scale-out.md).
 	SubscribeAtMostOnce bool
-	// SettleInterval is how long after each connection the node publishes
-	// its online presence again, once: a clustered broker may publish the
-	// will of the connection it replaced, or store the retained online
-	// message, late or not at all (docs/protocol.md, "Broker failover").
+	// SettleInterval is how long after each connection the node announces
+	// itself again, once (presence, status, observed state): a clustered
+	// broker may deliver a message of the connection it replaced (its will,
+	// an older report) after this connection's, or lose a retained one
+	// (docs/protocol.md, "Broker failover").
 	// Zero means DefaultSettleInterval; negative never.
 	SettleInterval time.Duration
 }
@@ -241,18 +242,23 @@ func (n *Node) announce(ctx context.Context, session int64) error {
 	return nil
 }
 
-// settle publishes the online presence of session again SettleInterval
-// after the connection was made, unless the connection ends first. On a
-// broker cluster the will of the connection this one replaced can come
-// after the first online: the member that held it publishes it when it
-// learns of the takeover or notices the loss, and a member under load (or
-// one whose stream leader just died) notices late; its retained offline
-// then outlives the node's online, and a controller that reads it (at its
-// restart, or live when it never saw that session online) holds a
-// connected node offline. A retained online can also be lost outright:
-// nats-server acknowledges a QoS 1 publish even when storing it as
-// retained failed. The second publish repairs both; the controller sees
-// the same session online again, which changes nothing there.
+// settle announces the node again SettleInterval after the connection was
+// made, unless the connection ends first: its online presence of session,
+// its status and its observed state. On a broker cluster a message of the
+// connection this one replaced can come after this connection's own: a
+// nats-server member stores a retained message in JetStream before it
+// delivers it, waiting up to its JetStream API timeout (5 s) while the
+// stream has no leader or the member is overloaded, and its client's
+// keepalive can expire meanwhile, so the agent reconnects elsewhere and
+// publishes there first. The late message is the old connection's will
+// (an offline the controller takes for the newest session if it never saw
+// that one online), or an older observed report (Pending, of the same
+// generation, so the controller cannot tell it is stale) that then holds
+// a node that is done as updating for good. A retained message can also
+// be lost outright: nats-server acknowledges a QoS 1 publish whose store
+// failed. The second announcement, later than any such message, repairs
+// all of them; the controller sees the same session online and the same
+// report again, which changes nothing when it had them.
 func (n *Node) settle(ctx context.Context, session int64) {
 	if n.opts.SettleInterval < 0 {
 		return
@@ -263,8 +269,15 @@ func (n *Node) settle(ctx context.Context, session int64) {
 	case <-time.After(n.opts.SettleInterval):
 	}
 	p := n.presence(true, session)
-	if err := n.client.Publish(ctx, p.Topic, p.Payload, true); err != nil && ctx.Err() == nil {
-		n.log.Warn("announce presence again after the connection settled", "err", err)
+	err := n.client.Publish(ctx, p.Topic, p.Payload, true)
+	if err == nil {
+		err = n.publishStatus(ctx, true)
+	}
+	if err == nil {
+		err = n.agent.Report(ctx)
+	}
+	if err != nil && ctx.Err() == nil {
+		n.log.Warn("announce again after the connection settled", "err", err)
 	}
 }
 
