@@ -556,6 +556,25 @@ func (f *fleet) dump(want string) {
 		logged++
 		f.t.Logf("%s: instance %+v", in.Node, in)
 		f.logNode(ctx, in.Node)
+		f.logAgent(in.Node)
+	}
+}
+
+// logAgent logs what the agent of node reports and its connection's
+// counters.
+func (f *fleet) logAgent(node string) {
+	for _, a := range f.agents {
+		if a.name != node {
+			continue
+		}
+		a.mu.Lock()
+		n := a.node
+		a.mu.Unlock()
+		if n == nil {
+			return
+		}
+		obs, _ := n.Agent().Observed()
+		f.t.Logf("%s: agent reports generation %d, %+v; client %+v", node, obs.ObservedGeneration, obs.Instances, n.Client().Stats())
 	}
 }
 
