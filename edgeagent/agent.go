@@ -66,6 +66,11 @@ type Config struct {
 	// SeccompProfileDir holds the profiles of seccompProfile type
 	// Localhost; default DefaultSeccompProfileDir, the kubelet's.
 	SeccompProfileDir string
+
+	// republished, when set, is called on the agent's goroutine after it
+	// reported again for a republished desired state (handleDesired); a
+	// Node announces its presence there.
+	republished func(ctx context.Context)
 }
 
 func (c Config) withDefaults() Config {

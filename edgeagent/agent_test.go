@@ -1,6 +1,7 @@
 package edgeagent_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -634,4 +635,43 @@ func TestStartErrorBacksOff(t *testing.T) {
 	refuse.Store(false)
 	h.clock.Advance(20 * time.Second)
 	h.waitInstance(revA.DaemonSet, revA.Hash, runningReady)
+}
+
+// TestRepublishedDesiredStateReportedAgain: the desired state the agent
+// already runs, received again (the controller republishes every desired
+// state when it connects), is answered with the observed state, unchanged
+// as it is: a broker cluster may have lost the retained report the
+// agent published last, and the agent publishes only on change otherwise.
+func TestRepublishedDesiredStateReportedAgain(t *testing.T) {
+	h := runWith(t, revA)
+	h.waitInstance(revA.DaemonSet, revA.Hash, runningReady)
+	topic := schema.NodeTopic(testNode, schema.TopicObserved)
+	var last []byte
+	checkfor.Eventually(t, 5*time.Second, 5*time.Millisecond, func() error {
+		pubs := h.conn.published(topic)
+		if len(pubs) == 0 {
+			return errors.New("nothing published")
+		}
+		var obs schema.ObservedState
+		last = pubs[len(pubs)-1].payload
+		require.NoError(t, json.Unmarshal(last, &obs))
+		if len(obs.Instances) != 1 || runningReady(obs.Instances[0]) != nil {
+			return fmt.Errorf("last report %s, want the instance running and ready", last)
+		}
+		return nil
+	})
+	h.waitPasses(3)
+	before := len(h.conn.published(topic))
+
+	h.apply(1, revA)
+	checkfor.Eventually(t, 5*time.Second, 5*time.Millisecond, func() error {
+		pubs := h.conn.published(topic)
+		if len(pubs) == before {
+			return errors.New("republished desired state not answered")
+		}
+		if !bytes.Equal(pubs[before].payload, last) {
+			return fmt.Errorf("answered %s, want the unchanged report %s", pubs[before].payload, last)
+		}
+		return nil
+	})
 }

@@ -158,3 +158,119 @@ func watchPresence(t *testing.T, url, node string) func() []schema.Presence {
 		return append([]schema.Presence(nil), got...)
 	}
 }
+
+// TestPresenceAnnouncedAgainOnceSettled: a late will of the connection the
+// node replaced (here published by hand, of an older session, as a broker
+// cluster's member does when it learns of the takeover late) overwrites
+// the node's retained online message; SettleInterval after connecting, the
+// node announces the session it holds online again, so the retained
+// presence a restarted controller reads is right.
+func TestPresenceAnnouncedAgainOnceSettled(t *testing.T) {
+	b := startBrokerNode(t)
+	node, err := edgeagent.NewNode(edgeagent.NodeOptions{
+		Agent: edgeagent.Config{NodeName: testNode, Ephemeral: true, Logger: slog.New(slog.DiscardHandler)},
+		MQTT: mqttclient.Options{BrokerURLs: []string{b.url}, FirstConnectJitter: -1,
+			Backoff: mqttclient.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}},
+		SettleInterval: 2 * time.Second,
+	}, fake.New())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- node.Run(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+
+	online := b.waitPresence(t, testNode, true, 0)
+	late := schema.Presence{SchemaVersion: schema.WireVersion, Node: testNode, Online: false, Session: online.Session - 1}
+	payload, err := schema.Encode(late)
+	require.NoError(t, err)
+	require.NoError(t, b.srv.Publish(schema.NodeTopic(testNode, schema.TopicOnline), payload, true, 1))
+	require.False(t, b.waitPresence(t, testNode, false, 0).Online)
+
+	again := b.waitPresence(t, testNode, true, 0)
+	require.Equal(t, online.Session, again.Session, "the same connection announced again")
+}
+
+// TestReportAgainOnceSettled: an older observed report delivered after the
+// node's own (a cluster member held it, storing it, while the node
+// reconnected elsewhere; here published by hand) is replaced by the
+// node's second announcement, SettleInterval after it connected.
+func TestReportAgainOnceSettled(t *testing.T) {
+	b := startBrokerNode(t)
+	node, err := edgeagent.NewNode(edgeagent.NodeOptions{
+		Agent: edgeagent.Config{NodeName: testNode, Ephemeral: true, Logger: slog.New(slog.DiscardHandler)},
+		MQTT: mqttclient.Options{BrokerURLs: []string{b.url}, FirstConnectJitter: -1,
+			Backoff: mqttclient.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}},
+		SettleInterval: 2 * time.Second,
+	}, fake.New())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- node.Run(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+
+	b.waitPresence(t, testNode, true, 0)
+	topic := schema.NodeTopic(testNode, schema.TopicObserved)
+	var own []byte
+	checkfor.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
+		msgs := b.srv.Topics.Messages(topic)
+		if len(msgs) != 1 {
+			return fmt.Errorf("%d retained reports", len(msgs))
+		}
+		own = msgs[0].Payload
+		return nil
+	})
+	older, err := schema.Encode(schema.ObservedState{SchemaVersion: schema.WireVersion, Node: testNode,
+		Instances: []schema.InstanceStatus{{DaemonSet: "monitoring/exporter", Revision: "0123456789abcdef0123", Phase: schema.PhasePending}}})
+	require.NoError(t, err)
+	require.NoError(t, b.srv.Publish(topic, older, true, 1))
+	checkfor.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
+		msgs := b.srv.Topics.Messages(topic)
+		if len(msgs) != 1 || string(msgs[0].Payload) != string(own) {
+			return fmt.Errorf("retained report %q, want the node's own %q again", msgs[0].Payload, own)
+		}
+		return nil
+	})
+}
+
+// TestPresenceAnnouncedAgainForRepublishedDesiredState: when the
+// controller republishes the desired state the node runs (it does on each
+// of its connections, after a restart too), the node announces its
+// presence again: a retained offline left by a broker cluster (a late will
+// of another session, published here by hand) is replaced while the node
+// keeps its connection, whatever the age of that connection.
+func TestPresenceAnnouncedAgainForRepublishedDesiredState(t *testing.T) {
+	b := startBrokerNode(t)
+	node, err := edgeagent.NewNode(edgeagent.NodeOptions{
+		Agent: edgeagent.Config{NodeName: testNode, Ephemeral: true, Logger: slog.New(slog.DiscardHandler)},
+		MQTT: mqttclient.Options{BrokerURLs: []string{b.url}, FirstConnectJitter: -1,
+			Backoff: mqttclient.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}},
+		SettleInterval: -1,
+	}, fake.New())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- node.Run(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+
+	online := b.waitPresence(t, testNode, true, 0)
+	desired, err := schema.Encode(schema.DesiredState{SchemaVersion: schema.WireVersion, Node: testNode, Generation: 1})
+	require.NoError(t, err)
+	desiredTopic := schema.NodeTopic(testNode, schema.TopicDesired)
+	require.NoError(t, b.srv.Publish(desiredTopic, desired, true, 1))
+	checkfor.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if obs, ok := node.Agent().Observed(); !ok || obs.ObservedGeneration != 1 {
+			return errors.New("desired state not applied yet")
+		}
+		return nil
+	})
+
+	late, err := schema.Encode(schema.Presence{SchemaVersion: schema.WireVersion, Node: testNode, Online: false, Session: online.Session - 1})
+	require.NoError(t, err)
+	require.NoError(t, b.srv.Publish(schema.NodeTopic(testNode, schema.TopicOnline), late, true, 1))
+	require.False(t, b.waitPresence(t, testNode, false, 0).Online)
+
+	require.NoError(t, b.srv.Publish(desiredTopic, desired, true, 1))
+	again := b.waitPresence(t, testNode, true, 0)
+	require.Equal(t, online.Session, again.Session, "the same connection announced again")
+	require.Equal(t, uint64(1), node.Client().Stats().Connects)
+}

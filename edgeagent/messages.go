@@ -68,7 +68,11 @@ func (a *Agent) handleDesired(ctx context.Context, b []byte) bool {
 		a.log.Warn("rejecting desired state for another node", "topic", a.desiredTopic(), "for", ds.Node)
 		return true
 	}
-	if a.desired != nil && ds.Generation <= a.desired.Generation {
+	if a.desired != nil && ds.Generation == a.desired.Generation {
+		a.reportAgain(ctx)
+		return true
+	}
+	if a.desired != nil && ds.Generation < a.desired.Generation {
 		a.log.Debug("ignoring stale desired state", "generation", ds.Generation, "accepted", a.desired.Generation)
 		return true
 	}
@@ -82,6 +86,25 @@ func (a *Agent) handleDesired(ctx context.Context, b []byte) bool {
 	a.log.Info("accepted desired state", "generation", ds.Generation, "instances", len(ds.Instances))
 	a.updateSubscriptions(ctx)
 	return true
+}
+
+// reportAgain answers the desired state it already runs, republished (the
+// controller republishes every node's desired state on each connection to
+// the broker, after a restart too), with its observed state and, through
+// Config.republished, its presence. A broker cluster can lose a retained
+// message it acknowledged (nats-server acknowledges a QoS 1 publish whose
+// store in JetStream timed out, as while a member's death leaves the
+// stream without a leader), and the agent publishes its observed state
+// only on change: a controller that restarted then reads an older retained
+// report, or an old presence, and would hold a node that is done as
+// updating, or as offline, for good.
+func (a *Agent) reportAgain(ctx context.Context) {
+	if err := a.publishObserved(ctx, true); err != nil {
+		a.log.Debug("observed state not republished", "err", err)
+	}
+	if a.cfg.republished != nil {
+		a.cfg.republished(ctx)
+	}
 }
 
 // handleRevision verifies and caches a revision the desired state is

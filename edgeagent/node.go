@@ -19,6 +19,10 @@ import (
 // publishes only when the status changed.
 const DefaultStatusInterval = 30 * time.Second
 
+// DefaultSettleInterval is how long after each connection a Node announces
+// itself again (NodeOptions.SettleInterval).
+const DefaultSettleInterval = 10 * time.Second
+
 // StatusFunc returns the node's current status (labels, taints, measured
 // conditions, capacity). Node fills in the schema version and node name.
 type StatusFunc func(ctx context.Context) schema.NodeStatus
@@ -40,6 +44,22 @@ type NodeOptions struct {
 	// DefaultTelemetryInterval, negative: never); TelemetryMaxInterval the longest time
 	// without a publish (zero: DefaultTelemetryMaxInterval).
 	TelemetryInterval, TelemetryMaxInterval time.Duration
+	// SubscribeAtMostOnce subscribes to the node's topics (desired state,
+	// revisions, config objects, log requests) at QoS 0 instead of 1.
+	// Every one of them is retained state (log requests excepted: a lost
+	// one ends in its requester's timeout), sessions are clean, and every
+	// reconnection subscribes again and receives the retained messages,
+	// so QoS 1 adds no delivery guarantee across a lost connection; on a
+	// NATS cluster it costs a replicated JetStream consumer per
+	// subscription (docs/scale-out.md).
+	SubscribeAtMostOnce bool
+	// SettleInterval is how long after each connection the node announces
+	// itself again, once (presence, status, observed state): a clustered
+	// broker may deliver a message of the connection it replaced (its will,
+	// an older report) after this connection's, or lose a retained one
+	// (docs/protocol.md, "Broker failover").
+	// Zero means DefaultSettleInterval; negative never.
+	SettleInterval time.Duration
 }
 
 // Node is an agent connected to a broker: it announces the node (presence
@@ -73,6 +93,9 @@ func NewNode(opts NodeOptions, rt Runtime) (*Node, error) {
 	if opts.TelemetryMaxInterval == 0 {
 		opts.TelemetryMaxInterval = DefaultTelemetryMaxInterval
 	}
+	if opts.SettleInterval == 0 {
+		opts.SettleInterval = DefaultSettleInterval
+	}
 	if opts.Status == nil {
 		opts.Status = func(context.Context) schema.NodeStatus { return schema.NodeStatus{} }
 	}
@@ -102,20 +125,33 @@ func NewNode(opts NodeOptions, rt Runtime) (*Node, error) {
 	if n.client, err = mqttclient.New(m); err != nil {
 		return nil, fmt.Errorf("node %s: %w", name, err)
 	}
-	if n.agent, err = New(opts.Agent, rt, clientConn{n.client}); err != nil {
+	agentCfg := opts.Agent
+	agentCfg.republished = n.announcePresence
+	if n.agent, err = New(agentCfg, rt, clientConn{n.client, n.subscribeQoS()}); err != nil {
 		return nil, err
 	}
-	n.logs = NewLogServer(LogServerOptions{NodeName: name, Runtime: rt, Conn: clientConn{n.client}, Logger: n.log,
+	n.logs = NewLogServer(LogServerOptions{NodeName: name, Runtime: rt, Conn: clientConn{n.client, n.subscribeQoS()}, Logger: n.log,
 		PreviousRunSince: n.agent.PreviousRunSince})
 	return n, nil
 }
 
 // clientConn adapts the broker client to the agent's Conn: subscriptions at
-// QoS 1, remembered by the client across reconnections.
-type clientConn struct{ *mqttclient.Client }
+// qos, remembered by the client across reconnections.
+type clientConn struct {
+	*mqttclient.Client
+	qos byte
+}
 
 func (c clientConn) Subscribe(ctx context.Context, filter string) error {
-	return c.Client.Subscribe(ctx, mqttclient.Subscription{Filter: filter, QoS: 1})
+	return c.Client.Subscribe(ctx, mqttclient.Subscription{Filter: filter, QoS: c.qos})
+}
+
+// subscribeQoS is the QoS of every subscription the node makes.
+func (n *Node) subscribeQoS() byte {
+	if n.opts.SubscribeAtMostOnce {
+		return 0
+	}
+	return 1
 }
 
 // Agent returns the node's agent.
@@ -179,7 +215,8 @@ func (n *Node) handle(topic string, payload []byte) {
 // subscribe and report. A step that fails (a publish timing out on a busy
 // broker) is retried with backoff for as long as this connection lasts:
 // giving up would leave the node connected but announced offline by the
-// will of its previous connection, and deaf to its desired state.
+// will of its previous connection, and deaf to its desired state. Once the
+// connection has settled it announces its presence again (settle).
 func (n *Node) onConnect(ctx context.Context) {
 	n.mu.Lock()
 	session := n.session
@@ -189,6 +226,7 @@ func (n *Node) onConnect(ctx context.Context) {
 	for {
 		err := n.announce(ctx, session)
 		if err == nil {
+			n.settle(ctx, session)
 			return
 		}
 		n.log.Warn("announce after connect; retrying", "err", err, "in", delay)
@@ -218,10 +256,67 @@ func (n *Node) announce(ctx context.Context, session int64) error {
 	if err := n.agent.Report(ctx); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	if err := n.client.Subscribe(ctx, mqttclient.Subscription{Filter: n.logs.Topic(), QoS: 1}); err != nil {
+	if err := n.client.Subscribe(ctx, mqttclient.Subscription{Filter: n.logs.Topic(), QoS: n.subscribeQoS()}); err != nil {
 		return fmt.Errorf("subscribe %s: %w", n.logs.Topic(), err)
 	}
 	return nil
+}
+
+// settle announces the node again SettleInterval after the connection was
+// made, unless the connection ends first: its online presence of session,
+// its status and its observed state. On a broker cluster a message of the
+// connection this one replaced can come after this connection's own: a
+// nats-server member stores a retained message in JetStream before it
+// delivers it, waiting up to its JetStream API timeout (5 s) while the
+// stream has no leader or the member is overloaded, and its client's
+// keepalive can expire meanwhile, so the agent reconnects elsewhere and
+// publishes there first. The late message is the old connection's will
+// (an offline the controller takes for the newest session if it never saw
+// that one online), or an older observed report (Pending, of the same
+// generation, so the controller cannot tell it is stale) that then holds
+// a node that is done as updating for good. A retained message can also
+// be lost outright: nats-server acknowledges a QoS 1 publish whose store
+// failed. The second announcement, later than any such message, repairs
+// all of them; the controller sees the same session online and the same
+// report again, which changes nothing when it had them.
+func (n *Node) settle(ctx context.Context, session int64) {
+	if n.opts.SettleInterval < 0 {
+		return
+	}
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(n.opts.SettleInterval):
+	}
+	p := n.presence(true, session)
+	err := n.client.Publish(ctx, p.Topic, p.Payload, true)
+	if err == nil {
+		err = n.publishStatus(ctx, true)
+	}
+	if err == nil {
+		err = n.agent.Report(ctx)
+	}
+	if err != nil && ctx.Err() == nil {
+		n.log.Warn("announce again after the connection settled", "err", err)
+	}
+}
+
+// announcePresence publishes the online presence of the connection held
+// now, if any; the agent calls it when the controller republished its
+// desired state (Agent.reportAgain).
+func (n *Node) announcePresence(ctx context.Context) {
+	if !n.client.Connected() {
+		return
+	}
+	n.mu.Lock()
+	session := n.session
+	n.mu.Unlock()
+	p := n.presence(true, session)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := n.client.Publish(ctx, p.Topic, p.Payload, true); err != nil {
+		n.log.Debug("presence not republished", "err", err)
+	}
 }
 
 func (n *Node) onConnectionLost(err error) {

@@ -57,6 +57,10 @@ type Options struct {
 	// Backoff is each device's reconnection schedule; the zero value is
 	// 1 s doubling to 30 s.
 	Backoff mqttclient.Backoff
+	// SubscribeAtMostOnce subscribes every device at QoS 0 instead of 1
+	// (edgeagent.NodeOptions.SubscribeAtMostOnce): set it on a NATS
+	// cluster.
+	SubscribeAtMostOnce bool
 	// Logger receives the agents' warnings; default discard.
 	Logger *slog.Logger
 }
@@ -181,7 +185,8 @@ func (f *Fleet) newDevice(i int) (*device, error) {
 			Backoff: f.opts.Backoff, FirstConnectJitter: -1, Dial: d.link.Dial,
 			Logger: f.opts.Logger,
 		},
-		Status: d.status,
+		Status:              d.status,
+		SubscribeAtMostOnce: f.opts.SubscribeAtMostOnce,
 	}, d.rt)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: %w", err)

@@ -24,6 +24,8 @@ const (
 	defaultRuntime        = "docker"
 	defaultKeepAlive      = mqttclient.DefaultKeepAlive
 	defaultStatusInterval = edgeagent.DefaultStatusInterval
+	defaultSubscribeQoS   = 1
+	defaultSettleInterval = edgeagent.DefaultSettleInterval
 )
 
 // fileConfig is what a config file, the environment and the flags set; one
@@ -41,6 +43,9 @@ type fileConfig struct {
 	CertFile   string        `mapstructure:"cert-file"`
 	KeyFile    string        `mapstructure:"key-file"`
 	KeepAlive  time.Duration `mapstructure:"keepalive"`
+
+	SubscribeQoS   int           `mapstructure:"subscribe-qos"`
+	SettleInterval time.Duration `mapstructure:"broker-settle-interval"`
 
 	DataDir    string `mapstructure:"data-dir"`
 	Runtime    string `mapstructure:"runtime"`
@@ -93,6 +98,8 @@ func addFlags(f *pflag.FlagSet) {
 	f.String("cert-file", "", "client certificate for mutual TLS (with --key-file)")
 	f.String("key-file", "", "key of --cert-file")
 	f.Duration("keepalive", defaultKeepAlive, "MQTT keepalive; the broker declares the node offline after 1.5 times this")
+	f.Int("subscribe-qos", defaultSubscribeQoS, "QoS of the node's subscriptions (desired state, revisions, config objects, log requests): 0 or 1; 0 on a NATS cluster, where each QoS 1 subscription is a replicated JetStream consumer (docs/scale-out.md)")
+	f.Duration("broker-settle-interval", defaultSettleInterval, "announce the node again (online, status, observed state) this long after each connection, repairing a clustered broker's late or lost messages (0: never)")
 	f.String("data-dir", defaultDataDir, "directory of the local state (agent.db); its filesystem is watched for DiskPressure")
 	f.String("runtime", defaultRuntime, "container runtime: docker, or fake (in memory, for trials)")
 	f.String("docker-host", "", "Docker engine address (default: DOCKER_HOST or the local socket)")
@@ -197,6 +204,11 @@ func (fc fileConfig) resolve(hostname func() (string, error)) (settings, error) 
 		StatusInterval:       fc.StatusInterval,
 		TelemetryInterval:    fc.TelemetryInterval,
 		TelemetryMaxInterval: fc.TelemetryMaxInterval,
+		SubscribeAtMostOnce:  fc.SubscribeQoS == 0,
+		SettleInterval:       fc.SettleInterval,
+	}
+	if fc.SettleInterval == 0 {
+		s.node.SettleInterval = -1 // never
 	}
 	s.telemetry = fc.TelemetryInterval > 0
 	return s, nil
@@ -216,6 +228,12 @@ func (fc fileConfig) checkChoices() error {
 	}
 	if fc.KeepAlive < time.Second {
 		errs = append(errs, fmt.Errorf("keepalive: %s is below the 1s MQTT resolution", fc.KeepAlive))
+	}
+	if fc.SubscribeQoS != 0 && fc.SubscribeQoS != 1 {
+		errs = append(errs, fmt.Errorf("subscribe-qos: %d is not 0 or 1", fc.SubscribeQoS))
+	}
+	if fc.SettleInterval < 0 {
+		errs = append(errs, fmt.Errorf("broker-settle-interval: %s is negative (0 turns it off)", fc.SettleInterval))
 	}
 	if fc.StatusInterval < time.Second {
 		errs = append(errs, fmt.Errorf("status-interval: %s is below 1s", fc.StatusInterval))

@@ -40,6 +40,7 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		{"bad source range", []string{"--fleet-secret-file", secret, "--source-range", "x"}, "--source-range"},
 		{"bad log level", []string{"--fleet-secret-file", secret, "--log-level", "loud"}, "--log-level"},
 		{"bad prefix", []string{"--fleet-secret-file", secret, "--name-prefix", "Bad_"}, "name prefix"},
+		{"bad subscribe qos", []string{"--fleet-secret-file", secret, "--subscribe-qos", "2"}, "--subscribe-qos: 2 is not 0 or 1"},
 		{"unknown flag", []string{"--nodez", "3"}, "nodez"},
 		{"stray argument", []string{"extra"}, "unexpected arguments"},
 		{"summary without reports", []string{"--summary"}, "--summary: give the report files"},

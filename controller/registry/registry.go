@@ -29,6 +29,12 @@ type record struct {
 	// oldest first, at most maxPastSessions: a presence message of one of
 	// them is a late message of a connection that is over.
 	pastSessions []int64
+	// displaced is the session, online until then, that the will of a
+	// session never seen online replaced (0: none). That will may be a
+	// late one of a connection that died before announcing itself, so
+	// displaced is not over yet: its online again (the agent announces
+	// once more after its connection settled) makes it current again.
+	displaced int64
 
 	// cache is the effective node of in for grace, valid for instants in
 	// [from, until) (zero bounds are open); cached says whether it is set.
@@ -147,28 +153,21 @@ func receivedSince(s *schema.NodeStatus, prev *schema.NodeStatus, now time.Time)
 // session not seen before is the newest and is applied whatever it says;
 // the one it replaces is remembered (see maxPastSessions), and a message
 // of a remembered session is ignored (a late will of an old connection
-// must not mark a reconnected node offline). Within one session offline
-// is final: the will ends the session, and an online of that session
-// arriving after it is stale. Since moves to now only when Online changes
-// (or on the first presence of a node).
+// must not mark a reconnected node offline). One exception: a new
+// session whose first message is its will (it never announced itself)
+// marks the node offline but leaves the online session it replaced
+// pending (record.displaced), not over: an online of that session brings
+// it back, its will is ignored. Within one session offline is final: the
+// will ends the session, and an online of that session arriving after it
+// is stale. Since moves to now only when Online changes (or on the first
+// presence of a node).
 func (r *Registry) ApplyPresence(p schema.Presence, now time.Time) (changed bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rec := r.recordLocked(p.Node, now)
 	cur := rec.in.Presence
-	if cur.Known {
-		switch {
-		case p.Session == cur.Session && !cur.Online:
-			return false
-		case p.Session == cur.Session:
-		case slices.Contains(rec.pastSessions, p.Session):
-			return false
-		default:
-			rec.pastSessions = append(rec.pastSessions, cur.Session)
-			if n := len(rec.pastSessions); n > maxPastSessions {
-				rec.pastSessions = slices.Delete(rec.pastSessions, 0, n-maxPastSessions)
-			}
-		}
+	if cur.Known && !rec.orderLocked(p, cur) {
+		return false
 	}
 	rec.lastSeen = now
 	changed = !cur.Known || cur.Online != p.Online
@@ -179,6 +178,46 @@ func (r *Registry) ApplyPresence(p schema.Presence, now time.Time) (changed bool
 	rec.in.Presence = next
 	rec.changed()
 	return changed
+}
+
+// orderLocked decides whether p, arriving while cur is the node's
+// presence, is applied, and retires the sessions it ends (see
+// ApplyPresence).
+func (rec *record) orderLocked(p schema.Presence, cur Presence) bool {
+	switch {
+	case p.Session == cur.Session:
+		return cur.Online
+	case rec.displaced != 0 && p.Session == rec.displaced:
+		rec.displaced = 0
+		if !p.Online {
+			rec.retire(p.Session) // its will: the node is offline already
+			return false
+		}
+		rec.retire(cur.Session) // the unannounced will was the late one
+		return true
+	case slices.Contains(rec.pastSessions, p.Session):
+		return false
+	case !p.Online && rec.displaced != 0:
+		rec.retire(cur.Session) // another unannounced will
+		return true
+	case !p.Online && cur.Online:
+		rec.displaced = cur.Session
+		return true
+	}
+	rec.retire(cur.Session)
+	if rec.displaced != 0 {
+		rec.retire(rec.displaced)
+		rec.displaced = 0
+	}
+	return true
+}
+
+// retire remembers session as over, keeping the newest maxPastSessions.
+func (rec *record) retire(session int64) {
+	rec.pastSessions = append(rec.pastSessions, session)
+	if n := len(rec.pastSessions); n > maxPastSessions {
+		rec.pastSessions = slices.Delete(rec.pastSessions, 0, n-maxPastSessions)
+	}
 }
 
 // SetOverrides replaces the overrides of node, creating the node (offline

@@ -59,6 +59,46 @@ func TestApplyPresenceOrdersSessions(t *testing.T) {
 	}
 }
 
+// TestApplyPresenceUnannouncedWill: the will of a session never seen
+// online (a connection that died before announcing itself, whose will a
+// broker cluster delivers late) marks the node offline, but the online
+// session it seemed to replace is not over: the agent's second
+// announcement of that session brings the node back, and its will, when
+// that connection ends, is final. A new session retires both.
+func TestApplyPresenceUnannouncedWill(t *testing.T) {
+	steps := []struct {
+		name        string
+		p           schema.Presence
+		wantChanged bool
+		wantOnline  bool
+		wantSession int64
+	}{
+		{"online", presence("n1", true, 10), true, true, 10},
+		{"late will of an unannounced session", presence("n1", false, 7), true, false, 7},
+		{"another unannounced will", presence("n1", false, 8), false, false, 8},
+		{"online again of the session they displaced", presence("n1", true, 10), true, true, 10},
+		{"the unannounced will once more", presence("n1", false, 7), false, true, 10},
+		{"will of the current session", presence("n1", false, 10), true, false, 10},
+		{"reconnect", presence("n1", true, 20), true, true, 20},
+		{"unannounced will", presence("n1", false, 9), true, false, 9},
+		{"will of the displaced session", presence("n1", false, 20), false, false, 9},
+		{"its online after that", presence("n1", true, 20), false, false, 9},
+		{"reconnect once more", presence("n1", true, 30), true, true, 30},
+		{"unannounced will", presence("n1", false, 11), true, false, 11},
+		{"new session", presence("n1", true, 40), true, true, 40},
+		{"online of the session displaced before it", presence("n1", true, 30), false, true, 40},
+	}
+	r := New()
+	for i, s := range steps {
+		changed := r.ApplyPresence(s.p, at(time.Duration(i+1)*time.Minute))
+		in, ok := r.Input("n1")
+		require.True(t, ok)
+		assert.Equal(t, s.wantChanged, changed, "step %q: changed", s.name)
+		assert.Equal(t, s.wantOnline, in.Presence.Online, "step %q: online", s.name)
+		assert.Equal(t, s.wantSession, in.Presence.Session, "step %q: session", s.name)
+	}
+}
+
 // TestApplyPresenceIgnoresDeviceClock: a session number is the agent's
 // connect time on its own clock, which a gateway without an RTC resets
 // on every boot. The order is the order in which the controller receives

@@ -39,6 +39,8 @@ const (
 	envGrace = "EDGESET_FAULT_CONTROLLER_GRACE"
 	envNodes = "EDGESET_FAULT_NODES"
 	envLog   = "EDGESET_TEST_LOG"
+	// envAgentLog logs the agents' warnings.
+	envAgentLog = "EDGESET_TEST_AGENT_LOG"
 	// envBrokerURL and envBrokerPW point the controller at an external
 	// broker (with its password file) instead of its embedded one.
 	envBrokerURL = "EDGESET_FAULT_CONTROLLER_BROKER_URL"
@@ -261,6 +263,10 @@ type agentOptions struct {
 	startLatency time.Duration
 	// crashImage, when set, crash-loops every container of that image.
 	crashImage string
+	// subscribeAtMostOnce subscribes at QoS 0 (a NATS cluster's setting).
+	subscribeAtMostOnce bool
+	// settle is the agents' SettleInterval (zero: the default).
+	settle time.Duration
 }
 
 // agent is one device: an edgeagent.Node with a persistent data directory,
@@ -283,11 +289,12 @@ type agent struct {
 type fleet struct {
 	t      *testing.T
 	ctl    *controllerProc
+	opts   agentOptions
 	agents []*agent
 }
 
 func startFleet(t *testing.T, ctl *controllerProc, n int, opts agentOptions) *fleet {
-	f := &fleet{t: t, ctl: ctl}
+	f := &fleet{t: t, ctl: ctl, opts: opts}
 	for i := range n {
 		a := &agent{name: nodeName(i), dir: t.TempDir(), rt: fake.New(), link: sim.NewLink(nil)}
 		a.rt.StartLatency = opts.startLatency
@@ -317,7 +324,7 @@ func (f *fleet) startAgent(a *agent) {
 	f.t.Helper()
 	node, err := edgeagent.NewNode(edgeagent.NodeOptions{
 		Agent: edgeagent.Config{
-			NodeName: a.name, DataDir: a.dir, Logger: slog.New(slog.DiscardHandler),
+			NodeName: a.name, DataDir: a.dir, Logger: agentLogger(),
 			ResyncInterval: 500 * time.Millisecond,
 			RestartBackoff: edgeagent.Backoff{Initial: 100 * time.Millisecond, Max: time.Second, ResetAfter: time.Minute},
 			EventsRetry:    edgeagent.Backoff{Initial: 100 * time.Millisecond, Max: time.Second, ResetAfter: time.Minute},
@@ -333,6 +340,8 @@ func (f *fleet) startAgent(a *agent) {
 			return schema.NodeStatus{Labels: map[string]string{"role": "gateway"},
 				Conditions: []schema.NodeCondition{{Type: schema.NodeReady, Status: schema.ConditionTrue}}}
 		},
+		SubscribeAtMostOnce: f.opts.subscribeAtMostOnce,
+		SettleInterval:      f.opts.settle,
 	}, a.rt)
 	require.NoError(f.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -341,6 +350,16 @@ func (f *fleet) startAgent(a *agent) {
 	a.mu.Lock()
 	a.node, a.cancel, a.done, a.alive = node, cancel, done, true
 	a.mu.Unlock()
+}
+
+// agentLogger is the agents' logger: their warnings on stderr with
+// EDGESET_TEST_AGENT_LOG=1, nothing otherwise (a fleet's lines would
+// drown everything else).
+func agentLogger() *slog.Logger {
+	if os.Getenv(envAgentLog) == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // stopAgent stops a's Node (not its runtime: containers keep running).
@@ -525,8 +544,43 @@ func (f *fleet) dump(want string) {
 				f.t.Logf("%s: instance %+v", a.name, in)
 			}
 		}
-		if node, err := f.ctl.api.GetNode(ctx, a.name); err == nil {
-			f.t.Logf("%s: online %v, desired generation %d, observed generation %d", a.name, node.Online, node.DesiredGeneration, node.ObservedGeneration)
+		f.logNode(ctx, a.name)
+	}
+	// Nodes whose runtime is right but whose instance the controller does
+	// not count as ready on want (a rollout that does not complete).
+	logged := 0
+	for _, in := range ds.Instances {
+		if in.Revision == want && in.Ready && in.Online || logged == 20 {
+			continue
 		}
+		logged++
+		f.t.Logf("%s: instance %+v", in.Node, in)
+		f.logNode(ctx, in.Node)
+		f.logAgent(in.Node)
+	}
+}
+
+// logAgent logs what the agent of node reports and its connection's
+// counters.
+func (f *fleet) logAgent(node string) {
+	for _, a := range f.agents {
+		if a.name != node {
+			continue
+		}
+		a.mu.Lock()
+		n := a.node
+		a.mu.Unlock()
+		if n == nil {
+			return
+		}
+		obs, _ := n.Agent().Observed()
+		f.t.Logf("%s: agent reports generation %d, %+v; client %+v", node, obs.ObservedGeneration, obs.Instances, n.Client().Stats())
+	}
+}
+
+// logNode logs what the controller knows of node's presence and generations.
+func (f *fleet) logNode(ctx context.Context, name string) {
+	if node, err := f.ctl.api.GetNode(ctx, name); err == nil {
+		f.t.Logf("%s: online %v, desired generation %d, observed generation %d", name, node.Online, node.DesiredGeneration, node.ObservedGeneration)
 	}
 }

@@ -1,7 +1,10 @@
 package fault
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +24,8 @@ import (
 	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/internal/natstest"
+	"github.com/edgeset/edgeset/mqttclient"
+	"github.com/edgeset/edgeset/schema"
 )
 
 // envCluster gates the broker-cluster scenario: it builds nats-server and
@@ -198,7 +203,9 @@ func TestNATSServerKilledDuringRollout(t *testing.T) {
 	n := fleetSize(t)
 	cluster := startNATSProcs(t, 3)
 	ctl := startControllerOnNATS(t, grace, cluster)
-	f := startFleet(t, ctl, n, agentOptions{startLatency: 300 * time.Millisecond})
+	start := time.Now()
+	f := startFleet(t, ctl, n, agentOptions{startLatency: 300 * time.Millisecond, subscribeAtMostOnce: true})
+	t.Logf("%d agents online in %s; JetStream consumers: %s", n, time.Since(start).Round(time.Millisecond), cluster.consumers())
 	ctl.apply(manifest("exporter:1", "20%", "0", ""))
 	ds := f.converged(func(ds api.DaemonSet) string { return ds.CurrentHash })
 	s := &scenario{t: t, ctl: ctl, f: f, v1: ds.CurrentHash, chk: startChecker(t, f)}
@@ -226,4 +233,110 @@ func TestNATSServerKilledDuringRollout(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, v2, ds.CurrentHash, "the revision survives a broker member's and the controller's SIGKILL")
 	s.f.converged(is(v2))
+	t.Logf("JetStream consumers at the end: %s; %s in all", cluster.consumers(), time.Since(start).Round(time.Millisecond))
+}
+
+// consumers is the number of JetStream consumers each member reports
+// (/jsz), for the log: agents subscribed at QoS 0 make none.
+func (c *natsProcs) consumers() string {
+	var out []string
+	for i, p := range c.procs {
+		var jsz struct {
+			Consumers int `json:"consumers"`
+		}
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/jsz", p.monitor))
+		if err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&jsz)
+			resp.Body.Close()
+		}
+		if err != nil {
+			out = append(out, fmt.Sprintf("s%d: %v", i, err))
+			continue
+		}
+		out = append(out, fmt.Sprintf("s%d: %d", i, jsz.Consumers))
+	}
+	return strings.Join(out, ", ")
+}
+
+// TestNATSLateWillOfUnseenSession: a will of a session the controller
+// never saw online arrives after the node's online message, as a cluster
+// member delivers the will of a connection that died before announcing
+// itself (it stores the retained will first, waiting out its JetStream API
+// timeout while the stream has no leader). The controller takes it for
+// the newest session and lists the connected node offline; the agent's
+// second announcement, broker-settle-interval after it connected, brings
+// the node back online without a reconnection, and a controller started
+// afterwards reads it online from the retained presence. Run by make
+// test-cluster.
+func TestNATSLateWillOfUnseenSession(t *testing.T) {
+	if os.Getenv(envCluster) != "1" {
+		t.Skip("a broker-cluster scenario (builds nats-server, three processes): make test-cluster, or " + envCluster + "=1")
+	}
+	cluster := startNATSProcs(t, 3)
+	ctl := startControllerOnNATS(t, grace, cluster)
+	const settle = 8 * time.Second
+	f := startFleet(t, ctl, 3, agentOptions{subscribeAtMostOnce: true, settle: settle})
+	a := f.agents[0]
+	connects := a.node.Client().Stats().Connects
+
+	// The late will: offline, retained, of a session the agent never had,
+	// published through a member the agent may not be connected to.
+	late, err := schema.Encode(schema.Presence{SchemaVersion: schema.WireVersion, Node: a.name, Online: false, Session: 1})
+	require.NoError(t, err)
+	publishAs(t, cluster.mqttURLs()[0], credential.ControllerUsername, credential.ControllerToken(ctl.secret),
+		schema.NodeTopic(a.name, schema.TopicOnline), late)
+	checkfor.Eventually(t, settle, 20*time.Millisecond, func() error {
+		return f.nodeOnline(a.name, false)
+	})
+	checkfor.Eventually(t, 2*settle, 100*time.Millisecond, func() error {
+		return f.nodeOnline(a.name, true)
+	})
+	require.Equal(t, connects, a.node.Client().Stats().Connects, "back online on the same connection")
+
+	ctl.kill()
+	ctl.start()
+	f.waitOnline()
+}
+
+// nodeOnline reports an error unless the controller lists node with the
+// given online state.
+func (f *fleet) nodeOnline(node string, online bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	n, err := f.ctl.api.GetNode(ctx, node)
+	if err != nil {
+		return err
+	}
+	if n.Online != online {
+		return fmt.Errorf("node %s online %v, want %v", node, n.Online, online)
+	}
+	return nil
+}
+
+// publishAs publishes one retained message through the broker at url as
+// user, and disconnects.
+func publishAs(t *testing.T, url, user, password, topic string, payload []byte) {
+	t.Helper()
+	connected := make(chan struct{}, 1)
+	c, err := mqttclient.New(mqttclient.Options{BrokerURL: url, ClientID: "late-will", Username: user, Password: password,
+		FirstConnectJitter: -1, Logger: slog.New(slog.DiscardHandler),
+		OnConnect: func(context.Context) {
+			select {
+			case connected <- struct{}{}:
+			default:
+			}
+		}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() { cancel(); require.NoError(t, <-done) }()
+	select {
+	case <-connected:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no connection to %s", url)
+	}
+	pctx, pcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer pcancel()
+	require.NoError(t, c.Publish(pctx, topic, payload, true))
 }
