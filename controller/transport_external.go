@@ -30,6 +30,7 @@ type externalTransport struct {
 	urls           []string      // broker-url: the broker's nodes
 	dropTopic      string        // the broker's drop counter topic; "" when off
 	resyncInterval time.Duration // the periodic re-read; 0 or less for none
+	qos            byte          // of the node subscriptions (subscribeQoS)
 	settle         time.Duration // the re-read after each connection; 0 or less for none
 	log            *slog.Logger
 	metrics        *metrics
@@ -54,6 +55,7 @@ var _ transport = (*externalTransport)(nil)
 func newExternalTransport(cfg Config, password string, m *metrics, log *slog.Logger, hooks transportHooks) (*externalTransport, error) {
 	t := &externalTransport{
 		urls: cfg.brokerURLs(), dropTopic: cfg.dropTopic(), resyncInterval: cfg.BrokerResyncInterval, settle: cfg.BrokerSettleInterval,
+		qos: subscribeQoS(cfg),
 		log: log, metrics: m, hooks: hooks,
 		synced: make(chan struct{}), resync: make(chan struct{}, 1),
 	}
@@ -77,7 +79,7 @@ func newExternalTransport(cfg Config, password string, m *metrics, log *slog.Log
 		Logger:           log,
 	}
 	for _, f := range subscriptions {
-		opts.Subscriptions = append(opts.Subscriptions, mqttclient.Subscription{Filter: f, QoS: 1})
+		opts.Subscriptions = append(opts.Subscriptions, mqttclient.Subscription{Filter: f, QoS: t.qos})
 	}
 	if t.dropTopic != "" {
 		opts.Subscriptions = append(opts.Subscriptions, mqttclient.Subscription{Filter: t.dropTopic, QoS: 0})
@@ -197,7 +199,7 @@ func (t *externalTransport) rereadAfterConnect(ctx context.Context) {
 	}
 	for _, kind := range resyncKinds { // the retained ones
 		f := schema.NodeWildcard(kind)
-		if err := t.client.Subscribe(ctx, mqttclient.Subscription{Filter: f, QoS: 1}); err != nil {
+		if err := t.client.Subscribe(ctx, mqttclient.Subscription{Filter: f, QoS: t.qos}); err != nil {
 			if ctx.Err() == nil {
 				t.log.Warn("re-subscribing after the connection settled", "filter", f, "err", err)
 			}
@@ -244,6 +246,22 @@ func staleState(topic string, pending, incoming []byte) bool {
 		return p.Online && !q.Online && !same || !p.Online && q.Online && same
 	}
 	return false
+}
+
+// subscribeQoS is the QoS of the controller's node subscriptions: 0 on a
+// NATS cluster (nats-auth-url set), 1 otherwise. nats-server serves a QoS
+// 1 subscription through a JetStream consumer and redelivers a message
+// whose acknowledgement it did not get within its AckWait (30 s): at
+// 1,000 nodes a node's Pending report reached the controller 28.6 s after
+// the node was ready on its only connection, and, being of the same
+// generation, it held the node as updating for good. Every node topic but
+// events is retained and re-read after each connection
+// (broker-settle-interval), and events are best effort anyway.
+func subscribeQoS(cfg Config) byte {
+	if len(cfg.NATSAuthURLs) > 0 {
+		return 0
+	}
+	return 1
 }
 
 // brokerPassword reads cfg's broker-password-file, or derives the

@@ -130,3 +130,14 @@ func TestNewFailsOnABusyMQTTAddress(t *testing.T) {
 	require.NoError(t, err, "the store was closed")
 	c.closeResources()
 }
+
+// TestSubscribeQoSOnNATS: the node subscriptions are QoS 0 when the
+// controller serves a NATS cluster's callout, QoS 1 on any other broker.
+func TestSubscribeQoSOnNATS(t *testing.T) {
+	if got := subscribeQoS(Config{NATSAuthURLs: []string{"nats://n1:4222"}}); got != 0 {
+		t.Errorf("with nats-auth-url: QoS %d, want 0", got)
+	}
+	if got := subscribeQoS(Config{BrokerURLs: []string{"tcp://mosquitto:1883"}}); got != 1 {
+		t.Errorf("without: QoS %d, want 1", got)
+	}
+}
