@@ -132,7 +132,7 @@ test-cluster: ## three nats-server processes (built from the module), CLUSTER_NO
 
 .PHONY: bench-scale-cluster
 SCALE_CLUSTER_NODES ?= 50000
-SCALE_CLUSTER_SIM_FLAGS ?=
+SCALE_CLUSTER_SIM_FLAGS ?= --subscribe-qos 0
 bench-scale-cluster: ## fleet scale benchmark on three nats-server processes (built from the module): controller serving their auth callout, SCALE_CLUSTER_NODES devices (default 50000) in processes of 15,000 spread over the members; logs each member's peak RSS per device
 	EDGESET_SCALE_CLUSTER=1 EDGESET_SCALE_CLUSTER_NODES=$(SCALE_CLUSTER_NODES) EDGESET_SCALE_CLUSTER_SIM_FLAGS="$(SCALE_CLUSTER_SIM_FLAGS)" $(GO) test -count=1 -timeout 60m -run '^TestScaleCluster$$' -v ./sim/scale/
 

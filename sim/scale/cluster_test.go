@@ -74,7 +74,13 @@ func TestScaleCluster(t *testing.T) {
 	ramp := float64(positiveEnv(t, envClusterRamp, 2000))
 	base := watchRSS(t, cluster)() // the members' RSS before any device
 	peaks := watchRSS(t, cluster)
-	device := append([]string{simBin, "--bench-devices", "--log-level", "warn"}, strings.Fields(os.Getenv(envClusterSimFlags))...)
+	// Devices subscribe at QoS 0, as docs/scale-out.md recommends on NATS
+	// (a QoS 1 subscription is a replicated JetStream consumer each).
+	simFlags := os.Getenv(envClusterSimFlags)
+	if simFlags == "" {
+		simFlags = "--subscribe-qos 0"
+	}
+	device := append([]string{simBin, "--bench-devices", "--log-level", "warn"}, strings.Fields(simFlags)...)
 	res, err := Run(context.Background(), Options{
 		Nodes: nodes, Ramp: ramp, HostCommand: []string{os.Args[0], "-test.run=^$"}, DataDir: dir,
 		BrokerURL: strings.Join(cluster.MQTTURLs(), ","), DeviceProcesses: procs, DeviceCommand: device,
