@@ -84,7 +84,7 @@ func TestScaleCluster(t *testing.T) {
 	res, err := Run(context.Background(), Options{
 		Nodes: nodes, Ramp: ramp, HostCommand: []string{os.Args[0], "-test.run=^$"}, DataDir: dir,
 		BrokerURL: strings.Join(cluster.MQTTURLs(), ","), DeviceProcesses: procs, DeviceCommand: device,
-		DeviceBrokers: cluster.MQTTURLs(), Timeout: 10 * time.Minute, Progress: testWriter{t},
+		DeviceBrokers: cluster.MQTTURLs(), Timeout: time.Duration(positiveEnv(t, "EDGESET_SCALE_CLUSTER_PHASE_TIMEOUT_SECONDS", 600)) * time.Second, Progress: testWriter{t},
 	})
 	rss := peaks()
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 	"github.com/edgeset/edgeset/internal/natstest"
 )
 
-// TestHAControllersOnNATSCluster (make test-cluster): the whole scale-out
+// TestHAControllersOnNATSCluster (make test-cluster-ha): the whole scale-out
 // topology. Two HA controllers as processes on etcd, their broker a
 // cluster of three nats-server processes whose auth callout the leader
 // serves, EDGESET_FAULT_NODES agents given all three members. During a
@@ -29,7 +29,7 @@ import (
 // fleet converges to the new revision.
 func TestHAControllersOnNATSCluster(t *testing.T) {
 	if os.Getenv(envCluster) != "1" {
-		t.Skip("a broker-cluster scenario (builds nats-server and edgeset-controller, five processes): make test-cluster, or " + envCluster + "=1")
+		t.Skip("a broker-cluster scenario (builds nats-server and edgeset-controller, five processes): make test-cluster-ha, or " + envCluster + "=1")
 	}
 	n := fleetSize(t)
 	bin, err := natsBinary()
