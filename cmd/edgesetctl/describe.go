@@ -115,32 +115,18 @@ func writeTelemetry(w io.Writer, tm *telemetry.Node) {
 	}
 	field(w, "Telemetry", fmt.Sprintf("received %s ago, %d in history", age(tm.Received), len(tm.History)))
 	field(w, "  Load", fmt.Sprintf("%.2f (%d CPUs), uptime %s", m.Load1, m.CPUs, time.Duration(m.UptimeSeconds)*time.Second))
-	field(w, "  Memory", fmt.Sprintf("%s available of %s", ibytes(m.MemoryAvailableBytes), ibytes(m.MemoryTotalBytes)))
+	field(w, "  Memory", fmt.Sprintf("%s available of %s", telemetry.Bytes(m.MemoryAvailableBytes), telemetry.Bytes(m.MemoryTotalBytes)))
 	for _, d := range m.Disks {
-		field(w, "  Disk "+d.Name, fmt.Sprintf("%s free of %s (%s)", ibytes(d.FreeBytes), ibytes(d.SizeBytes), d.Path))
+		field(w, "  Disk "+d.Name, fmt.Sprintf("%s free of %s (%s)", telemetry.Bytes(d.FreeBytes), telemetry.Bytes(d.SizeBytes), d.Path))
 	}
 	field(w, "  Temperature", temp)
 	if len(m.Instances) > 0 {
 		t := newTable(w, "  DAEMONSET", "CPU", "MEMORY")
 		for _, in := range m.Instances {
-			t.row("  "+in.DaemonSet, fmt.Sprintf("%.1f%%", in.CPUPercent), ibytes(in.MemoryBytes))
+			t.row("  "+in.DaemonSet, fmt.Sprintf("%.1f%%", in.CPUPercent), telemetry.Bytes(in.MemoryBytes))
 		}
 		t.flush()
 	}
-}
-
-// ibytes renders a byte count in binary units (12.3 MiB).
-func ibytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 func taintString(t schema.Taint) string {

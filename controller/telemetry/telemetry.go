@@ -14,6 +14,7 @@
 package telemetry
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -180,4 +181,19 @@ func (s *Store) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.nodes)
+}
+
+// Bytes renders a byte count in binary units (12.3 MiB), as describe node
+// and the dashboard show telemetry figures.
+func Bytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

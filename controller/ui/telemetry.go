@@ -32,13 +32,13 @@ func telemetryViewOf(tm *telemetry.Node, now time.Time) *telemetryView {
 	m := tm.Latest
 	v := &telemetryView{Received: ago(&tm.Received, now),
 		Load:   fmt.Sprintf("%.2f (%d CPUs)", m.Load1, m.CPUs),
-		Memory: fmt.Sprintf("%s available of %s", ibytes(m.MemoryAvailableBytes), ibytes(m.MemoryTotalBytes)),
+		Memory: fmt.Sprintf("%s available of %s", telemetry.Bytes(m.MemoryAvailableBytes), telemetry.Bytes(m.MemoryTotalBytes)),
 		Temp:   "not reported", Uptime: (time.Duration(m.UptimeSeconds) * time.Second).String(), Usage: m.Instances}
 	if m.TemperatureCelsius != nil {
 		v.Temp = fmt.Sprintf("%.1f °C", *m.TemperatureCelsius)
 	}
 	for _, d := range m.Disks {
-		v.Disks = append(v.Disks, keyValue{d.Name, fmt.Sprintf("%s free of %s (%s)", ibytes(d.FreeBytes), ibytes(d.SizeBytes), d.Path)})
+		v.Disks = append(v.Disks, keyValue{d.Name, fmt.Sprintf("%s free of %s (%s)", telemetry.Bytes(d.FreeBytes), telemetry.Bytes(d.SizeBytes), d.Path)})
 	}
 	h := tm.History
 	at := make([]time.Time, len(h))
@@ -133,18 +133,4 @@ func seriesPlot(name, unit string, at []time.Time, vals []float64) template.HTML
 		sparkLeft, sparkH-4, t0.UTC().Format("15:04"), sparkW-6, sparkH-4, t1.UTC().Format("15:04"))
 	fmt.Fprintf(&b, `<polyline class="line-updated" points="%s"></polyline></svg></figure>`, pts.String())
 	return template.HTML(b.String())
-}
-
-// ibytes renders a byte count in binary units (12.3 MiB).
-func ibytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/controller/telemetry"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -22,7 +23,7 @@ func parsePages() map[string]*template.Template {
 	funcs := template.FuncMap{
 		"bar":    progressBar,
 		"plot":   progressPlot,
-		"ibytes": ibytes,
+		"ibytes": telemetry.Bytes,
 		"join":   strings.Join,
 		"path":   url.PathEscape,
 		// sortBy and pageAt are links to the node table with the filter

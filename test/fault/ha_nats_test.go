@@ -3,7 +3,6 @@ package fault
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/internal/etcdtest"
-	"github.com/edgeset/edgeset/internal/natstest"
 )
 
 // TestHAControllersOnNATSCluster (make test-cluster-ha): the whole scale-out
@@ -32,24 +30,13 @@ func TestHAControllersOnNATSCluster(t *testing.T) {
 		t.Skip("a broker-cluster scenario (builds nats-server and edgeset-controller, five processes): make test-cluster-ha, or " + envCluster + "=1")
 	}
 	n := fleetSize(t)
-	bin, err := natsBinary()
-	require.NoError(t, err)
-	cluster := natstest.StartProcs(t, bin, 3)
+	cluster := startNATSProcs(t, 3)
 	secret, err := credential.LoadOrCreateFleetSecret(t.TempDir())
 	require.NoError(t, err)
-	seed, err := cluster.Issuer.Seed()
-	require.NoError(t, err)
-	files := t.TempDir()
-	write := func(name, content string) string {
-		path := filepath.Join(files, name)
-		require.NoError(t, os.WriteFile(path, []byte(content+"\n"), 0o600))
-		return path
-	}
+	pw, seed := calloutFiles(t, cluster)
 	brokers := strings.Join(cluster.MQTTURLs(), ",")
-	env := newHAEnvOn(t, brokers, secret,
-		"--nats-auth-url", strings.Join(cluster.Clients, ","),
-		"--nats-auth-password-file", write("auth.password", cluster.AuthPassword),
-		"--nats-auth-issuer-seed-file", write("issuer.seed", string(seed)))
+	env := newHAEnvOn(t, brokers, secret, "--nats-auth-url", strings.Join(cluster.Clients, ","),
+		"--nats-auth-password-file", pw, "--nats-auth-issuer-seed-file", seed)
 	c1, c2 := env.controller("c1", true), env.controller("c2", false)
 	c1.start()
 	waitLeader(t, 30*time.Second, c1)

@@ -12,11 +12,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nkeys"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -59,129 +57,46 @@ func removeNATSBinary() {
 	}
 }
 
-// natsProc is one nats-server process on fixed ports and a fixed store,
-// so it can be killed with SIGKILL and started again as the same member.
-type natsProc struct {
-	t       *testing.T
-	bin     string
-	conf    string
-	monitor int
-	mqtt    int
-
-	mu  sync.Mutex // guards cmd
-	cmd *exec.Cmd
-}
-
-// natsProcs is a cluster of nats-server processes with the auth callout
-// configured for Issuer (its responder is the controller: nats-auth-url).
-type natsProcs struct {
-	procs        []*natsProc
-	clients      []string // nats:// URLs
-	issuer       nkeys.KeyPair
-	authPassword string
-}
-
-// startNATSProcs starts a cluster of n nats-server processes and waits
-// until every member reports JetStream healthy.
-func startNATSProcs(t *testing.T, n int) *natsProcs {
+// startNATSProcs starts a cluster of n nats-server processes of the
+// binary natsBinary built, with the auth callout configured for its
+// issuer, once every member reports JetStream healthy.
+func startNATSProcs(t *testing.T, n int) *natstest.Procs {
 	bin, err := natsBinary()
 	require.NoError(t, err)
-	issuer, err := nkeys.CreateAccount()
+	return natstest.StartProcs(t, bin, n)
+}
+
+// writeFiles writes each name's content (plus a newline, mode 0600) into
+// a new directory and returns their paths by name.
+func writeFiles(t *testing.T, contents map[string]string) map[string]string {
+	dir := t.TempDir()
+	paths := map[string]string{}
+	for name, content := range contents {
+		paths[name] = filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(paths[name], []byte(content+"\n"), 0o600))
+	}
+	return paths
+}
+
+// calloutFiles writes the callout user's password and the issuer's seed of
+// c for a controller (nats-auth-password-file, nats-auth-issuer-seed-file).
+func calloutFiles(t *testing.T, c *natstest.Procs) (passwordFile, seedFile string) {
+	seed, err := c.Issuer.Seed()
 	require.NoError(t, err)
-	pub, err := issuer.PublicKey()
-	require.NoError(t, err)
-	ports := natstest.FreePorts(t, 4*n) // route, client, MQTT, monitor per member
-	routes := ports[:n]
-	c := &natsProcs{issuer: issuer, authPassword: "auth-" + pub[len(pub)-10:]}
-	for i := range n {
-		dir := t.TempDir()
-		sc := natstest.ServerConfig{Name: fmt.Sprintf("s%d", i), StoreDir: filepath.Join(dir, "jetstream"),
-			ClientPort: ports[n+i], MQTTPort: ports[2*n+i], MonitorPort: ports[3*n+i],
-			RoutePort: routes[i], RoutePorts: routes, Issuer: pub, AuthPassword: c.authPassword}
-		conf := filepath.Join(dir, "nats.conf")
-		require.NoError(t, os.WriteFile(conf, []byte(natstest.Config(sc)), 0o600))
-		p := &natsProc{t: t, bin: bin, conf: conf, monitor: sc.MonitorPort, mqtt: sc.MQTTPort}
-		p.start()
-		t.Cleanup(p.kill)
-		c.procs = append(c.procs, p)
-		c.clients = append(c.clients, fmt.Sprintf("nats://127.0.0.1:%d", sc.ClientPort))
-	}
-	for _, p := range c.procs {
-		p.waitHealthy()
-	}
-	return c
-}
-
-// mqttURLs are the members' MQTT listeners.
-func (c *natsProcs) mqttURLs() []string {
-	urls := make([]string, len(c.procs))
-	for i, p := range c.procs {
-		urls[i] = fmt.Sprintf("tcp://127.0.0.1:%d", p.mqtt)
-	}
-	return urls
-}
-
-func (p *natsProc) start() {
-	p.t.Helper()
-	cmd := exec.Command(p.bin, "-c", p.conf)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if os.Getenv(envLog) != "" {
-		cmd.Stderr = os.Stderr
-	}
-	require.NoError(p.t, cmd.Start())
-	p.mu.Lock()
-	p.cmd = cmd
-	p.mu.Unlock()
-}
-
-// kill sends SIGKILL and reaps the process; safe to call twice.
-func (p *natsProc) kill() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	_ = p.cmd.Wait()
-	p.cmd = nil
-}
-
-// waitHealthy waits until the member's /healthz says its JetStream is
-// current with the cluster.
-func (p *natsProc) waitHealthy() {
-	p.t.Helper()
-	url := fmt.Sprintf("http://127.0.0.1:%d/healthz", p.monitor)
-	checkfor.Eventually(p.t, time.Minute, 100*time.Millisecond, func() error {
-		resp, err := http.Get(url)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: %s", url, resp.Status)
-		}
-		return nil
-	})
+	files := writeFiles(t, map[string]string{"auth.password": c.AuthPassword, "issuer.seed": string(seed)})
+	return files["auth.password"], files["issuer.seed"]
 }
 
 // startControllerOnNATS runs the controller subprocess against the
 // cluster's MQTT listeners, serving its auth callout (nats-auth-url).
-func startControllerOnNATS(t *testing.T, grace time.Duration, c *natsProcs) *controllerProc {
+func startControllerOnNATS(t *testing.T, grace time.Duration, c *natstest.Procs) *controllerProc {
 	dir := t.TempDir()
 	secret, err := credential.LoadOrCreateFleetSecret(dir)
 	require.NoError(t, err)
-	seed, err := c.issuer.Seed()
-	require.NoError(t, err)
-	files := t.TempDir()
-	write := func(name, content string) string {
-		path := filepath.Join(files, name)
-		require.NoError(t, os.WriteFile(path, []byte(content+"\n"), 0o600))
-		return path
-	}
+	pw, seed := calloutFiles(t, c)
 	p := &controllerProc{t: t, dir: dir, mqttAddr: freeAddr(t), apiAddr: freeAddr(t), grace: grace, secret: secret,
-		extBrokerURL: strings.Join(c.mqttURLs(), ","),
-		natsAuth: natsAuthEnv{urls: strings.Join(c.clients, ","), passwordFile: write("auth.password", c.authPassword),
-			seedFile: write("issuer.seed", string(seed))}}
+		extBrokerURL: strings.Join(c.MQTTURLs(), ","),
+		natsAuth:     natsAuthEnv{urls: strings.Join(c.Clients, ","), passwordFile: pw, seedFile: seed}}
 	p.start()
 	t.Cleanup(p.kill)
 	return p
@@ -205,7 +120,7 @@ func TestNATSServerKilledDuringRollout(t *testing.T) {
 	ctl := startControllerOnNATS(t, grace, cluster)
 	start := time.Now()
 	f := startFleet(t, ctl, n, agentOptions{startLatency: 300 * time.Millisecond, subscribeAtMostOnce: true})
-	t.Logf("%d agents online in %s; JetStream consumers: %s", n, time.Since(start).Round(time.Millisecond), cluster.consumers())
+	t.Logf("%d agents online in %s; JetStream consumers: %s", n, time.Since(start).Round(time.Millisecond), consumers(cluster))
 	ctl.apply(manifest("exporter:1", "20%", "0", ""))
 	ds := f.converged(func(ds api.DaemonSet) string { return ds.CurrentHash })
 	s := &scenario{t: t, ctl: ctl, f: f, v1: ds.CurrentHash, chk: startChecker(t, f)}
@@ -220,9 +135,9 @@ func TestNATSServerKilledDuringRollout(t *testing.T) {
 	}
 	time.Sleep(600 * time.Millisecond)
 	logRollout("killing broker member s1")
-	cluster.procs[1].kill()
+	cluster.Procs[1].Kill()
 	time.Sleep(2 * time.Second)
-	cluster.procs[1].start()
+	cluster.Procs[1].Start()
 	logRollout("broker member s1 restarted")
 	time.Sleep(time.Second)
 	logRollout("killing the controller")
@@ -233,18 +148,18 @@ func TestNATSServerKilledDuringRollout(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, v2, ds.CurrentHash, "the revision survives a broker member's and the controller's SIGKILL")
 	s.f.converged(is(v2))
-	t.Logf("JetStream consumers at the end: %s; %s in all", cluster.consumers(), time.Since(start).Round(time.Millisecond))
+	t.Logf("JetStream consumers at the end: %s; %s in all", consumers(cluster), time.Since(start).Round(time.Millisecond))
 }
 
 // consumers is the number of JetStream consumers each member reports
 // (/jsz), for the log: agents subscribed at QoS 0 make none.
-func (c *natsProcs) consumers() string {
+func consumers(c *natstest.Procs) string {
 	var out []string
-	for i, p := range c.procs {
+	for i, p := range c.Procs {
 		var jsz struct {
 			Consumers int `json:"consumers"`
 		}
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/jsz", p.monitor))
+		resp, err := http.Get(p.Monitor("/jsz"))
 		if err == nil {
 			err = json.NewDecoder(resp.Body).Decode(&jsz)
 			resp.Body.Close()
@@ -283,7 +198,7 @@ func TestNATSLateWillOfUnseenSession(t *testing.T) {
 	// published through a member the agent may not be connected to.
 	late, err := schema.Encode(schema.Presence{SchemaVersion: schema.WireVersion, Node: a.name, Online: false, Session: 1})
 	require.NoError(t, err)
-	publishAs(t, cluster.mqttURLs()[0], credential.ControllerUsername, credential.ControllerToken(ctl.secret),
+	publishAs(t, cluster.MQTTURLs()[0], credential.ControllerUsername, credential.ControllerToken(ctl.secret),
 		schema.NodeTopic(a.name, schema.TopicOnline), late)
 	checkfor.Eventually(t, settle, 20*time.Millisecond, func() error {
 		return f.nodeOnline(a.name, false)
