@@ -156,6 +156,10 @@ type Config struct {
 	// and daemonset from scratch, the level-triggered safety net under the
 	// incremental passes that decide only what an event changed.
 	FullPassInterval time.Duration `mapstructure:"full-pass-interval"`
+	// DesiredRepairAfter is how long an online node may report a
+	// generation below its desired state's before the controller publishes
+	// that desired state again (repair.go); negative never.
+	DesiredRepairAfter time.Duration `mapstructure:"desired-repair-after"`
 	// SiteLabel is the node label whose value names a node's site: the
 	// dashboard and the metrics (edgeset_nodes_by_site) group nodes by it.
 	SiteLabel string `mapstructure:"site-label"`
@@ -319,6 +323,9 @@ func (c *Config) ApplyDefaults() {
 	}
 	if c.FullPassInterval == 0 {
 		c.FullPassInterval = DefaultFullPassInterval
+	}
+	if c.DesiredRepairAfter == 0 {
+		c.DesiredRepairAfter = DefaultDesiredRepairAfter
 	}
 	setDefault(&c.SiteLabel, DefaultSiteLabel)
 	if c.TelemetryHistory == 0 {

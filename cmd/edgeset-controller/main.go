@@ -118,6 +118,7 @@ func addFlags(f *pflag.FlagSet) {
 	f.Duration("node-offline-grace", controller.DefaultNodeOfflineGrace, "how long a node may be disconnected before it is tainted unreachable")
 	f.Int("republish-rate", controller.DefaultRepublishRate, "desired-state messages per second when republishing the fleet")
 	f.Duration("full-pass-interval", controller.DefaultFullPassInterval, "how often a reconcile pass decides every node and daemonset from scratch (safety net under incremental passes)")
+	f.Duration("desired-repair-after", controller.DefaultDesiredRepairAfter, "publish an online node's desired state again when it reports an older generation for this long (negative: never)")
 	f.String("site-label", controller.DefaultSiteLabel, "node label naming a node's site: the dashboard and /metrics (edgeset_nodes_by_site) group nodes by its value")
 	f.Int("telemetry-history", telemetry.DefaultLimit, "telemetry reports kept per node for describe node and the dashboard (negative: the latest only)")
 	f.Bool("metrics-per-node", false, "add per-node series to /metrics (edgeset_node_*) for up to 1000 nodes: for small fleets")
