@@ -89,6 +89,7 @@ func addFlags(f *pflag.FlagSet) {
 	f.Duration("mqtt-auth-failure-backoff", broker.DefaultAuthFailureBackoff, "how long an IP address that failed too many MQTT logins is refused")
 	f.StringSlice("mqtt-exempt-sources", nil, "IP addresses or CIDR prefixes exempt from the per-source cap and the failed-login back-off")
 	f.StringSlice("broker-url", nil, "use this external MQTT broker instead of the embedded one (tcp://host:1883); a comma-separated list names the nodes of a broker cluster, tried in turn on failure")
+	f.StringSlice("enroll-broker-url", nil, "the broker URLs an enrolled device is given (edgeset-agent enroll); default: broker-url, or the embedded broker's listeners on the host the device reached the API at")
 	f.String("broker-username", controller.DefaultControllerUser, "controller's username on an external broker")
 	f.String("broker-password-file", "", "controller's password on an external broker (default: derived from the fleet secret)")
 	f.String("broker-ca-file", "", "CA file verifying an external broker's TLS certificate")

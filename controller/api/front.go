@@ -45,6 +45,9 @@ func NewFront(opts Options) *Front {
 // often, Admit answers it and closes the connection without reading the
 // body.
 func (f *Front) Admit(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodPost && r.URL.Path == EnrollPath {
+		return f.admitEnroll(w, r)
+	}
 	if public(r) {
 		if !connAuthenticated(r) {
 			w.Header().Set("Connection", "close")

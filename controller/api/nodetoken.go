@@ -32,11 +32,7 @@ func (s *Server) mintNodeToken(w http.ResponseWriter, r *http.Request) (any, err
 		return nil, fmt.Errorf("%w: this controller does not mint node tokens", ErrUnavailable)
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	requester := "API client " + r.RemoteAddr
-	if ua := r.UserAgent(); ua != "" {
-		requester += " (" + ua + ")"
-	}
-	return m.MintNodeToken(r.Context(), r.PathValue("name"), requester)
+	return m.MintNodeToken(r.Context(), r.PathValue("name"), requesterOf(r))
 }
 
 // MintNodeToken asks the controller for node's MQTT credential; the
