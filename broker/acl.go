@@ -16,6 +16,7 @@ var nodeWrites = map[string]bool{
 	schema.TopicEvents:       true,
 	schema.TopicTelemetry:    true,
 	schema.TopicLogsResponse: true,
+	schema.TopicExecResponse: true,
 }
 
 // nodeReads are the kinds a node may subscribe to under its own
@@ -23,6 +24,7 @@ var nodeWrites = map[string]bool{
 var nodeReads = map[string]bool{
 	schema.TopicDesired:     true,
 	schema.TopicLogsRequest: true,
+	schema.TopicExecRequest: true,
 }
 
 // revisionPrefix starts every revision topic, configMapPrefix every

@@ -29,6 +29,7 @@ import (
 	"github.com/edgeset/edgeset/controller/telemetry"
 	"github.com/edgeset/edgeset/controller/ui"
 	"github.com/edgeset/edgeset/internal/loglimit"
+	"github.com/edgeset/edgeset/schema"
 )
 
 // Controller is one running controller. Create it with New and serve with
@@ -44,7 +45,8 @@ type Controller struct {
 	token     string
 	metrics   *metrics
 	events    *eventSink
-	logs      logHub // log streams waiting for chunks
+	logs      hub[schema.LogChunk]  // log streams waiting for chunks
+	execs     hub[schema.ExecChunk] // exec sessions waiting for chunks
 	telemetry *telemetry.Store
 	dash      *ui.Dashboard // the web dashboard; nil with ui-disabled
 	health    health        // faults that make /readyz fail (health.go)

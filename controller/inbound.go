@@ -36,6 +36,8 @@ func (c *Controller) handleMessage(topic string, payload []byte) {
 		err = c.onNodeEvent(node, payload)
 	case schema.TopicLogsResponse:
 		err = c.onLogChunk(node, payload)
+	case schema.TopicExecResponse:
+		err = c.onExecChunk(node, payload)
 	case schema.TopicTelemetry:
 		err = c.onTelemetry(node, payload)
 	default:

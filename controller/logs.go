@@ -21,48 +21,49 @@ import (
 // beyond it chunks are dropped and the gap is reported in the text.
 const logChunkBuffer = 256
 
-// logHub routes logs/response chunks to the streams waiting for them. The
+// hub routes the chunks of on-demand node answers (logs/response,
+// exec/response) to the requests waiting for them, by request ID. The
 // zero value is ready to use.
-type logHub struct {
+type hub[C any] struct {
 	mu      sync.Mutex            // guards streams
-	streams map[string]*logStream // by request ID
+	streams map[string]*stream[C] // by request ID
 }
 
-// logStream is one pending request's inbox.
-type logStream struct {
+// stream is one pending request's inbox.
+type stream[C any] struct {
 	node   string
-	chunks chan schema.LogChunk
+	chunks chan C
 }
 
-func (h *logHub) add(id, node string) *logStream {
-	s := &logStream{node: node, chunks: make(chan schema.LogChunk, logChunkBuffer)}
+func (h *hub[C]) add(id, node string) *stream[C] {
+	s := &stream[C]{node: node, chunks: make(chan C, logChunkBuffer)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.streams == nil {
-		h.streams = map[string]*logStream{}
+		h.streams = map[string]*stream[C]{}
 	}
 	h.streams[id] = s
 	return s
 }
 
-func (h *logHub) remove(id string) {
+func (h *hub[C]) remove(id string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.streams, id)
 }
 
-// deliver hands c to its stream without blocking. A chunk of no pending
-// stream (late, or after a cancel) is ignored; one from a node the stream
-// did not ask is an error.
-func (h *logHub) deliver(node string, c schema.LogChunk) error {
+// deliver hands chunk c of request id to its stream without blocking. A
+// chunk of no pending request (late, or after a cancel) is ignored; one
+// from a node the request did not ask is an error.
+func (h *hub[C]) deliver(node, id string, c C) error {
 	h.mu.Lock()
-	s, ok := h.streams[c.ID]
+	s, ok := h.streams[id]
 	h.mu.Unlock()
 	if !ok {
 		return nil
 	}
 	if s.node != node {
-		return fmt.Errorf("log chunk of stream %s from node %s, asked %s", c.ID, node, s.node)
+		return fmt.Errorf("chunk of request %s from node %s, asked %s", id, node, s.node)
 	}
 	select {
 	case s.chunks <- c:
@@ -80,7 +81,7 @@ func (c *Controller) onLogChunk(node string, payload []byte) error {
 	if err := checkNode(node, chunk.Node); err != nil {
 		return err
 	}
-	return c.logs.deliver(node, chunk)
+	return c.logs.deliver(node, chunk.ID, chunk)
 }
 
 // Logs implements api.Backend: it asks the node for the log and returns it
@@ -194,7 +195,7 @@ type logReader struct {
 	c        *Controller
 	ctx      context.Context
 	id, node string
-	stream   *logStream
+	stream   *stream[schema.LogChunk]
 	follow   bool
 	answer   time.Duration // wait for the first chunk, and each next one when not following
 	deadline time.Time     // of a follow stream

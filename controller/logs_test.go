@@ -44,20 +44,20 @@ func TestLogsSilentNode(t *testing.T) {
 // noted, chunks from another node rejected, and an error chunk ends the
 // stream with its message.
 func TestLogReaderOrdersChunks(t *testing.T) {
-	var h logHub
+	var h hub[schema.LogChunk]
 	s := h.add("id1", "gw-1")
 	r := &logReader{ctx: context.Background(), id: "id1", node: "gw-1", stream: s, answer: wait, closed: true}
 	chunk := func(seq int, data string, eof bool, msg string) schema.LogChunk {
 		return schema.LogChunk{SchemaVersion: schema.WireVersion, Node: "gw-1", ID: "id1", Seq: seq, Data: data, EOF: eof || msg != "", Error: msg}
 	}
-	require.NoError(t, h.deliver("gw-1", chunk(0, "a\n", false, "")))
-	require.NoError(t, h.deliver("gw-1", chunk(0, "a\n", false, "")))
-	require.Error(t, h.deliver("gw-2", chunk(1, "evil\n", false, "")))
-	require.NoError(t, h.deliver("gw-1", chunk(2, "c\n", false, "")))
-	require.NoError(t, h.deliver("gw-1", chunk(3, "", false, "engine went away")))
+	require.NoError(t, h.deliver("gw-1", "id1", chunk(0, "a\n", false, "")))
+	require.NoError(t, h.deliver("gw-1", "id1", chunk(0, "a\n", false, "")))
+	require.Error(t, h.deliver("gw-2", "id1", chunk(1, "evil\n", false, "")))
+	require.NoError(t, h.deliver("gw-1", "id1", chunk(2, "c\n", false, "")))
+	require.NoError(t, h.deliver("gw-1", "id1", chunk(3, "", false, "engine went away")))
 	late := chunk(0, "", true, "")
 	late.ID = "id2"
-	require.NoError(t, h.deliver("gw-3", late), "chunk of an unknown stream")
+	require.NoError(t, h.deliver("gw-3", late.ID, late), "chunk of an unknown stream")
 	text, err := io.ReadAll(r)
 	assert.Equal(t, "a\n\n[edgeset: 1 log chunk(s) lost]\nc\n", string(text))
 	assert.EqualError(t, err, "node gw-1: engine went away")

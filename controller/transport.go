@@ -21,6 +21,7 @@ var subscriptions = []string{
 	schema.NodeWildcard(schema.TopicEvents),
 	schema.NodeWildcard(schema.TopicTelemetry),
 	schema.NodeWildcard(schema.TopicLogsResponse),
+	schema.NodeWildcard(schema.TopicExecResponse),
 }
 
 // transport is how the controller reaches the fleet: the embedded broker

@@ -212,7 +212,8 @@ func (t *externalTransport) rereadAfterConnect(ctx context.Context) {
 // eventTopic reports topics whose messages are events, each of which counts,
 // rather than state, of which only the newest does.
 func eventTopic(topic string) bool {
-	return strings.HasSuffix(topic, "/"+schema.TopicEvents) || strings.HasSuffix(topic, "/"+schema.TopicLogsResponse)
+	return strings.HasSuffix(topic, "/"+schema.TopicEvents) || strings.HasSuffix(topic, "/"+schema.TopicLogsResponse) ||
+		strings.HasSuffix(topic, "/"+schema.TopicExecResponse)
 }
 
 // staleState reports whether incoming is an older state than pending for

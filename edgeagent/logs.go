@@ -185,7 +185,7 @@ func (s *LogServer) end(id string, cancel context.CancelFunc) {
 // stream answers one request: it finds the container, copies its log in
 // chunks and ends the stream with an EOF or error chunk.
 func (s *LogServer) stream(ctx context.Context, req schema.LogRequest) {
-	c, err := s.findContainer(ctx, req.DaemonSet, req.Container)
+	c, err := findContainer(ctx, s.opts.Runtime, s.opts.NodeName, req.DaemonSet, req.Container)
 	if err != nil {
 		s.finish(ctx, req.ID, 0, "", err.Error())
 		return
@@ -382,11 +382,11 @@ func previousRun(c ContainerState, opts LogOptions, prevSince func(string, time.
 	return opts, fmt.Errorf("container %q of daemonset %s has no terminated run on this node", c.Labels[LabelContainer], c.Labels[LabelDaemonSet])
 }
 
-// findContainer returns the container of daemonset ds on this node named
+// findContainer returns the container of daemonset ds on node named
 // container, or its first container when container is empty. Of several
 // instances (during a surge) it prefers a running one, then the newest.
-func (s *LogServer) findContainer(ctx context.Context, ds, container string) (ContainerState, error) {
-	all, err := s.opts.Runtime.List(ctx, s.opts.NodeName)
+func findContainer(ctx context.Context, rt Runtime, node, ds, container string) (ContainerState, error) {
+	all, err := rt.List(ctx, node)
 	if err != nil {
 		return ContainerState{}, fmt.Errorf("list containers: %v", err)
 	}

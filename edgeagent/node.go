@@ -60,6 +60,9 @@ type NodeOptions struct {
 	// (docs/protocol.md, "Broker failover").
 	// Zero means DefaultSettleInterval; negative never.
 	SettleInterval time.Duration
+	// AllowExec is the device's local policy for remote exec (edgesetctl
+	// exec): off by default, and then every request is refused.
+	AllowExec bool
 }
 
 // Node is an agent connected to a broker: it announces the node (presence
@@ -71,6 +74,7 @@ type Node struct {
 	client *mqttclient.Client
 	log    *slog.Logger
 	logs   *LogServer
+	exec   *ExecServer
 
 	mu         sync.Mutex         // guards the fields below
 	session    int64              // of the connection being made or held
@@ -113,8 +117,8 @@ func NewNode(opts NodeOptions, rt Runtime) (*Node, error) {
 	}
 	m.OnConnect = n.onConnect
 	m.OnConnectionLost = n.onConnectionLost
-	requests := schema.NodeTopic(name, schema.TopicLogsRequest)
-	m.NoCoalesce = func(topic string) bool { return topic == requests }
+	requests, execs := schema.NodeTopic(name, schema.TopicLogsRequest), schema.NodeTopic(name, schema.TopicExecRequest)
+	m.NoCoalesce = func(topic string) bool { return topic == requests || topic == execs }
 	if m.Logger == nil {
 		m.Logger = n.log
 	}
@@ -132,6 +136,9 @@ func NewNode(opts NodeOptions, rt Runtime) (*Node, error) {
 	}
 	n.logs = NewLogServer(LogServerOptions{NodeName: name, Runtime: rt, Conn: clientConn{n.client, n.subscribeQoS()}, Logger: n.log,
 		PreviousRunSince: n.agent.PreviousRunSince})
+	execer, _ := rt.(Execer)
+	n.exec = NewExecServer(ExecServerOptions{NodeName: name, Runtime: rt, Execer: execer, Conn: clientConn{n.client, n.subscribeQoS()},
+		Allow: opts.AllowExec, Logger: n.log})
 	return n, nil
 }
 
@@ -177,6 +184,7 @@ func (n *Node) Run(ctx context.Context) error {
 		g.Go(func() error { return n.telemetryLoop(gctx) })
 	}
 	g.Go(func() error { return n.logs.Run(gctx) })
+	g.Go(func() error { return n.exec.Run(gctx) })
 	clientDone := make(chan error, 1)
 	go func() { clientDone <- n.client.Run(connCtx) }()
 	err := g.Wait()
@@ -204,8 +212,12 @@ func (n *Node) presence(online bool, session int64) *mqttclient.Message {
 }
 
 func (n *Node) handle(topic string, payload []byte) {
-	if topic == n.logs.Topic() {
+	switch topic {
+	case n.logs.Topic():
 		n.logs.Handle(payload)
+		return
+	case n.exec.Topic():
+		n.exec.Handle(payload)
 		return
 	}
 	n.agent.HandleMessage(topic, payload)
@@ -256,8 +268,10 @@ func (n *Node) announce(ctx context.Context, session int64) error {
 	if err := n.agent.Report(ctx); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	if err := n.client.Subscribe(ctx, mqttclient.Subscription{Filter: n.logs.Topic(), QoS: n.subscribeQoS()}); err != nil {
-		return fmt.Errorf("subscribe %s: %w", n.logs.Topic(), err)
+	for _, topic := range []string{n.logs.Topic(), n.exec.Topic()} {
+		if err := n.client.Subscribe(ctx, mqttclient.Subscription{Filter: topic, QoS: n.subscribeQoS()}); err != nil {
+			return fmt.Errorf("subscribe %s: %w", topic, err)
+		}
 	}
 	return nil
 }

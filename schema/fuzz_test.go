@@ -51,6 +51,8 @@ func FuzzDecodeNodeEvent(f *testing.F)        { fuzzWire(f, DecodeNodeEvent) }
 func FuzzDecodeRevision(f *testing.F)         { fuzzWire(f, DecodeRevision) }
 func FuzzDecodeConfigMapMessage(f *testing.F) { fuzzWire(f, DecodeConfigMapMessage) }
 func FuzzDecodeSecretMessage(f *testing.F)    { fuzzWire(f, DecodeSecretMessage) }
+func FuzzDecodeExecRequest(f *testing.F)      { fuzzWire(f, DecodeExecRequest) }
+func FuzzDecodeExecChunk(f *testing.F)        { fuzzWire(f, DecodeExecChunk) }
 
 // addFiles seeds f with every file matching pattern.
 func addFiles(f *testing.F, pattern string) {

@@ -17,6 +17,9 @@ const (
 
 	TopicLogsRequest  = "logs/request"  // controller to agent, not retained: LogRequest
 	TopicLogsResponse = "logs/response" // agent to controller, not retained: LogChunk
+
+	TopicExecRequest  = "exec/request"  // controller to agent, not retained: ExecRequest
+	TopicExecResponse = "exec/response" // agent to controller, not retained: ExecChunk
 )
 
 // NodeTopic returns the topic of the given kind for node.
@@ -56,8 +59,13 @@ func RevisionTopic(hash string) string {
 	return TopicPrefix + "revisions/" + hash
 }
 
+// twoLevelKinds are the node topic kinds of two levels.
+var twoLevelKinds = map[string]bool{
+	TopicLogsRequest: true, TopicLogsResponse: true, TopicExecRequest: true, TopicExecResponse: true,
+}
+
 // ParseNodeTopic splits edgeset/v1/nodes/{node}/{kind}. ok is false for any
-// other topic. A kind is one topic level, except the two logs kinds.
+// other topic. A kind is one topic level, except the logs and exec kinds.
 func ParseNodeTopic(topic string) (node, kind string, ok bool) {
 	rest, found := strings.CutPrefix(topic, TopicPrefix+"nodes/")
 	if !found {
@@ -65,7 +73,7 @@ func ParseNodeTopic(topic string) (node, kind string, ok bool) {
 	}
 	node, kind, found = strings.Cut(rest, "/")
 	if !found || node == "" || kind == "" ||
-		(strings.Contains(kind, "/") && kind != TopicLogsRequest && kind != TopicLogsResponse) {
+		(strings.Contains(kind, "/") && !twoLevelKinds[kind]) {
 		return "", "", false
 	}
 	return node, kind, true

@@ -30,10 +30,12 @@ func TestNodePermissions(t *testing.T) {
 		"edgeset.v1.nodes.n1//site.events",
 		"edgeset.v1.nodes.n1//site.telemetry",
 		"edgeset.v1.nodes.n1//site.logs.response",
+		"edgeset.v1.nodes.n1//site.exec.response",
 	}, p.Pub.Allow)
 	assert.ElementsMatch(t, jwt.StringList{
 		"edgeset.v1.nodes.n1//site.desired",
 		"edgeset.v1.nodes.n1//site.logs.request",
+		"edgeset.v1.nodes.n1//site.exec.request",
 		"edgeset.v1.nodes.n1//site.secrets.*",
 		"edgeset.v1.revisions.*",
 		"edgeset.v1.configmaps.*",

@@ -29,6 +29,7 @@ var nodeWrites = []string{
 	schema.TopicEvents,
 	schema.TopicTelemetry,
 	schema.TopicLogsResponse,
+	schema.TopicExecResponse,
 }
 
 // nodeReads are the topics under edgeset/v1/nodes/{node}/ a node may
@@ -36,11 +37,12 @@ var nodeWrites = []string{
 var nodeReads = []string{
 	schema.TopicDesired,
 	schema.TopicLogsRequest,
+	schema.TopicExecRequest,
 }
 
 // nodePermissions returns the NATS permissions of node: publish to its own
-// status, online, observed, events, telemetry and logs/response; subscribe to its own
-// desired and logs/request, to its own secrets, to revisions and to
+// status, online, observed, events, telemetry, logs/response and exec/response; subscribe to its own
+// desired, logs/request and exec/request, to its own secrets, to revisions and to
 // ConfigMaps, each of the last three one hash (one subject token) at a time.
 // Everything else is denied, since an allow list is given for both
 // directions. nats-server lets an MQTT client subscribe to its internal

@@ -65,6 +65,7 @@ type fileConfig struct {
 	MemoryMinAvailable string  `mapstructure:"memory-min-available"`
 	PIDMaxPercent      float64 `mapstructure:"pid-max-percent"`
 
+	AllowExec         bool     `mapstructure:"allow-exec"`
 	RefusePrivileged  bool     `mapstructure:"refuse-privileged"`
 	RefuseHostNetwork bool     `mapstructure:"refuse-host-network"`
 	RefuseHostPID     bool     `mapstructure:"refuse-host-pid"`
@@ -113,6 +114,7 @@ func addFlags(f *pflag.FlagSet) {
 	f.String("disk-min-free", "1Gi", "DiskPressure below this free space; the smaller threshold applies (\"0\": off)")
 	f.String("memory-min-available", "100Mi", "MemoryPressure below this MemAvailable (\"0\": off)")
 	f.Float64("pid-max-percent", edgeagent.DefaultPIDMaxPercent, "PIDPressure at this share of kernel.pid_max (0: off)")
+	f.Bool("allow-exec", false, "let an admin run commands in this device's instances (edgesetctl exec); off, every request is refused")
 	f.Bool("refuse-privileged", false, "refuse privileged containers")
 	f.Bool("refuse-host-network", false, "refuse hostNetwork daemons")
 	f.Bool("refuse-host-pid", false, "refuse hostPID daemons")
@@ -206,6 +208,7 @@ func (fc fileConfig) resolve(hostname func() (string, error)) (settings, error) 
 		TelemetryMaxInterval: fc.TelemetryMaxInterval,
 		SubscribeAtMostOnce:  fc.SubscribeQoS == 0,
 		SettleInterval:       fc.SettleInterval,
+		AllowExec:            fc.AllowExec,
 	}
 	if fc.SettleInterval == 0 {
 		s.node.SettleInterval = -1 // never

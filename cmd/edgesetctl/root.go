@@ -38,6 +38,7 @@ var commands = []func(*streams) *cobra.Command{
 	newDescribeCmd,
 	newDeleteCmd,
 	newLogsCmd,
+	newExecCmd,
 	newRolloutCmd,
 	newLabelCmd,
 	newTaintCmd,

@@ -208,7 +208,7 @@ var (
 		"GetNode": true, "ListNodes": true, "GetOverrides": true, "ListOverrides": true,
 		"GetRevision": true, "RevisionsByHash": true, "ListRevisions": true, "GetRolloutParts": true,
 		"ListEnrollments": true,
-		"Available": true, "Path": true, "Close": true, "FailWrites": true, "View": true,
+		"Available":       true, "Path": true, "Close": true, "FailWrites": true, "View": true,
 	}
 )
 

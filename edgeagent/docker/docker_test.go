@@ -1,6 +1,7 @@
 package docker_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -539,6 +540,16 @@ func TestExec(t *testing.T) {
 		})
 	}
 
+	t.Run("streams stdout and stderr apart, with stdin", func(t *testing.T) {
+		var stdout, stderr bytes.Buffer
+		code, err := e.rt.ExecStream(t.Context(), id, []string{"/app", "stdin"}, strings.NewReader("line one\nline two\n"), &stdout, &stderr)
+		if err != nil {
+			t.Fatalf("ExecStream: %v", err)
+		}
+		if code != 0 || stdout.String() != "line one\nline two\n" || stderr.String() != "app: stdin done\n" {
+			t.Errorf("ExecStream = %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+		}
+	})
 	t.Run("honours ctx", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 		defer cancel()

@@ -404,6 +404,25 @@ func (r *Runtime) Inspect(ctx context.Context, id string) (edgeagent.ContainerSt
 	return cloneState(c.state), nil
 }
 
+// ExecStream runs cmd as Exec does and writes its output to stdout (stdin,
+// which ExecResult cannot see, is read to its end first, as a process
+// reading all of it would).
+func (r *Runtime) ExecStream(ctx context.Context, id string, cmd []string, stdin io.Reader, stdout, _ io.Writer) (int, error) {
+	if stdin != nil {
+		if _, err := io.Copy(io.Discard, stdin); err != nil {
+			return 0, err
+		}
+	}
+	code, out, err := r.Exec(ctx, id, cmd)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := stdout.Write(out); err != nil {
+		return 0, err
+	}
+	return code, nil
+}
+
 // Exec implements edgeagent.Runtime through ExecResult. Like an engine it
 // returns ctx's error when ctx ends first, leaving ExecResult to finish in
 // its goroutine.

@@ -263,19 +263,11 @@ func (s *Server) conf(cfg Config) string {
 	return b.String()
 }
 
-// Per-node topics of the reserved on-demand log feature, granted as the
-// embedded broker grants them (broker/acl.go): the controller asks on
-// logs/request, the agent answers on logs/response.
-const (
-	topicLogsRequest  = "logs/request"
-	topicLogsResponse = "logs/response"
-)
-
 // ACL returns edgeset's Mosquitto ACL (acl_file syntax), equivalent to the
 // embedded broker's: each node authenticates with a user named after the
-// node and may write only its own status, online, observed, events, telemetry and
-// logs/response topics, read only its own desired, logs/request and
-// secrets/{hash} topics, and read every revision and ConfigMap; controllerUser may read and write
+// node and may write only its own status, online, observed, events, telemetry,
+// logs/response and exec/response topics, read only its own desired,
+// logs/request, exec/request and secrets/{hash} topics, and read every revision and ConfigMap; controllerUser may read and write
 // everything under edgeset/ (every schema version) and read Mosquitto's
 // count of dropped messages. "pattern" lines apply to every user ("topic"
 // lines before the first "user" line would apply to anonymous clients only).
@@ -285,9 +277,12 @@ func ACL(controllerUser string) string {
 	for _, kind := range []string{schema.TopicStatus, schema.TopicOnline, schema.TopicObserved, schema.TopicEvents, schema.TopicTelemetry} {
 		fmt.Fprintf(&b, "pattern write %s\n", schema.NodeTopic("%u", kind))
 	}
-	fmt.Fprintf(&b, "pattern write %s\n", schema.NodeTopic("%u", topicLogsResponse))
-	fmt.Fprintf(&b, "pattern read %s\n", schema.NodeTopic("%u", schema.TopicDesired))
-	fmt.Fprintf(&b, "pattern read %s\n", schema.NodeTopic("%u", topicLogsRequest))
+	for _, kind := range []string{schema.TopicLogsResponse, schema.TopicExecResponse} {
+		fmt.Fprintf(&b, "pattern write %s\n", schema.NodeTopic("%u", kind))
+	}
+	for _, kind := range []string{schema.TopicDesired, schema.TopicLogsRequest, schema.TopicExecRequest} {
+		fmt.Fprintf(&b, "pattern read %s\n", schema.NodeTopic("%u", kind))
+	}
 	fmt.Fprintf(&b, "pattern read %s\n", schema.NodeSecretTopic("%u", "+"))
 	fmt.Fprintf(&b, "pattern read %s\n", schema.RevisionTopic("#"))
 	fmt.Fprintf(&b, "pattern read %s\n", schema.ConfigMapTopic("#"))

@@ -28,6 +28,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/signal"
@@ -97,6 +98,8 @@ func run(mode string, args []string) int {
 		oom()
 	case "spin":
 		return spin(args)
+	case "stdin":
+		return echoStdin()
 	}
 	fmt.Fprintf(os.Stderr, "app: unknown mode %q\n", mode)
 	return 2
@@ -190,6 +193,17 @@ func cat(args []string) int {
 	fmt.Printf("%s", b)
 	fmt.Println("app: cat done")
 	block()
+	return 0
+}
+
+// echoStdin copies standard input to standard output, "app: stdin done"
+// to standard error, and exits 0.
+func echoStdin() int {
+	if _, err := io.Copy(os.Stdout, os.Stdin); err != nil {
+		fmt.Fprintf(os.Stderr, "app: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(os.Stderr, "app: stdin done")
 	return 0
 }
 
