@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/edgeset/edgeset/controller/rollout/window"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -48,6 +49,10 @@ type pass struct {
 	// percentages scale against. It is len(view) in a full pass; a
 	// Tracker's pass views only the nodes that changed.
 	total int
+	// winStates are the maintenance windows at now (windowStates);
+	// windowWaiting counts, by window, the nodes waiting for it.
+	winStates     []window.State
+	windowWaiting [16]int
 }
 
 // nodeView is a node with the facts Step derives once.
@@ -57,6 +62,12 @@ type nodeView struct {
 	available bool // some assigned instance is available
 	target    *Instance
 	onTarget  bool // Target is among the assigned revisions
+	domain    string
+	domainID  uint32 // a Tracker's id of domain
+	windows   uint16 // the maintenance windows that select the node
+	// windowClosed: the node waits on an older revision and none of its
+	// windows is open.
+	windowClosed bool
 }
 
 func newPass(now time.Time, s Strategy, st State, nodes []Node) *pass {
@@ -71,6 +82,11 @@ func newPass(now time.Time, s Strategy, st State, nodes []Node) *pass {
 
 func (p *pass) viewOf(n *Node) nodeView {
 	v := nodeView{Node: n, onTarget: slices.Contains(n.Assigned, p.st.Target)}
+	if n.resolved {
+		v.domain, v.domainID, v.windows = n.domain, n.domainID, n.windows
+	} else {
+		v.domain, v.windows = p.s.domainOf(n.Labels), p.s.windowsOf(n.Labels)
+	}
 	if !n.Online && p.s.OfflineGrace > 0 && !n.OfflineSince.IsZero() {
 		until := n.OfflineSince.Add(p.s.OfflineGrace)
 		v.offline = !p.now.Before(until)

@@ -43,6 +43,7 @@ type Tracker struct {
 	waitingUnavailable []string
 	sum                totals   // the members' parts, summed
 	names              interner // revisions and phases, interned
+	domains            interner // topology domains, interned
 }
 
 // member is one node's facts in compact form, with its share of the last
@@ -62,6 +63,8 @@ type member struct {
 	online       bool
 	dirty        bool
 	waiting      uint8 // the waiting heaps that hold its name (flagWaiting...)
+	windows      uint16 // the maintenance windows that select it
+	domain       uint32 // its topology domain, interned in Tracker.domains
 	part         part
 }
 
@@ -109,8 +112,11 @@ func (m *member) observedAt(k int) *observation {
 	return &m.extra.observed[k-1]
 }
 
-// setFacts stores n's facts in m, interning its strings in names.
-func (m *member) setFacts(n *Node, names *interner) {
+// setFacts stores n's facts in m, interning its strings in names and its
+// topology domain (under strategy s) in domains.
+func (m *member) setFacts(n *Node, s *Strategy, names, domains *interner) {
+	m.domain = domains.id(s.domainOf(n.Labels))
+	m.windows = s.windowsOf(n.Labels)
 	m.online = n.Online
 	m.offlineSince = nanos(n.OfflineSince)
 	m.extra = nil
@@ -177,14 +183,24 @@ type Delta struct {
 // NewTracker returns a tracker for a daemonset with strategy s and
 // persisted state st (copied), and no nodes.
 func NewTracker(s Strategy, st State) *Tracker {
-	return &Tracker{s: s, st: cloneState(st), full: true, rebased: true, index: map[string]int32{}, names: newInterner()}
+	return &Tracker{s: s, st: cloneState(st), full: true, rebased: true, index: map[string]int32{},
+		names: newInterner(), domains: newInterner()}
 }
 
 // SetStrategy replaces the strategy (the spec changed); the next Step
-// visits every node.
-func (t *Tracker) SetStrategy(s Strategy) {
+// visits every node. When the new strategy reads other labels than the
+// old one (SameNodeFacts), the tracker forgets its nodes and reports it:
+// the caller Sets every node again before the next Step.
+func (t *Tracker) SetStrategy(s Strategy) (forgotNodes bool) {
+	same := SameNodeFacts(t.s, s)
 	t.s = s
 	t.full = true
+	if same {
+		return false
+	}
+	*t = Tracker{s: s, st: t.st, full: true, rebased: t.rebased, index: map[string]int32{},
+		names: t.names, domains: newInterner()}
+	return true
 }
 
 // SetState replaces the persisted state (copied) from outside: an operator's
@@ -223,12 +239,12 @@ func (t *Tracker) Set(n Node) bool {
 	m := &t.members[i]
 	if ok {
 		var next member
-		next.setFacts(&n, &t.names)
+		next.setFacts(&n, &t.s, &t.names, &t.domains)
 		if factsEqual(m, &next) {
 			return false
 		}
 	}
-	m.setFacts(&n, &t.names)
+	m.setFacts(&n, &t.s, &t.names, &t.domains)
 	t.markDirty(m)
 	return true
 }
@@ -236,7 +252,7 @@ func (t *Tracker) Set(n Node) bool {
 // factsEqual reports whether a and b hold the same facts (not the same
 // decision state).
 func factsEqual(a, b *member) bool {
-	if a.online != b.online || a.offlineSince != b.offlineSince ||
+	if a.online != b.online || a.offlineSince != b.offlineSince || a.domain != b.domain || a.windows != b.windows ||
 		a.assignedLen() != b.assignedLen() || a.observedLen() != b.observedLen() {
 		return false
 	}
@@ -358,6 +374,7 @@ func (t *Tracker) stepChanged(now time.Time) (Delta, bool) {
 	slices.Sort(d.Changed)
 	d.Changed = slices.Compact(d.Changed)
 	p.next = time.Time{}
+	p.windowWaiting = t.sum.windowWaiting
 	p.conclude()
 	t.st = p.st
 	d.State, d.Status, d.Events = p.st, p.status, p.events
@@ -390,7 +407,9 @@ func (p *pass) decideOne(v *nodeView) part {
 	waiting := p.assignOne(v)
 	out := p.out[v.Name]
 	phase, unavailable := p.phaseOf(v, out)
-	return makePart(phase, unavailable, waiting, v.available, len(out) > 1, slices.Contains(out, p.st.Target))
+	pt := makePart(phase, unavailable, waiting, v.available, len(out) > 1, slices.Contains(out, p.st.Target))
+	pt.windows, pt.domain = v.windows, v.domainID
+	return pt
 }
 
 // batchCanMove reports whether update would move a waiting node, given the
@@ -468,10 +487,16 @@ func (t *Tracker) moveBatch(p *pass, d *Delta) (next time.Time, changed bool) {
 		}
 		move(i, false)
 	}
-	for room > 0 && (maxSurge > 0 && surging < maxSurge || maxSurge == 0 && unavailable < maxUnavailable) {
+	gate := t.newDomainGate(p, maxSurge > 0)
+	var passed []int32 // waiting nodes whose domain has no budget left
+	for room > 0 && gate.open() && (maxSurge > 0 && surging < maxSurge || maxSurge == 0 && unavailable < maxUnavailable) {
 		i, ok := t.popWaiting(&t.waitingAvailable, flagWaitingAvailable)
 		if !ok {
 			break
+		}
+		if !gate.take(t.members[i].part.domain) {
+			passed = append(passed, i)
+			continue
 		}
 		move(i, maxSurge > 0)
 		if maxSurge > 0 {
@@ -480,7 +505,63 @@ func (t *Tracker) moveBatch(p *pass, d *Delta) (next time.Time, changed bool) {
 			unavailable++
 		}
 	}
+	for _, i := range passed {
+		t.enqueueWaiting(&t.members[i])
+	}
 	return next, changed
+}
+
+// domainGate is update's per-domain budget over the tracker's sums: each
+// domain's nodes in flight (unavailable, or surge pairs), its limit, and
+// its available waiting nodes not yet taken from the heap. candidates
+// counts those of the domains with room: when none is left, no further
+// node of the heap can move.
+type domainGate struct {
+	inFlight, limit, left []int
+	candidates            int
+}
+
+// newDomainGate returns the gate of the tracker's sums; nil (every domain
+// has room) without a per-topology budget.
+func (t *Tracker) newDomainGate(p *pass, surge bool) *domainGate {
+	if p.s.Topology == nil {
+		return nil
+	}
+	n := len(t.sum.domains)
+	g := &domainGate{inFlight: make([]int, n), limit: make([]int, n), left: make([]int, n)}
+	for k, d := range t.sum.domains {
+		g.inFlight[k], g.left[k] = d.unavailable, d.waitingAvailable
+		if surge {
+			g.inFlight[k] = d.surging
+		}
+		if d.total > 0 {
+			g.limit[k] = p.domainLimit(d.total)
+		}
+		if g.inFlight[k] < g.limit[k] {
+			g.candidates += d.waitingAvailable
+		}
+	}
+	return g
+}
+
+func (g *domainGate) open() bool { return g == nil || g.candidates > 0 }
+
+// take reports whether domain has room for one more node, counting it if
+// so.
+func (g *domainGate) take(domain uint32) bool {
+	if g == nil {
+		return true
+	}
+	g.left[domain]--
+	if g.inFlight[domain] >= g.limit[domain] {
+		return false
+	}
+	g.inFlight[domain]++
+	g.candidates--
+	if g.inFlight[domain] == g.limit[domain] {
+		g.candidates -= g.left[domain]
+	}
+	return true
 }
 
 // moveOne assigns member i the target (beside its revisions for a surge
@@ -607,7 +688,8 @@ func (t *Tracker) allNodes() []Node {
 // appendNode expands m into a Node whose slices are appended to revs and
 // obs.
 func (t *Tracker) appendNode(m *member, revs []string, obs []Instance) (Node, []string, []Instance) {
-	n := Node{Name: m.name, Online: m.online, OfflineSince: fromNanos(m.offlineSince)}
+	n := Node{Name: m.name, Online: m.online, OfflineSince: fromNanos(m.offlineSince),
+		resolved: true, domain: t.domains.str(m.domain), domainID: m.domain, windows: m.windows}
 	start := len(revs)
 	for k := range m.assignedLen() {
 		revs = append(revs, t.names.str(m.assignedAt(k)))
