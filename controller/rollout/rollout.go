@@ -213,11 +213,12 @@ const (
 	PhaseUpdated  Phase = "Updated"  // runs the target, available
 	PhaseUpdating Phase = "Updating" // assigned the target, not yet available
 	PhaseWaiting  Phase = "Waiting"  // still on an older revision
+	PhaseOffline  Phase = "Offline"  // offline past the grace period, waiting for its return
+	PhaseFailed   Phase = "Failed"   // target instance failed
+
 	// PhaseWaitingForWindow: on an older revision, and no maintenance
 	// window that selects it is open. Not failed, and no deadline runs.
 	PhaseWaitingForWindow Phase = "WaitingForWindow"
-	PhaseOffline  Phase = "Offline"  // offline past the grace period, waiting for its return
-	PhaseFailed   Phase = "Failed"   // target instance failed
 )
 
 // Status counts nodes by phase.
@@ -227,12 +228,6 @@ type Status struct {
 	Updated        int    `json:"updated"`
 	Updating       int    `json:"updating"`
 	Waiting        int    `json:"waiting"`
-	// WaitingForWindow counts the nodes on an older revision whose
-	// maintenance windows are all closed; NextWindow is when the first of
-	// their windows opens (zero when none of them ever does, or no node
-	// waits for one).
-	WaitingForWindow int       `json:"waitingForWindow,omitempty"`
-	NextWindow       time.Time `json:"nextWindow,omitzero"`
 	Offline        int    `json:"offline"`
 	Failed         int    `json:"failed"`
 	Unavailable    int    `json:"unavailable"`
@@ -248,6 +243,12 @@ type Status struct {
 	// CanaryWaiting: the canary nodes are done and the rollout waits for
 	// promotion.
 	CanaryWaiting bool `json:"canaryWaiting"`
+	// WaitingForWindow counts the nodes on an older revision whose
+	// maintenance windows are all closed; NextWindow is when the first of
+	// their windows opens (zero when none of them ever does, or no node
+	// waits for one).
+	WaitingForWindow int       `json:"waitingForWindow,omitempty"`
+	NextWindow       time.Time `json:"nextWindow,omitzero"`
 }
 
 // Event reasons emitted by Step.

@@ -62,7 +62,7 @@ type member struct {
 	nObserved    uint8 // inline observed instances (0 or 1)
 	online       bool
 	dirty        bool
-	waiting      uint8 // the waiting heaps that hold its name (flagWaiting...)
+	waiting      uint8  // the waiting heaps that hold its name (flagWaiting...)
 	windows      uint16 // the maintenance windows that select it
 	domain       uint32 // its topology domain, interned in Tracker.domains
 	part         part
