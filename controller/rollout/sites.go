@@ -156,6 +156,9 @@ func (p *pass) maintenanceOpen(v *nodeView) bool {
 
 // countWindows records a node waiting for its windows in p.windowWaiting.
 func (p *pass) countWindows(mask uint16, delta int) {
+	if p.windowWaiting == nil {
+		p.windowWaiting = make([]int, 16)
+	}
 	for ; mask != 0; mask &= mask - 1 {
 		p.windowWaiting[bits.TrailingZeros16(mask)] += delta
 	}

@@ -353,3 +353,31 @@ func TestFromSpecSchedule(t *testing.T) {
 	assert.Equal(t, "Europe/Berlin", s.Windows[0].Spec().TimeZone)
 	assert.Equal(t, window.State{}, s.Windows[1].At(t0), "an invalid window never opens")
 }
+
+// TestTrackerNodeChangesSite: a waiting node that moves to a site with
+// room is updated there at the next step, as Step over every node does.
+func TestTrackerNodeChangesSite(t *testing.T) {
+	s := Strategy{MaxUnavailable: schema.FromString("100%"), Topology: &TopologyBudget{Key: "site", MaxUnavailable: schema.FromInt(1)}}
+	nodes := append(site("a", 3, "v1", map[string]string{"site": "a"}), site("b", 1, "v1", map[string]string{"site": "b"})...)
+	st := State{Target: "v2", Stable: "v1"}
+	tr := trackerOver(s, st, nodes)
+	d := tr.Step(t0)
+	assert.Equal(t, map[string][]string{"a-0": {"v2"}, "b-0": {"v2"}}, d.Assign, "one per site")
+	for name, revs := range d.Assign {
+		for i := range nodes {
+			if nodes[i].Name == name {
+				nodes[i].Assigned = revs
+				nodes[i].Observed = []Instance{notReady("v2", schema.PhasePending)}
+				tr.Set(nodes[i])
+			}
+		}
+	}
+	tr.Step(t0)
+	nodes[2].Labels = map[string]string{"site": "c"} // a-2 moves to a site of its own
+	tr.Set(nodes[2])
+	want := Step(t0, s, cloneState(tr.State()), nodes)
+	got := tr.Step(t0)
+	assert.Equal(t, []string{"v2"}, want.Assign["a-2"])
+	assert.Equal(t, map[string][]string{"a-2": {"v2"}}, got.Assign)
+	assert.Equal(t, want.Status, got.Status)
+}

@@ -50,9 +50,10 @@ type pass struct {
 	// Tracker's pass views only the nodes that changed.
 	total int
 	// winStates are the maintenance windows at now (windowStates);
-	// windowWaiting counts, by window, the nodes waiting for it.
+	// windowWaiting counts, by window, the nodes waiting for it (nil
+	// until one does; a Tracker's pass reads the tracker's sums).
 	winStates     []window.State
-	windowWaiting [16]int
+	windowWaiting []int
 }
 
 // nodeView is a node with the facts Step derives once.

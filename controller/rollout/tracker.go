@@ -41,9 +41,13 @@ type Tracker struct {
 	// dropped when it reaches the top.
 	waitingAvailable   []string
 	waitingUnavailable []string
-	sum                totals   // the members' parts, summed
-	names              interner // revisions and phases, interned
-	domains            interner // topology domains, interned
+	// domainWaiting replaces waitingAvailable under a per-topology
+	// budget: one heap per domain (by Tracker.domains id), an entry
+	// whose member's part is now of another domain dropped as stale.
+	domainWaiting [][]string
+	sum           totals   // the members' parts, summed
+	names         interner // revisions and phases, interned
+	domains       interner // topology domains, interned
 }
 
 // member is one node's facts in compact form, with its share of the last
@@ -374,7 +378,7 @@ func (t *Tracker) stepChanged(now time.Time) (Delta, bool) {
 	slices.Sort(d.Changed)
 	d.Changed = slices.Compact(d.Changed)
 	p.next = time.Time{}
-	p.windowWaiting = t.sum.windowWaiting
+	p.windowWaiting = t.sum.windowWaiting[:]
 	p.conclude()
 	t.st = p.st
 	d.State, d.Status, d.Events = p.st, p.status, p.events
@@ -436,6 +440,9 @@ func (t *Tracker) setPart(i int32, pt part) {
 	m := &t.members[i]
 	t.sum.add(m.part, -1)
 	t.sum.add(pt, 1)
+	if m.part.domain != pt.domain {
+		m.waiting &^= flagWaitingAvailable // its entry, if any, is in the old domain's heap: stale
+	}
 	m.part = pt
 	t.enqueueWaiting(m)
 }
@@ -487,16 +494,14 @@ func (t *Tracker) moveBatch(p *pass, d *Delta) (next time.Time, changed bool) {
 		}
 		move(i, false)
 	}
-	gate := t.newDomainGate(p, maxSurge > 0)
-	var passed []int32 // waiting nodes whose domain has no budget left
-	for room > 0 && gate.open() && (maxSurge > 0 && surging < maxSurge || maxSurge == 0 && unavailable < maxUnavailable) {
+	if p.s.Topology != nil {
+		t.moveByDomain(p, room, maxUnavailable-unavailable, maxSurge-surging, maxSurge > 0, move)
+		return next, changed
+	}
+	for room > 0 && (maxSurge > 0 && surging < maxSurge || maxSurge == 0 && unavailable < maxUnavailable) {
 		i, ok := t.popWaiting(&t.waitingAvailable, flagWaitingAvailable)
 		if !ok {
 			break
-		}
-		if !gate.take(t.members[i].part.domain) {
-			passed = append(passed, i)
-			continue
 		}
 		move(i, maxSurge > 0)
 		if maxSurge > 0 {
@@ -505,63 +510,7 @@ func (t *Tracker) moveBatch(p *pass, d *Delta) (next time.Time, changed bool) {
 			unavailable++
 		}
 	}
-	for _, i := range passed {
-		t.enqueueWaiting(&t.members[i])
-	}
 	return next, changed
-}
-
-// domainGate is update's per-domain budget over the tracker's sums: each
-// domain's nodes in flight (unavailable, or surge pairs), its limit, and
-// its available waiting nodes not yet taken from the heap. candidates
-// counts those of the domains with room: when none is left, no further
-// node of the heap can move.
-type domainGate struct {
-	inFlight, limit, left []int
-	candidates            int
-}
-
-// newDomainGate returns the gate of the tracker's sums; nil (every domain
-// has room) without a per-topology budget.
-func (t *Tracker) newDomainGate(p *pass, surge bool) *domainGate {
-	if p.s.Topology == nil {
-		return nil
-	}
-	n := len(t.sum.domains)
-	g := &domainGate{inFlight: make([]int, n), limit: make([]int, n), left: make([]int, n)}
-	for k, d := range t.sum.domains {
-		g.inFlight[k], g.left[k] = d.unavailable, d.waitingAvailable
-		if surge {
-			g.inFlight[k] = d.surging
-		}
-		if d.total > 0 {
-			g.limit[k] = p.domainLimit(d.total)
-		}
-		if g.inFlight[k] < g.limit[k] {
-			g.candidates += d.waitingAvailable
-		}
-	}
-	return g
-}
-
-func (g *domainGate) open() bool { return g == nil || g.candidates > 0 }
-
-// take reports whether domain has room for one more node, counting it if
-// so.
-func (g *domainGate) take(domain uint32) bool {
-	if g == nil {
-		return true
-	}
-	g.left[domain]--
-	if g.inFlight[domain] >= g.limit[domain] {
-		return false
-	}
-	g.inFlight[domain]++
-	g.candidates--
-	if g.inFlight[domain] == g.limit[domain] {
-		g.candidates -= g.left[domain]
-	}
-	return true
 }
 
 // moveOne assigns member i the target (beside its revisions for a surge
@@ -638,6 +587,9 @@ func (t *Tracker) rebuild(now time.Time, nodes []Node) {
 	t.queue = t.queue[:0]
 	t.sum = totals{}
 	t.waitingAvailable, t.waitingUnavailable = t.waitingAvailable[:0], t.waitingUnavailable[:0]
+	for d := range t.domainWaiting {
+		t.domainWaiting[d] = t.domainWaiting[d][:0]
+	}
 	p := &pass{now: now, s: t.s, st: t.st, out: make(map[string][]string, 1), total: len(t.members)}
 	for i := range t.members {
 		m := &t.members[i]
@@ -666,6 +618,9 @@ func (t *Tracker) rebuild(now time.Time, nodes []Node) {
 		t.down(k)
 	}
 	slices.Sort(t.waitingAvailable) // a sorted slice is a heap
+	for _, h := range t.domainWaiting {
+		slices.Sort(h)
+	}
 	slices.Sort(t.waitingUnavailable)
 }
 
