@@ -98,6 +98,9 @@ func (p *pass) markAssigned(node string) {
 // domain's budget (maxUnavailablePerTopology) too: a node whose domain has
 // none left is passed over for the next.
 func (p *pass) update(waiting []*nodeView) {
+	if len(waiting) == 0 {
+		return // nothing to move: no need to count the budget
+	}
 	slices.SortStableFunc(waiting, func(a, b *nodeView) int { return boolOrder(a.available, b.available) })
 	maxUnavail, maxSurge := p.budget()
 	unavailable, surging := p.unavailableAndSurging()
