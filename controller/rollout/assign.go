@@ -247,7 +247,7 @@ func (p *pass) count(v *nodeView) {
 	phase, unavailable := p.phaseOf(v, p.out[v.Name])
 	p.status.add(phase, unavailable, 1)
 	if phase == PhaseWaitingForWindow {
-		p.countWindows(v.windows, 1)
+		p.countWindows(p.viewWindows(v), 1)
 	}
 }
 

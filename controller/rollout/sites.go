@@ -94,10 +94,11 @@ func (p *pass) countDomains(surge bool) map[string]*domainCount {
 	out := map[string]*domainCount{}
 	for i := range p.view {
 		v := &p.view[i]
-		c := out[v.domain]
+		domain := p.viewDomain(v)
+		c := out[domain]
 		if c == nil {
 			c = &domainCount{}
-			out[v.domain] = c
+			out[domain] = c
 		}
 		c.total++
 		assigned := p.out[v.Name]
@@ -117,7 +118,7 @@ func (p *pass) takeDomain(domains map[string]*domainCount, v *nodeView) bool {
 	if domains == nil {
 		return true
 	}
-	c := domains[v.domain]
+	c := domains[p.viewDomain(v)]
 	if c.inFlight >= p.domainLimit(c.total) {
 		return false
 	}
@@ -127,13 +128,38 @@ func (p *pass) takeDomain(domains map[string]*domainCount, v *nodeView) bool {
 
 // windowStates are the strategy's windows at p.now, computed once a pass.
 func (p *pass) windowStates() []window.State {
-	if p.winStates == nil {
-		p.winStates = make([]window.State, len(p.s.Windows))
+	win := p.windows()
+	if win.states == nil {
+		win.states = make([]window.State, len(p.s.Windows))
 		for i, w := range p.s.Windows {
-			p.winStates[i] = w.At(p.now)
+			win.states[i] = w.At(p.now)
 		}
 	}
-	return p.winStates
+	return win.states
+}
+
+func (p *pass) windows() *passWindows {
+	if p.win == nil {
+		p.win = &passWindows{}
+	}
+	return p.win
+}
+
+// viewDomain is v's topology domain: resolved by a Tracker, or read from
+// its labels.
+func (p *pass) viewDomain(v *nodeView) string {
+	if v.resolved {
+		return v.Node.domain
+	}
+	return p.s.domainOf(v.Labels)
+}
+
+// viewWindows is the set of maintenance windows that select v.
+func (p *pass) viewWindows(v *nodeView) uint16 {
+	if v.resolved {
+		return v.Node.windows
+	}
+	return p.s.windowsOf(v.Labels)
 }
 
 // maintenanceOpen reports whether a window that selects v is open now, and asks
@@ -144,7 +170,7 @@ func (p *pass) maintenanceOpen(v *nodeView) bool {
 		return true
 	}
 	states, open := p.windowStates(), false
-	for mask := v.windows; mask != 0; mask &= mask - 1 {
+	for mask := p.viewWindows(v); mask != 0; mask &= mask - 1 {
 		st := states[bits.TrailingZeros16(mask)]
 		open = open || st.Open
 		if !st.Change.IsZero() {
@@ -154,13 +180,14 @@ func (p *pass) maintenanceOpen(v *nodeView) bool {
 	return open
 }
 
-// countWindows records a node waiting for its windows in p.windowWaiting.
+// countWindows counts a node waiting for the windows of mask.
 func (p *pass) countWindows(mask uint16, delta int) {
-	if p.windowWaiting == nil {
-		p.windowWaiting = make([]int, 16)
+	win := p.windows()
+	if win.waiting == nil {
+		win.waiting = make([]int, 16)
 	}
 	for ; mask != 0; mask &= mask - 1 {
-		p.windowWaiting[bits.TrailingZeros16(mask)] += delta
+		win.waiting[bits.TrailingZeros16(mask)] += delta
 	}
 }
 
@@ -171,7 +198,7 @@ func (p *pass) nextWindow() time.Time {
 		return next
 	}
 	states := p.windowStates()
-	for i, n := range p.windowWaiting {
+	for i, n := range p.windows().waiting {
 		if n > 0 && i < len(states) && !states[i].Open {
 			next = earliest(next, states[i].Change)
 		}

@@ -121,9 +121,9 @@ func inFlightByDomain(p *pass, in []Node, assign map[string][]string, surge bool
 		}
 		switch {
 		case surge && len(revs) > 1:
-			out[v.domain]++
+			out[p.viewDomain(&v)]++
 		case !surge && !v.offline && !p.availableUnder(&v, revs):
-			out[v.domain]++
+			out[p.viewDomain(&v)]++
 		}
 	}
 	return out

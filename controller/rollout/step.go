@@ -49,11 +49,16 @@ type pass struct {
 	// percentages scale against. It is len(view) in a full pass; a
 	// Tracker's pass views only the nodes that changed.
 	total int
-	// winStates are the maintenance windows at now (windowStates);
-	// windowWaiting counts, by window, the nodes waiting for it (nil
-	// until one does; a Tracker's pass reads the tracker's sums).
-	winStates     []window.State
-	windowWaiting []int
+	// win is the maintenance windows' part of the pass, nil until a
+	// node's windows are looked at (passWindows).
+	win *passWindows
+}
+
+// passWindows are the maintenance windows at a pass's now, and how many
+// nodes wait for each (a Tracker's pass reads the tracker's sums).
+type passWindows struct {
+	states  []window.State
+	waiting []int
 }
 
 // nodeView is a node with the facts Step derives once.
@@ -63,11 +68,8 @@ type nodeView struct {
 	available bool // some assigned instance is available
 	target    *Instance
 	onTarget  bool // Target is among the assigned revisions
-	domain    string
-	domainID  uint32 // a Tracker's id of domain
-	windows   uint16 // the maintenance windows that select the node
 	// windowClosed: the node waits on an older revision and none of its
-	// windows is open.
+	// maintenance windows is open.
 	windowClosed bool
 }
 
@@ -83,11 +85,6 @@ func newPass(now time.Time, s Strategy, st State, nodes []Node) *pass {
 
 func (p *pass) viewOf(n *Node) nodeView {
 	v := nodeView{Node: n, onTarget: slices.Contains(n.Assigned, p.st.Target)}
-	if n.resolved {
-		v.domain, v.domainID, v.windows = n.domain, n.domainID, n.windows
-	} else {
-		v.domain, v.windows = p.s.domainOf(n.Labels), p.s.windowsOf(n.Labels)
-	}
 	if !n.Online && p.s.OfflineGrace > 0 && !n.OfflineSince.IsZero() {
 		until := n.OfflineSince.Add(p.s.OfflineGrace)
 		v.offline = !p.now.Before(until)

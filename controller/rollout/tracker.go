@@ -378,7 +378,9 @@ func (t *Tracker) stepChanged(now time.Time) (Delta, bool) {
 	slices.Sort(d.Changed)
 	d.Changed = slices.Compact(d.Changed)
 	p.next = time.Time{}
-	p.windowWaiting = t.sum.windowWaiting[:]
+	if len(p.s.Windows) > 0 {
+		p.windows().waiting = t.sum.windowWaiting[:]
+	}
 	p.conclude()
 	t.st = p.st
 	d.State, d.Status, d.Events = p.st, p.status, p.events
@@ -412,7 +414,7 @@ func (p *pass) decideOne(v *nodeView) part {
 	out := p.out[v.Name]
 	phase, unavailable := p.phaseOf(v, out)
 	pt := makePart(phase, unavailable, waiting, v.available, len(out) > 1, slices.Contains(out, p.st.Target))
-	pt.windows, pt.domain = v.windows, v.domainID
+	pt.windows, pt.domain = v.Node.windows, v.Node.domainID // a tracker's nodes are resolved
 	return pt
 }
 
