@@ -153,6 +153,7 @@ func rolloutView(ro rollout.Status, e *dsEntry) *api.RolloutStatus {
 		MaxUnavailable: ro.MaxUnavailable, Complete: ro.Complete, Paused: ro.Paused || e.rollout.OperatorPaused,
 		PauseReason: pauseReason(ro, e), RolledBack: ro.RolledBack, RolledBackFrom: ro.RolledBackFrom,
 		CanaryWaiting: ro.CanaryWaiting, Strategy: strategyName(e), RollbackReason: ro.RollbackReason,
+		WaitingForWindow: ro.WaitingForWindow, NextWindow: timePtr(ro.NextWindow),
 	}
 }
 

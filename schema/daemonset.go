@@ -87,6 +87,12 @@ type RolloutPolicy struct {
 	// mounted files are updated in place and environment values keep what
 	// they had when the container started.
 	RollOnConfigChange bool `json:"rollOnConfigChange,omitempty"`
+	// MaxUnavailablePerTopology bounds, on top of maxUnavailable, how many
+	// nodes of each topology domain (a site) are updated at once.
+	MaxUnavailablePerTopology *TopologyBudget `json:"maxUnavailablePerTopology,omitempty"`
+	// MaintenanceWindows, when set, confine switches to a new revision to
+	// the windows that select each node (rollout_schedule.go).
+	MaintenanceWindows []MaintenanceWindow `json:"maintenanceWindows,omitempty"`
 }
 
 // CanaryPolicy updates a first group of nodes and waits for promotion.

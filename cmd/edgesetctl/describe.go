@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -158,6 +159,7 @@ func writeDaemonSet(w io.Writer, d api.DaemonSet, events []api.Event) {
 	listField(w, "Labels", sortedPairs(d.Manifest.Metadata.Labels))
 	field(w, "Node-Selector", mapString(spec.Template.Spec.NodeSelector))
 	field(w, "Strategy", strategyString(spec))
+	writeSchedule(w, spec.Rollout)
 	field(w, "Min ready", fmt.Sprintf("%ds", spec.MinReadySeconds))
 	field(w, "Revision", fmt.Sprintf("%d (%s), generation %d", d.CurrentRevision, d.CurrentHash, d.Generation))
 	listField(w, "Uses", configUses(spec.Template.References()))
@@ -174,6 +176,31 @@ func writeDaemonSet(w io.Writer, d api.DaemonSet, events []api.Event) {
 	}
 	writeInstances(w, d.Instances, true)
 	writeEvents(w, events)
+}
+
+// writeSchedule renders the per-site budget and the maintenance windows,
+// when the daemonset has them.
+func writeSchedule(w io.Writer, r *schema.RolloutPolicy) {
+	if r == nil {
+		return
+	}
+	if b := r.MaxUnavailablePerTopology; b != nil && b.MaxUnavailable != nil {
+		field(w, "Site budget", fmt.Sprintf("maxUnavailable %s per %s", b.MaxUnavailable, b.TopologyKey))
+	}
+	if len(r.MaintenanceWindows) == 0 {
+		return
+	}
+	var windows []string
+	for _, mw := range r.MaintenanceWindows {
+		s := fmt.Sprintf("%q for %s (%s)", mw.Schedule, mw.Duration, cmp.Or(mw.TimeZone, "UTC"))
+		if len(mw.NodeSelector) > 0 {
+			s += " on " + mapString(mw.NodeSelector)
+		} else {
+			s += " on every node"
+		}
+		windows = append(windows, s)
+	}
+	listField(w, "Windows", windows)
 }
 
 func strategyString(spec schema.DaemonSetSpec) string {
@@ -193,8 +220,22 @@ func strategyString(spec schema.DaemonSetSpec) string {
 	return s
 }
 
+// windowNote says how many nodes wait for a maintenance window and when
+// the next one opens; empty when none waits.
+func windowNote(r api.RolloutStatus) string {
+	if r.WaitingForWindow == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("; %d waiting for a maintenance window", r.WaitingForWindow)
+	if r.NextWindow != nil {
+		return s + ", next opens " + r.NextWindow.UTC().Format(time.RFC3339)
+	}
+	return s + ", no window selects them or opens again"
+}
+
 func rolloutSummary(r api.RolloutStatus) string {
 	s := fmt.Sprintf("%d/%d updated, %d updating, %d waiting, %d offline, %d failed", r.Updated, r.Total, r.Updating, r.Waiting, r.Offline, r.Failed)
+	s += windowNote(r)
 	switch {
 	case r.RolledBack:
 		s += "; rolled back from " + shortHash(r.RolledBackFrom)

@@ -71,6 +71,25 @@ func goldenDaemonSets() []api.DaemonSet {
 	}}
 }
 
+// windowedDaemonSet is a daemonset with a per-site budget and maintenance
+// windows, some of its nodes waiting for theirs.
+func windowedDaemonSet() api.DaemonSet {
+	ds, one := goldenDaemonSets()[0], schema.FromInt(1)
+	ds.Namespace, ds.Name, ds.Manifest.APIVersion = "edge", "gateway", schema.APIVersionEdgeset
+	ds.Manifest.Spec.Rollout = &schema.RolloutPolicy{
+		MaxUnavailablePerTopology: &schema.TopologyBudget{TopologyKey: "site", MaxUnavailable: &one},
+		MaintenanceWindows: []schema.MaintenanceWindow{
+			{Schedule: "0 2 * * *", Duration: "2h", TimeZone: "Europe/Berlin", NodeSelector: map[string]string{"region": "eu"}},
+			{Schedule: "0 3 * * 6", Duration: "90m"},
+		},
+	}
+	next := fixedNow.Add(5 * time.Hour)
+	ds.Status.Rollout = &api.RolloutStatus{Strategy: "RollingUpdate", Target: ds.CurrentHash, Total: 10, Updated: 4, Updating: 1,
+		Waiting: 1, WaitingForWindow: 4, NextWindow: &next, MaxUnavailable: 1}
+	ds.Instances = nil
+	return ds
+}
+
 func goldenEvents() []api.Event {
 	return []api.Event{
 		{Seq: 7, Time: fixedNow.Add(-90 * time.Second), Type: "Normal", Reason: "Scheduled", Object: "daemonset/monitoring/node-exporter", Message: "node gw-berlin-1: revision 8232a8846ff7bc935bb3"},
@@ -116,6 +135,11 @@ func TestGoldenTables(t *testing.T) {
 				{Number: 1, Hash: "1f0c3b2a9d8e7f6a5b4c", CreatedAt: fixedNow.Add(-72 * time.Hour), Nodes: 3, Images: []string{"prom/node-exporter:v1.8.1"}},
 				{Number: 2, Hash: "8232a8846ff7bc935bb3", ChangeCause: "bump to v1.8.2", CreatedAt: fixedNow.Add(-time.Hour), Current: true, Nodes: 7, Images: []string{"prom/node-exporter:v1.8.2"}},
 			})
+		}},
+		{"describe-daemonset-windows", func(w *bytes.Buffer) error { writeDaemonSet(w, windowedDaemonSet(), nil); return nil }},
+		{"rollout-progress-windows", func(w *bytes.Buffer) error {
+			(&lineProgress{key: "edge/gateway", out: w}).update(windowedDaemonSet())
+			return nil
 		}},
 		{"rollout-progress", func(w *bytes.Buffer) error {
 			(&lineProgress{key: "monitoring/node-exporter", out: w}).update(ds[0])

@@ -149,6 +149,11 @@ type RolloutStatus struct {
 	// RollbackReason says why an automatic rollback happened.
 	RollbackReason string `json:"rollbackReason,omitempty"`
 	CanaryWaiting  bool   `json:"canaryWaiting"`
+	// WaitingForWindow counts the nodes on an older revision whose
+	// maintenance windows are all closed; NextWindow is when the first
+	// of their windows opens (absent when none ever does).
+	WaitingForWindow int        `json:"waitingForWindow,omitempty"`
+	NextWindow       *time.Time `json:"nextWindow,omitempty"`
 }
 
 // Instance is one daemon instance on one node: desired and observed.

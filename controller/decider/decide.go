@@ -257,7 +257,8 @@ func (d *Decider) place(n *node) {
 			continue
 		}
 		switch p := &pl.DaemonSets[k]; {
-		case p.Runs && n.member[slot] && !d.replaced[slot] && told != nil && sameRolloutFacts(told, &n.Node, ds.Key):
+		case p.Runs && n.member[slot] && !d.replaced[slot] && told != nil && sameRolloutFacts(told, &n.Node, ds.Key) &&
+			ds.Strategy.SameLabelFacts(labelsOf(told), labelsOf(&n.Node)):
 			// The tracker has these facts.
 		case p.Runs:
 			if ds.tracker.Set(rolloutNode(n, ds, p.Have)) || !n.member[slot] {
@@ -308,6 +309,14 @@ func sameRolloutFacts(a, b *Node, key string) bool {
 	}
 }
 
+// labelsOf is what a per-site budget and maintenance windows read of n.
+func labelsOf(n *Node) map[string]string {
+	if n.Model == nil {
+		return nil
+	}
+	return n.Model.Labels
+}
+
 // sameInstance compares the fields of a reported instance a rollout reads.
 func sameInstance(a, b *schema.InstanceStatus) bool {
 	if a.Revision != b.Revision || a.Ready != b.Ready || a.Phase != b.Phase || a.Message != b.Message {
@@ -327,7 +336,7 @@ func sameInstance(a, b *schema.InstanceStatus) bool {
 // cannot make the tracker hold them.
 func rolloutNode(n *node, ds *daemonSet, have []schema.DesiredInstance) rollout.Node {
 	key, st := ds.Key, ds.tracker.State()
-	rn := rollout.Node{Name: n.Name, Online: n.Online}
+	rn := rollout.Node{Name: n.Name, Online: n.Online, Labels: labelsOf(&n.Node)}
 	if !n.Online {
 		rn.OfflineSince = n.OfflineSince
 	}

@@ -173,7 +173,9 @@ func (d *Decider) SetDaemonSet(in DaemonSet) {
 		return
 	}
 	if !strategyEqual(prev.Strategy, in.Strategy) {
-		ds.tracker.SetStrategy(in.Strategy)
+		if ds.tracker.SetStrategy(in.Strategy) {
+			d.setTracker(ds, ds.tracker) // it reads other labels: tell it every node again
+		}
 		ds.step = true
 	}
 	st := ds.tracker.State()
@@ -372,7 +374,8 @@ func strategyEqual(a, b rollout.Strategy) bool {
 	return a.OnDelete == b.OnDelete && a.MaxUnavailable == b.MaxUnavailable && a.MaxSurge == b.MaxSurge &&
 		a.MinReady == b.MinReady && a.OfflineGrace == b.OfflineGrace && a.ProgressDeadline == b.ProgressDeadline &&
 		ptrEqual(a.FailureThreshold, b.FailureThreshold) && a.AutoRollback == b.AutoRollback && a.Paused == b.Paused &&
-		ptrEqual(a.CanaryNodes, b.CanaryNodes) && a.CanaryAutoPromote == b.CanaryAutoPromote
+		ptrEqual(a.CanaryNodes, b.CanaryNodes) && a.CanaryAutoPromote == b.CanaryAutoPromote &&
+		rollout.ScheduleEqual(a, b)
 }
 
 func ptrEqual[T comparable](a, b *T) bool {

@@ -80,6 +80,18 @@ func (w *world) randomDaemonSet(name string) DaemonSet {
 			spec.Rollout.Canary = &schema.CanaryPolicy{Nodes: ptr(schema.FromInt(1)), AutoPromoteSeconds: int32(30 * r.IntN(2))}
 		}
 	}
+	if r.IntN(3) == 0 {
+		if spec.Rollout == nil {
+			spec.Rollout = &schema.RolloutPolicy{}
+		}
+		spec.Rollout.MaxUnavailablePerTopology = &schema.TopologyBudget{TopologyKey: "zone", MaxUnavailable: ptr(schema.FromInt(1))}
+		if r.IntN(2) == 0 {
+			spec.Rollout.MaintenanceWindows = []schema.MaintenanceWindow{
+				{Schedule: "*/2 * * * *", Duration: "1m", NodeSelector: map[string]string{"role": "edge"}},
+				{Schedule: "*/5 * * * *", Duration: "2m", TimeZone: "Europe/Berlin"},
+			}
+		}
+	}
 	ds := &schema.DaemonSet{
 		TypeMeta: schema.TypeMeta{APIVersion: schema.APIVersionApps, Kind: schema.KindDaemonSet},
 		Metadata: schema.ObjectMeta{Name: name, Namespace: "default"},
@@ -166,6 +178,9 @@ func (w *world) event(inc *Decider) {
 		key := keys[r.IntN(len(keys))]
 		ds := w.randomDaemonSet(key[len("default/"):])
 		ds.Rollout, ds.Revision = w.ds[key].Rollout, w.ds[key].Revision
+		if r.IntN(2) == 0 { // the strategy alone (a budget, windows)
+			ds.Policy, ds.MinReadySeconds = w.ds[key].Policy, w.ds[key].MinReadySeconds
+		}
 		w.setDaemonSet(inc, ds)
 	case k < 70 && len(keys) > 0: // pause, resume, promote
 		ds := w.ds[keys[r.IntN(len(keys))]]

@@ -37,6 +37,10 @@ func (p *pass) assignOne(v *nodeView) (waiting bool) {
 		p.settle(v)
 	default:
 		p.keep(v)
+		if !p.s.OnDelete && !p.maintenanceOpen(v) {
+			v.windowClosed = true
+			return false
+		}
 		return true
 	}
 	return false
@@ -90,11 +94,17 @@ func (p *pass) markAssigned(node string) {
 
 // update moves waiting nodes to the target. Nodes whose current instance
 // is unavailable go first and spend no budget; available ones move while
-// the budget (maxUnavailable, or maxSurge surge pairs) allows.
+// the budget (maxUnavailable, or maxSurge surge pairs) allows, and their
+// domain's budget (maxUnavailablePerTopology) too: a node whose domain has
+// none left is passed over for the next.
 func (p *pass) update(waiting []*nodeView) {
+	if len(waiting) == 0 {
+		return // nothing to move: no need to count the budget
+	}
 	slices.SortStableFunc(waiting, func(a, b *nodeView) int { return boolOrder(a.available, b.available) })
 	maxUnavail, maxSurge := p.budget()
 	unavailable, surging := p.unavailableAndSurging()
+	domains := p.countDomains(maxSurge > 0)
 	room := p.canaryLimit() - p.assignedCount()
 	for _, v := range waiting {
 		if room <= 0 {
@@ -103,11 +113,11 @@ func (p *pass) update(waiting []*nodeView) {
 		switch {
 		case !v.available:
 			p.set(v, p.st.Target)
-		case maxSurge > 0 && surging < maxSurge:
+		case maxSurge > 0 && surging < maxSurge && p.takeDomain(domains, v):
 			p.out[v.Name] = sortedPair(v.Assigned, p.st.Target)
 			p.markAssigned(v.Name)
 			surging++
-		case maxSurge == 0 && unavailable < maxUnavail:
+		case maxSurge == 0 && unavailable < maxUnavail && p.takeDomain(domains, v):
 			p.set(v, p.st.Target)
 			unavailable++
 		default:
@@ -212,6 +222,7 @@ func (p *pass) conclude() {
 	st.RolledBackFrom = p.st.RolledBackFrom
 	st.RolledBack = p.st.RolledBackFrom != ""
 	st.RollbackReason = p.st.RollbackReason
+	st.NextWindow = p.nextWindow()
 	st.Complete = st.Updated == st.Total-st.Offline && st.Failed == 0
 	if st.Complete && !p.st.Complete {
 		if p.st.Stable != p.st.Target {
@@ -235,6 +246,9 @@ func (p *pass) completeMessage() string {
 func (p *pass) count(v *nodeView) {
 	phase, unavailable := p.phaseOf(v, p.out[v.Name])
 	p.status.add(phase, unavailable, 1)
+	if phase == PhaseWaitingForWindow {
+		p.countWindows(p.viewWindows(v), 1)
+	}
 }
 
 // phaseOf is where a node stands once assigned the given revisions, and
@@ -252,6 +266,8 @@ func (p *pass) phaseOf(v *nodeView, assigned []string) (phase Phase, unavailable
 		phase = PhaseFailed
 	case onTarget:
 		phase = PhaseUpdating
+	case v.windowClosed:
+		phase = PhaseWaitingForWindow
 	default:
 		phase = PhaseWaiting
 	}
@@ -270,6 +286,8 @@ func (st *Status) add(phase Phase, unavailable bool, delta int) {
 		st.Updating += delta
 	case PhaseWaiting:
 		st.Waiting += delta
+	case PhaseWaitingForWindow:
+		st.WaitingForWindow += delta
 	}
 	if unavailable {
 		st.Unavailable += delta

@@ -21,6 +21,7 @@ type simNode struct {
 	assigned  []string
 	reported  []Instance // what the controller last heard
 	permaAway bool
+	labels    map[string]string
 }
 
 type sim struct {
@@ -117,7 +118,7 @@ func (sm *sim) step(t *testing.T) Decision {
 	in := make([]Node, len(sm.nodes))
 	for i, n := range sm.nodes {
 		in[i] = Node{Name: n.name, Online: n.online, OfflineSince: n.offSince,
-			Assigned: slices.Clone(n.assigned), Observed: slices.Clone(n.reported)}
+			Assigned: slices.Clone(n.assigned), Observed: slices.Clone(n.reported), Labels: n.labels}
 	}
 	d := Step(sm.now, sm.s, sm.st, in)
 	sm.checkInvariants(t, in, d)
@@ -154,6 +155,7 @@ func (sm *sim) checkInvariants(t *testing.T, in []Node, d Decision) {
 	if maxSurge > 0 && pairs > maxSurge {
 		t.Fatalf("%d surge pairs, maxSurge %d", pairs, maxSurge)
 	}
+	sm.checkSchedule(t, in, d)
 }
 
 // unavailableReachable counts reachable nodes that would not serve the

@@ -3,7 +3,8 @@
 // maxUnavailable, maxSurge and minReadySeconds as in Kubernetes, OnDelete,
 // and edgeset's extensions for fleets with unreliable links (offline nodes
 // neither stall nor escape a rollout, progress deadlines, a failure
-// threshold with automatic rollback, pause, canary).
+// threshold with automatic rollback, pause, canary, per-site budgets and
+// maintenance windows).
 //
 // Step is a pure function of (strategy, persisted state, node facts, now):
 // no I/O, no clock, no logger. The controller persists the returned State and
@@ -16,6 +17,7 @@ package rollout
 import (
 	"time"
 
+	"github.com/edgeset/edgeset/controller/rollout/window"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -43,6 +45,23 @@ type Strategy struct {
 	// CanaryAutoPromote promotes once the canary nodes have all been
 	// available this long; zero waits for an explicit promotion.
 	CanaryAutoPromote time.Duration
+	// Topology, when set, bounds how many nodes of each topology domain
+	// (a site) are updated at once, on top of MaxUnavailable.
+	Topology *TopologyBudget
+	// Windows, when set, confine the switch of a node to a new revision to
+	// the times a window that selects it is open (at most
+	// schema.MaxMaintenanceWindows; the rest are ignored).
+	Windows []window.Window
+}
+
+// TopologyBudget is spec.rollout.maxUnavailablePerTopology resolved: the
+// nodes sharing a value of the label Key form a domain, and at most
+// MaxUnavailable of a domain's nodes (a count, or a percentage of them
+// rounded up) are unavailable at once through the rollout, or, with
+// maxSurge, hold a surge pair. Nodes without the label form one domain.
+type TopologyBudget struct {
+	Key            string
+	MaxUnavailable schema.IntOrString
 }
 
 // FromSpec resolves a daemonset's strategy, with Kubernetes' defaults
@@ -83,6 +102,21 @@ func applyPolicy(s *Strategy, r *schema.RolloutPolicy) {
 		s.CanaryNodes = c.Nodes
 		s.CanaryAutoPromote = time.Duration(c.AutoPromoteSeconds) * time.Second
 	}
+	if b := r.MaxUnavailablePerTopology; b != nil && b.TopologyKey != "" {
+		s.Topology = &TopologyBudget{Key: b.TopologyKey, MaxUnavailable: schema.FromInt(1)}
+		if b.MaxUnavailable != nil {
+			s.Topology.MaxUnavailable = *b.MaxUnavailable
+		}
+	}
+	for i, spec := range r.MaintenanceWindows {
+		if i == schema.MaxMaintenanceWindows {
+			break
+		}
+		// A stored spec was validated; one that fails anyway is a
+		// window that never opens, not a node updated at any time.
+		w, _ := window.New(spec)
+		s.Windows = append(s.Windows, w)
+	}
 }
 
 // Instance is what a node reports for one revision of the daemonset.
@@ -105,6 +139,16 @@ type Node struct {
 	Assigned []string
 	// Observed are the instances the node reports for this daemonset.
 	Observed []Instance
+	// Labels are the node's labels: what the strategy's topology key and
+	// windows' node selectors read (Step and Tracker keep no reference).
+	Labels map[string]string
+
+	// resolved: a Tracker filled domain, domainID and windows from the
+	// labels it was Set with; Step reads Labels otherwise.
+	resolved bool
+	domain   string
+	domainID uint32
+	windows  uint16
 }
 
 // State is the persisted progress of a daemonset's rollout.
@@ -171,6 +215,10 @@ const (
 	PhaseWaiting  Phase = "Waiting"  // still on an older revision
 	PhaseOffline  Phase = "Offline"  // offline past the grace period, waiting for its return
 	PhaseFailed   Phase = "Failed"   // target instance failed
+
+	// PhaseWaitingForWindow: on an older revision, and no maintenance
+	// window that selects it is open. Not failed, and no deadline runs.
+	PhaseWaitingForWindow Phase = "WaitingForWindow"
 )
 
 // Status counts nodes by phase.
@@ -195,6 +243,12 @@ type Status struct {
 	// CanaryWaiting: the canary nodes are done and the rollout waits for
 	// promotion.
 	CanaryWaiting bool `json:"canaryWaiting"`
+	// WaitingForWindow counts the nodes on an older revision whose
+	// maintenance windows are all closed; NextWindow is when the first of
+	// their windows opens (zero when none of them ever does, or no node
+	// waits for one).
+	WaitingForWindow int       `json:"waitingForWindow,omitempty"`
+	NextWindow       time.Time `json:"nextWindow,omitzero"`
 }
 
 // Event reasons emitted by Step.

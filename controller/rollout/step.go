@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/edgeset/edgeset/controller/rollout/window"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -48,6 +49,16 @@ type pass struct {
 	// percentages scale against. It is len(view) in a full pass; a
 	// Tracker's pass views only the nodes that changed.
 	total int
+	// win is the maintenance windows' part of the pass, nil until a
+	// node's windows are looked at (passWindows).
+	win *passWindows
+}
+
+// passWindows are the maintenance windows at a pass's now, and how many
+// nodes wait for each (a Tracker's pass reads the tracker's sums).
+type passWindows struct {
+	states  []window.State
+	waiting []int
 }
 
 // nodeView is a node with the facts Step derives once.
@@ -57,6 +68,9 @@ type nodeView struct {
 	available bool // some assigned instance is available
 	target    *Instance
 	onTarget  bool // Target is among the assigned revisions
+	// windowClosed: the node waits on an older revision and none of its
+	// maintenance windows is open.
+	windowClosed bool
 }
 
 func newPass(now time.Time, s Strategy, st State, nodes []Node) *pass {

@@ -41,8 +41,13 @@ type Tracker struct {
 	// dropped when it reaches the top.
 	waitingAvailable   []string
 	waitingUnavailable []string
-	sum                totals   // the members' parts, summed
-	names              interner // revisions and phases, interned
+	// domainWaiting replaces waitingAvailable under a per-topology
+	// budget: one heap per domain (by Tracker.domains id), an entry
+	// whose member's part is now of another domain dropped as stale.
+	domainWaiting [][]string
+	sum           totals   // the members' parts, summed
+	names         interner // revisions and phases, interned
+	domains       interner // topology domains, interned
 }
 
 // member is one node's facts in compact form, with its share of the last
@@ -61,7 +66,9 @@ type member struct {
 	nObserved    uint8 // inline observed instances (0 or 1)
 	online       bool
 	dirty        bool
-	waiting      uint8 // the waiting heaps that hold its name (flagWaiting...)
+	waiting      uint8  // the waiting heaps that hold its name (flagWaiting...)
+	windows      uint16 // the maintenance windows that select it
+	domain       uint32 // its topology domain, interned in Tracker.domains
 	part         part
 }
 
@@ -109,8 +116,11 @@ func (m *member) observedAt(k int) *observation {
 	return &m.extra.observed[k-1]
 }
 
-// setFacts stores n's facts in m, interning its strings in names.
-func (m *member) setFacts(n *Node, names *interner) {
+// setFacts stores n's facts in m, interning its strings in names and its
+// topology domain (under strategy s) in domains.
+func (m *member) setFacts(n *Node, s *Strategy, names, domains *interner) {
+	m.domain = domains.id(s.domainOf(n.Labels))
+	m.windows = s.windowsOf(n.Labels)
 	m.online = n.Online
 	m.offlineSince = nanos(n.OfflineSince)
 	m.extra = nil
@@ -177,14 +187,24 @@ type Delta struct {
 // NewTracker returns a tracker for a daemonset with strategy s and
 // persisted state st (copied), and no nodes.
 func NewTracker(s Strategy, st State) *Tracker {
-	return &Tracker{s: s, st: cloneState(st), full: true, rebased: true, index: map[string]int32{}, names: newInterner()}
+	return &Tracker{s: s, st: cloneState(st), full: true, rebased: true, index: map[string]int32{},
+		names: newInterner(), domains: newInterner()}
 }
 
 // SetStrategy replaces the strategy (the spec changed); the next Step
-// visits every node.
-func (t *Tracker) SetStrategy(s Strategy) {
+// visits every node. When the new strategy reads other labels than the
+// old one (SameNodeFacts), the tracker forgets its nodes and reports it:
+// the caller Sets every node again before the next Step.
+func (t *Tracker) SetStrategy(s Strategy) (forgotNodes bool) {
+	same := SameNodeFacts(t.s, s)
 	t.s = s
 	t.full = true
+	if same {
+		return false
+	}
+	*t = Tracker{s: s, st: t.st, full: true, rebased: t.rebased, index: map[string]int32{},
+		names: t.names, domains: newInterner()}
+	return true
 }
 
 // SetState replaces the persisted state (copied) from outside: an operator's
@@ -223,12 +243,12 @@ func (t *Tracker) Set(n Node) bool {
 	m := &t.members[i]
 	if ok {
 		var next member
-		next.setFacts(&n, &t.names)
+		next.setFacts(&n, &t.s, &t.names, &t.domains)
 		if factsEqual(m, &next) {
 			return false
 		}
 	}
-	m.setFacts(&n, &t.names)
+	m.setFacts(&n, &t.s, &t.names, &t.domains)
 	t.markDirty(m)
 	return true
 }
@@ -236,7 +256,7 @@ func (t *Tracker) Set(n Node) bool {
 // factsEqual reports whether a and b hold the same facts (not the same
 // decision state).
 func factsEqual(a, b *member) bool {
-	if a.online != b.online || a.offlineSince != b.offlineSince ||
+	if a.online != b.online || a.offlineSince != b.offlineSince || a.domain != b.domain || a.windows != b.windows ||
 		a.assignedLen() != b.assignedLen() || a.observedLen() != b.observedLen() {
 		return false
 	}
@@ -358,6 +378,9 @@ func (t *Tracker) stepChanged(now time.Time) (Delta, bool) {
 	slices.Sort(d.Changed)
 	d.Changed = slices.Compact(d.Changed)
 	p.next = time.Time{}
+	if len(p.s.Windows) > 0 {
+		p.windows().waiting = t.sum.windowWaiting[:]
+	}
 	p.conclude()
 	t.st = p.st
 	d.State, d.Status, d.Events = p.st, p.status, p.events
@@ -390,7 +413,9 @@ func (p *pass) decideOne(v *nodeView) part {
 	waiting := p.assignOne(v)
 	out := p.out[v.Name]
 	phase, unavailable := p.phaseOf(v, out)
-	return makePart(phase, unavailable, waiting, v.available, len(out) > 1, slices.Contains(out, p.st.Target))
+	pt := makePart(phase, unavailable, waiting, v.available, len(out) > 1, slices.Contains(out, p.st.Target))
+	pt.windows, pt.domain = v.Node.windows, v.Node.domainID // a tracker's nodes are resolved
+	return pt
 }
 
 // batchCanMove reports whether update would move a waiting node, given the
@@ -417,6 +442,9 @@ func (t *Tracker) setPart(i int32, pt part) {
 	m := &t.members[i]
 	t.sum.add(m.part, -1)
 	t.sum.add(pt, 1)
+	if m.part.domain != pt.domain {
+		m.waiting &^= flagWaitingAvailable // its entry, if any, is in the old domain's heap: stale
+	}
 	m.part = pt
 	t.enqueueWaiting(m)
 }
@@ -467,6 +495,10 @@ func (t *Tracker) moveBatch(p *pass, d *Delta) (next time.Time, changed bool) {
 			break
 		}
 		move(i, false)
+	}
+	if p.s.Topology != nil {
+		t.moveByDomain(p, room, maxUnavailable-unavailable, maxSurge-surging, maxSurge > 0, move)
+		return next, changed
 	}
 	for room > 0 && (maxSurge > 0 && surging < maxSurge || maxSurge == 0 && unavailable < maxUnavailable) {
 		i, ok := t.popWaiting(&t.waitingAvailable, flagWaitingAvailable)
@@ -557,6 +589,9 @@ func (t *Tracker) rebuild(now time.Time, nodes []Node) {
 	t.queue = t.queue[:0]
 	t.sum = totals{}
 	t.waitingAvailable, t.waitingUnavailable = t.waitingAvailable[:0], t.waitingUnavailable[:0]
+	for d := range t.domainWaiting {
+		t.domainWaiting[d] = t.domainWaiting[d][:0]
+	}
 	p := &pass{now: now, s: t.s, st: t.st, out: make(map[string][]string, 1), total: len(t.members)}
 	for i := range t.members {
 		m := &t.members[i]
@@ -585,6 +620,9 @@ func (t *Tracker) rebuild(now time.Time, nodes []Node) {
 		t.down(k)
 	}
 	slices.Sort(t.waitingAvailable) // a sorted slice is a heap
+	for _, h := range t.domainWaiting {
+		slices.Sort(h)
+	}
 	slices.Sort(t.waitingUnavailable)
 }
 
@@ -607,7 +645,8 @@ func (t *Tracker) allNodes() []Node {
 // appendNode expands m into a Node whose slices are appended to revs and
 // obs.
 func (t *Tracker) appendNode(m *member, revs []string, obs []Instance) (Node, []string, []Instance) {
-	n := Node{Name: m.name, Online: m.online, OfflineSince: fromNanos(m.offlineSince)}
+	n := Node{Name: m.name, Online: m.online, OfflineSince: fromNanos(m.offlineSince),
+		resolved: true, domain: t.domains.str(m.domain), domainID: m.domain, windows: m.windows}
 	start := len(revs)
 	for k := range m.assignedLen() {
 		revs = append(revs, t.names.str(m.assignedAt(k)))

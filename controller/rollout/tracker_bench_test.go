@@ -158,3 +158,68 @@ func BenchmarkTrackerRollingUpdate(b *testing.B) {
 	b.ReportMetric(float64(full)/float64(b.N), "full/op")
 	b.ReportMetric(float64(revision-1), "rollouts")
 }
+
+// BenchmarkTrackerRollingUpdateSites is BenchmarkTrackerRollingUpdate over
+// 100,000 nodes in 1,000 sites of 100, named so that consecutive names are
+// in different sites (the order in which a batch passes over the nodes of
+// full sites the most), with maxUnavailablePerTopology 1 on top of the
+// global 10%: at most 1,000 nodes in flight, one per site.
+func BenchmarkTrackerRollingUpdateSites(b *testing.B) {
+	const n, sites = 100_000, 1_000
+	s, st, nodes := benchFleet(n)
+	s.Topology = &TopologyBudget{Key: "site", MaxUnavailable: schema.FromInt(1)}
+	for i := range nodes {
+		nodes[i].Labels = map[string]string{"site": fmt.Sprintf("site-%04d", i%sites)}
+	}
+	tr := NewTracker(s, st)
+	for _, node := range nodes {
+		tr.Set(node)
+	}
+	now := t0.Add(time.Hour)
+	tr.Step(now)
+	labels := make(map[string]map[string]string, n)
+	for _, node := range nodes {
+		labels[node.Name] = node.Labels
+	}
+	var updating []Node
+	revision, full, inFlight := 1, 0, 0
+	for b.Loop() {
+		if len(updating) == 0 {
+			revision++
+			tr.SetState(tr.State().Retarget(fmt.Sprint("v", revision)))
+		} else {
+			node := updating[0]
+			updating = updating[1:]
+			node.Observed = []Instance{{Revision: node.Assigned[0], Ready: true, ReadySince: now, Phase: schema.PhaseRunning}}
+			tr.Set(node)
+		}
+		d := tr.Step(now)
+		if d.Full {
+			full++
+		}
+		for name, revs := range d.Assign {
+			node := Node{Name: name, Online: true, Assigned: revs, Labels: labels[name]}
+			tr.Set(node)
+			updating = append(updating, node)
+		}
+		inFlight = max(inFlight, d.Status.Unavailable)
+	}
+	b.ReportMetric(float64(full)/float64(b.N), "full/op")
+	b.ReportMetric(float64(inFlight), "max-unavailable")
+	b.ReportMetric(float64(revision-1), "rollouts")
+}
+
+// BenchmarkStepFullSites is BenchmarkStepFull with a per-site budget and a
+// maintenance window over 1,000 sites.
+func BenchmarkStepFullSites(b *testing.B) {
+	s, st, nodes := benchFleet(100_000)
+	s.Topology = &TopologyBudget{Key: "site", MaxUnavailable: schema.FromInt(1)}
+	s.Windows = mustWindows(schema.MaintenanceWindow{Schedule: "0 2 * * *", Duration: "2h", TimeZone: "Europe/Berlin"})
+	for i := range nodes {
+		nodes[i].Labels = map[string]string{"site": fmt.Sprintf("site-%04d", i%1000)}
+	}
+	now := t0.Add(time.Hour)
+	for b.Loop() {
+		Step(now, s, st, nodes)
+	}
+}

@@ -1,11 +1,16 @@
 package rollout
 
-import "time"
+import (
+	"math/bits"
+	"time"
+)
 
 // part is a member's share of the counts, as of its last decision.
 type part struct {
-	phase uint8 // a phaseCode; 0: not counted yet
-	flags uint8
+	phase   uint8 // a phaseCode; 0: not counted yet
+	flags   uint8
+	windows uint16 // the member's maintenance windows
+	domain  uint32 // the member's topology domain (Tracker.domains)
 }
 
 // Phases as stored in a part.
@@ -16,10 +21,11 @@ const (
 	codeFailed
 	codeUpdating
 	codeWaiting
+	codeWaitingForWindow
 )
 
 var phaseOfCode = [...]Phase{codeOffline: PhaseOffline, codeUpdated: PhaseUpdated, codeFailed: PhaseFailed,
-	codeUpdating: PhaseUpdating, codeWaiting: PhaseWaiting}
+	codeUpdating: PhaseUpdating, codeWaiting: PhaseWaiting, codeWaitingForWindow: PhaseWaitingForWindow}
 
 // Flags of a part.
 const (
@@ -52,11 +58,23 @@ func makePart(phase Phase, unavailable, waiting, available, surging, onTarget bo
 
 // totals sums parts: the status counts and what update's budget reads.
 type totals struct {
-	status             Status // Offline, Updated, Updating, Waiting, Unavailable
+	status             Status // Offline, Updated, Updating, Waiting, WaitingForWindow, Unavailable
 	waiting            int
 	waitingUnavailable int
 	surging            int
 	onTarget           int
+	// domains sums the parts by topology domain (by Tracker.domains id);
+	// windowWaiting counts, by window, the members waiting for it.
+	domains       []domainTotals
+	windowWaiting [16]int
+}
+
+// domainTotals are one topology domain's parts, summed.
+type domainTotals struct {
+	total            int
+	unavailable      int
+	surging          int
+	waitingAvailable int
 }
 
 // add counts pt delta times (1 or -1); a part not counted yet adds nothing.
@@ -75,6 +93,19 @@ func (s *totals) add(pt part, delta int) {
 	count(flagWaitingUnavailable, &s.waitingUnavailable)
 	count(flagSurging, &s.surging)
 	count(flagOnTarget, &s.onTarget)
+	for int(pt.domain) >= len(s.domains) {
+		s.domains = append(s.domains, domainTotals{})
+	}
+	d := &s.domains[pt.domain]
+	d.total += delta
+	count(flagUnavailable, &d.unavailable)
+	count(flagSurging, &d.surging)
+	count(flagWaitingAvailable, &d.waitingAvailable)
+	if pt.phase == codeWaitingForWindow {
+		for mask := pt.windows; mask != 0; mask &= mask - 1 {
+			s.windowWaiting[bits.TrailingZeros16(mask)] += delta
+		}
+	}
 }
 
 // entries are one node's entries in a State's maps.

@@ -144,17 +144,22 @@ func (t *Tracker) enqueueWaiting(m *member) {
 			continue
 		}
 		m.waiting |= flag
-		h := t.waitingHeap(flag)
+		h := t.waitingHeap(flag, m.part.domain)
 		*h = append(*h, m.name)
 		upNames(*h, len(*h)-1)
 		if len(*h) > 2*len(t.members)+64 {
-			t.compactWaiting(h, flag)
+			t.compactWaiting(h, flag, m.part.domain)
 		}
 	}
 }
 
-func (t *Tracker) waitingHeap(flag uint8) *[]string {
+// waitingHeap is the heap of the members whose part has flag: the one of
+// their domain for available ones under a per-topology budget.
+func (t *Tracker) waitingHeap(flag uint8, domain uint32) *[]string {
 	if flag == flagWaitingAvailable {
+		if t.s.Topology != nil {
+			return t.domainHeap(domain)
+		}
 		return &t.waitingAvailable
 	}
 	return &t.waitingUnavailable
@@ -182,13 +187,18 @@ func (t *Tracker) popWaiting(h *[]string, flag uint8) (int32, bool) {
 	return 0, false
 }
 
-// compactWaiting rebuilds h from the members whose part matches flag,
+// compactWaiting rebuilds h, the heap of flag (and domain's, under a
+// per-topology budget), from the members whose part matches flag,
 // dropping the entries left by removed members and changed parts.
-func (t *Tracker) compactWaiting(h *[]string, flag uint8) {
+func (t *Tracker) compactWaiting(h *[]string, flag uint8, domain uint32) {
 	clear(*h)
 	*h = (*h)[:0]
+	byDomain := flag == flagWaitingAvailable && t.s.Topology != nil
 	for i := range t.members {
 		m := &t.members[i]
+		if byDomain && m.part.domain != domain {
+			continue
+		}
 		m.waiting &^= flag
 		if m.part.flags&flag != 0 {
 			m.waiting |= flag

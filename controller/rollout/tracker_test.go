@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -69,13 +70,14 @@ func randomTrackerStrategy(rng *rand.Rand) Strategy {
 		s.CanaryAutoPromote = time.Duration(rng.IntN(3)) * 4 * time.Second
 	}
 	s.Paused = rng.IntN(10) == 0
+	randomSchedule(rng, &s)
 	return s
 }
 
 func (m *fleetModel) addNode(assigned []string, observed ...Instance) {
 	name := fmt.Sprintf("n%03d", m.nextNode)
 	m.nextNode++
-	n := &Node{Name: name, Online: true, Assigned: assigned, Observed: observed}
+	n := &Node{Name: name, Online: true, Assigned: assigned, Observed: observed, Labels: randomLabels(m.rng)}
 	m.nodes[name] = n
 	i, _ := slices.BinarySearch(m.names, name)
 	m.names = slices.Insert(m.names, i, name)
@@ -85,6 +87,7 @@ func (m *fleetModel) addNode(assigned []string, observed ...Instance) {
 func cloneNode(n Node) Node {
 	n.Assigned = slices.Clone(n.Assigned)
 	n.Observed = slices.Clone(n.Observed)
+	n.Labels = maps.Clone(n.Labels)
 	return n
 }
 
@@ -215,7 +218,15 @@ func (m *fleetModel) churn() {
 		m.operate()
 	case r == 12:
 		m.s = randomTrackerStrategy(m.rng)
-		m.tr.SetStrategy(m.s)
+		if m.tr.SetStrategy(m.s) {
+			for _, name := range m.names {
+				m.tr.Set(cloneNode(*m.nodes[name]))
+			}
+		}
+	case r < 15:
+		n := m.nodes[m.names[m.rng.IntN(len(m.names))]]
+		n.Labels = randomLabels(m.rng) // moved to another site, or region
+		m.tr.Set(cloneNode(*n))
 	}
 	m.advance()
 }
