@@ -85,7 +85,9 @@ func sampleOf(d *api.DaemonSet) rolloutSample {
 	s := rolloutSample{Key: d.Key(), State: daemonSetState(d), Total: d.Status.DesiredNumberScheduled,
 		Updated: d.Status.UpdatedNumberScheduled, Complete: true}
 	if ro := d.Status.Rollout; ro != nil {
-		s.Total, s.Updated, s.Updating, s.Waiting = ro.Total, ro.Updated, ro.Updating, ro.Waiting
+		// Nodes waiting for a maintenance window wait too: the counts
+		// add up to the total.
+		s.Total, s.Updated, s.Updating, s.Waiting = ro.Total, ro.Updated, ro.Updating, ro.Waiting+ro.WaitingForWindow
 		s.Offline, s.Failed, s.Complete = ro.Offline, ro.Failed, ro.Complete
 	}
 	return s

@@ -617,3 +617,13 @@ func TestLogStreamEndsWithTheDashboard(t *testing.T) {
 	require.NoError(t, <-runDone)
 	assert.Equal(t, `"stopped"`, readEvent(t, sc, "end"))
 }
+
+// TestSampleCountsNodesWaitingForAWindow: the dashboard's rollout counts
+// add up to the total while nodes wait for a maintenance window.
+func TestSampleCountsNodesWaitingForAWindow(t *testing.T) {
+	ds := api.DaemonSet{}
+	ds.Status.Rollout = &api.RolloutStatus{Total: 10, Updated: 3, Updating: 1, Waiting: 2, WaitingForWindow: 4}
+	s := sampleOf(&ds)
+	assert.Equal(t, 6, s.Waiting)
+	assert.Equal(t, s.Total, s.Updated+s.Updating+s.Waiting+s.Offline+s.Failed)
+}
