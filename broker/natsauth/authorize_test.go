@@ -79,7 +79,7 @@ func TestAuthorize(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			v := authorize(secret, revoked, tc.ci, tc.co)
+			v := authorize(secret, revoked, func(string) uint64 { return 0 }, tc.ci, tc.co)
 			assert.Equal(t, tc.reason, v.reason)
 			assert.Equal(t, tc.co.Username, v.identity)
 			switch {

@@ -45,6 +45,8 @@ var commands = []func(*streams) *cobra.Command{
 	func(s *streams) *cobra.Command { return newCordonCmd(s, false) },
 	newDrainCmd,
 	newTokenCmd,
+	newUserCmd,
+	newAuditCmd,
 	newVersionCmd,
 }
 

@@ -15,6 +15,9 @@ type NodeToken struct {
 	Username    string `json:"username"`
 	Token       string `json:"token"`
 	Fingerprint string `json:"fingerprint"`
+	// Epoch is the node's credential epoch the token belongs to; it
+	// grows with each rotation or re-admission.
+	Epoch uint64 `json:"epoch,omitempty"`
 }
 
 // NodeTokenMinter is implemented by a Backend that mints node credentials
@@ -32,11 +35,7 @@ func (s *Server) mintNodeToken(w http.ResponseWriter, r *http.Request) (any, err
 		return nil, fmt.Errorf("%w: this controller does not mint node tokens", ErrUnavailable)
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	requester := "API client " + r.RemoteAddr
-	if ua := r.UserAgent(); ua != "" {
-		requester += " (" + ua + ")"
-	}
-	return m.MintNodeToken(r.Context(), r.PathValue("name"), requester)
+	return m.MintNodeToken(r.Context(), r.PathValue("name"), requesterOf(r))
 }
 
 // MintNodeToken asks the controller for node's MQTT credential; the

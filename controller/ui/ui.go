@@ -22,7 +22,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgeset/edgeset/controller/access"
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/controller/audit"
 )
 
 // Backend is what the dashboard reads and acts through: the subset of
@@ -40,6 +42,18 @@ type Backend interface {
 	Version(ctx context.Context) api.VersionInfo
 }
 
+// Authenticator finds the user a token belongs to (*access.Users).
+type Authenticator interface {
+	Authenticate(token string) (access.User, error)
+}
+
+// Auditor writes audit entries (*audit.Log).
+type Auditor interface {
+	Begin(ctx context.Context, e audit.Entry) (uint64, error)
+	Finish(seq uint64, status int, message string, d time.Duration)
+	Record(e audit.Entry) error
+}
+
 // DefaultSiteLabel is the node label the dashboard groups nodes by site
 // with: the label the project's simulated fleets and examples use.
 const DefaultSiteLabel = "site"
@@ -47,8 +61,16 @@ const DefaultSiteLabel = "site"
 // Options configure a Dashboard. Zero fields take the defaults documented
 // on each (applied in withDefaults).
 type Options struct {
-	// Token is the API token the sign-in form is compared with; required.
+	// Token is the API token the sign-in form is compared with when
+	// Users is nil (it then signs in an admin).
 	Token string
+	// Users (may be nil) authenticates the token posted to the sign-in
+	// form as an API user: the session then acts with that user's role,
+	// and ends as soon as the user is revoked or expires.
+	Users Authenticator
+	// Audit (may be nil) records every action and sign-in (see package
+	// audit): an action whose entry cannot be written is refused.
+	Audit Auditor
 	// SiteLabel is the node label that names a node's site; default
 	// DefaultSiteLabel.
 	SiteLabel string
@@ -133,7 +155,7 @@ var assetFS embed.FS
 type Dashboard struct {
 	b        Backend
 	opts     Options
-	mux      *http.ServeMux
+	mux      *api.RouteMux
 	pages    map[string]*template.Template
 	sessions *sessionTable
 	logins   *loginLimiter
@@ -152,7 +174,7 @@ type Dashboard struct {
 func New(b Backend, opts Options) *Dashboard {
 	opts = opts.withDefaults()
 	d := &Dashboard{
-		b: b, opts: opts, mux: http.NewServeMux(), pages: parsePages(),
+		b: b, opts: opts, mux: api.NewRouteMux(), pages: parsePages(),
 		sessions: newSessionTable(opts.MaxSessions, opts.SessionTTL, opts.Now),
 		logins:   newLoginLimiter(opts.LoginFailures, opts.LoginWindow, opts.Now),
 		history:  newProgressHistory(opts.HistoryPoints, opts.MaxTracked),
@@ -271,11 +293,19 @@ func (d *Dashboard) signedIn(r *http.Request) (session, bool) {
 	return d.sessions.get(c.Value)
 }
 
-// authed serves h only to a signed-in request; others are sent to the
-// sign-in form (a page) or answered 401 (a stream).
+// Patterns returns every route pattern the dashboard registered.
+func (d *Dashboard) Patterns() []string { return d.mux.Patterns() }
+
+// authed serves h only to a signed-in request whose user holds what the
+// route needs (access.Routes, by r.Pattern); others are sent to the
+// sign-in form (a page) or answered 401 (a stream), or 403 naming the
+// missing permission.
 func (d *Dashboard) authed(h func(http.ResponseWriter, *http.Request, session)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s, ok := d.signedIn(r)
+		if ok {
+			s, ok = d.currentUser(s)
+		}
 		if !ok {
 			if r.Header.Get("Accept") == "text/event-stream" {
 				http.Error(w, "sign in at /ui/login", http.StatusUnauthorized)
@@ -285,8 +315,33 @@ func (d *Dashboard) authed(h func(http.ResponseWriter, *http.Request, session)) 
 			return
 		}
 		api.MarkAuthenticated(r)
-		h(w, r, s)
+		need := access.NeedOf(r.Pattern, r.Method, r.URL.EscapedPath(), r.URL.Query())
+		if err := access.Authorize(s.user, need); err != nil {
+			if r.Header.Get("Accept") == "text/event-stream" {
+				http.Error(w, err.Error(), http.StatusForbidden)
+				return
+			}
+			d.renderError(w, r, s, err)
+			return
+		}
+		h(w, r.WithContext(api.WithUser(r.Context(), s.user)), s)
 	}
+}
+
+// currentUser refreshes s's user from its token: a revoked or expired
+// user's session ends at its next request.
+func (d *Dashboard) currentUser(s session) (session, bool) {
+	if d.opts.Users == nil {
+		s.user = api.TokenAdmin()
+		return s, true
+	}
+	u, err := d.opts.Users.Authenticate(s.token)
+	if err != nil {
+		d.sessions.close(s.id)
+		return session{}, false
+	}
+	s.user = u
+	return s, true
 }
 
 // sameOrigin reports whether a state-changing request comes from a page
