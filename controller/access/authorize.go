@@ -31,6 +31,8 @@ func (e *ForbiddenError) Error() string {
 
 // Authorize returns nil when u may make a request needing n, else a
 // *ForbiddenError. A request needing only PermNone is allowed to anyone.
+// For a route whose namespaces are in its body (n.InBody), a scoped
+// user's namespaces are the route's to check.
 func Authorize(u User, n Need) error {
 	only := true
 	for _, p := range n.Permissions {
@@ -44,6 +46,9 @@ func Authorize(u User, n Need) error {
 	}
 	if !n.Namespaced {
 		return &ForbiddenError{User: u, Cluster: true}
+	}
+	if n.InBody {
+		return nil // the route checks its objects' namespaces (AuthorizeNamespaces)
 	}
 	if n.Namespace != u.Namespace {
 		return &ForbiddenError{User: u, Namespace: n.Namespace}

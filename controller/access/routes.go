@@ -14,12 +14,16 @@ import (
 // secrets.values on top of secrets.read), and the request is audited.
 // Audit marks a read worth an audit record (a store backup); every
 // request of another method than GET or HEAD is audited anyway.
+// NamespacesInBody marks a route whose objects name their namespaces in
+// the request body (an apply): the route itself must check them for a
+// namespace-scoped user (AuthorizeNamespaces).
 type Rule struct {
-	Pattern         string
-	Permission      Permission
-	Query           string
-	QueryPermission Permission
-	Audit           bool
+	Pattern          string
+	Permission       Permission
+	Query            string
+	QueryPermission  Permission
+	Audit            bool
+	NamespacesInBody bool
 }
 
 // Routes is the permission table of every route of the API and the
@@ -48,7 +52,7 @@ var Routes = []Rule{
 	{Pattern: "GET /api/v1/secrets/{namespace}/{name}", Permission: PermSecretsRead, Query: "showValues", QueryPermission: PermSecretsValues},
 
 	// Operator.
-	{Pattern: "POST /api/v1/apply", Permission: PermDaemonSetsApply},
+	{Pattern: "POST /api/v1/apply", Permission: PermDaemonSetsApply, NamespacesInBody: true},
 	{Pattern: "DELETE /api/v1/daemonsets/{namespace}/{name}", Permission: PermDaemonSetsDelete},
 	{Pattern: "POST /api/v1/daemonsets/{namespace}/{name}/rollout", Permission: PermDaemonSetsRollout},
 	{Pattern: "DELETE /api/v1/daemonsets/{namespace}/{name}/instances/{node}", Permission: PermDaemonSetsRollout},
@@ -110,12 +114,13 @@ func Lookup(pattern string) (Rule, bool) {
 }
 
 // Need is what one request needs: the permissions, the namespace named
-// in its path ("" for none), whether the route is namespaced at all, and
-// whether it is audited.
+// in its path ("" for none), whether the route is namespaced at all (in
+// its path, or in its body: InBody), and whether it is audited.
 type Need struct {
 	Permissions []Permission
 	Namespace   string
 	Namespaced  bool
+	InBody      bool
 	Audit       bool
 }
 
@@ -132,6 +137,9 @@ func NeedOf(pattern, method, escapedPath string, q url.Values) Need {
 		}
 	}
 	n.Namespace, n.Namespaced = pathValue(pattern, escapedPath, "{namespace}")
+	if rule.NamespacesInBody {
+		n.Namespaced, n.InBody = true, true
+	}
 	return n
 }
 

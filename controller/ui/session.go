@@ -298,9 +298,11 @@ func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request, s session) {
 const maxFormBytes = 64 << 10
 
 // action serves a POST of a signed-in session carrying its CSRF token
-// from a same-origin page; anything else is refused with 403.
+// from a same-origin page, whose user holds the route's permission,
+// with its audit entry written ahead (a denial is audited too); anything
+// else is refused with 403 (503 when the entry cannot be written).
 func (d *Dashboard) action(h func(http.ResponseWriter, *http.Request, session)) http.HandlerFunc {
-	return d.authed(func(w http.ResponseWriter, r *http.Request, s session) {
+	return d.signedInOnly(func(w http.ResponseWriter, r *http.Request, s session) {
 		if !sameOrigin(r) {
 			http.Error(w, "cross-origin request refused (Origin or Referer must be this dashboard)", http.StatusForbidden)
 			return
@@ -311,7 +313,11 @@ func (d *Dashboard) action(h func(http.ResponseWriter, *http.Request, session)) 
 			http.Error(w, "missing or wrong CSRF token (reload the page)", http.StatusForbidden)
 			return
 		}
-		d.audited(w, r, s, h)
+		d.audited(w, r, s, func(w http.ResponseWriter, r *http.Request, s session) {
+			if d.authorize(w, r, s) {
+				h(w, r, s)
+			}
+		})
 	})
 }
 

@@ -301,6 +301,17 @@ func (d *Dashboard) Patterns() []string { return d.mux.Patterns() }
 // sign-in form (a page) or answered 401 (a stream), or 403 naming the
 // missing permission.
 func (d *Dashboard) authed(h func(http.ResponseWriter, *http.Request, session)) http.HandlerFunc {
+	return d.signedInOnly(func(w http.ResponseWriter, r *http.Request, s session) {
+		if d.authorize(w, r, s) {
+			h(w, r, s)
+		}
+	})
+}
+
+// signedInOnly serves h only to a signed-in request, its session's user
+// in r's context, without checking the route's permission (action checks
+// it after the CSRF token).
+func (d *Dashboard) signedInOnly(h func(http.ResponseWriter, *http.Request, session)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s, ok := d.signedIn(r)
 		if ok {
@@ -315,17 +326,25 @@ func (d *Dashboard) authed(h func(http.ResponseWriter, *http.Request, session)) 
 			return
 		}
 		api.MarkAuthenticated(r)
-		need := access.NeedOf(r.Pattern, r.Method, r.URL.EscapedPath(), r.URL.Query())
-		if err := access.Authorize(s.user, need); err != nil {
-			if r.Header.Get("Accept") == "text/event-stream" {
-				http.Error(w, err.Error(), http.StatusForbidden)
-				return
-			}
-			d.renderError(w, r, s, err)
-			return
-		}
 		h(w, r.WithContext(api.WithUser(r.Context(), s.user)), s)
 	}
+}
+
+// authorize reports whether s's user holds what r's route needs
+// (access.Routes, by r.Pattern); if not it answers 403 naming what is
+// missing.
+func (d *Dashboard) authorize(w http.ResponseWriter, r *http.Request, s session) bool {
+	need := access.NeedOf(r.Pattern, r.Method, r.URL.EscapedPath(), r.URL.Query())
+	err := access.Authorize(s.user, need)
+	switch {
+	case err == nil:
+		return true
+	case r.Header.Get("Accept") == "text/event-stream":
+		http.Error(w, err.Error(), http.StatusForbidden)
+	default:
+		d.renderError(w, r, s, err)
+	}
+	return false
 }
 
 // currentUser refreshes s's user from its token: a revoked or expired
