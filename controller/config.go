@@ -298,6 +298,7 @@ const (
 
 // ApplyDefaults fills every unset field with its default.
 func (c *Config) ApplyDefaults() {
+	c.applyAccessDefaults()
 	setDefault(&c.DataDir, DefaultDataDir)
 	setDefault(&c.MQTTAddr, DefaultMQTTAddr)
 	setDefault(&c.APIAddr, DefaultAPIAddr)

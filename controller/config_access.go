@@ -5,6 +5,22 @@ import (
 	"github.com/edgeset/edgeset/controller/audit"
 )
 
+// applyAccessDefaults fills the zero user and audit limits.
+func (c *Config) applyAccessDefaults() {
+	if c.MaxUsers == 0 {
+		c.MaxUsers = access.DefaultMaxUsers
+	}
+	if c.UserMaxTTL == 0 {
+		c.UserMaxTTL = access.DefaultMaxTTL
+	}
+	if c.AuditMaxEntries == 0 {
+		c.AuditMaxEntries = audit.DefaultMaxEntries
+	}
+	if c.AuditMaxAge == 0 {
+		c.AuditMaxAge = audit.DefaultMaxAge
+	}
+}
+
 // userLimits are the access.Limits of the configuration.
 func (c *Config) userLimits() access.Limits {
 	return access.Limits{MaxUsers: c.MaxUsers, MaxTTL: c.UserMaxTTL, RequireTTL: c.UserRequireTTL}

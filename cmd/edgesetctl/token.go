@@ -21,13 +21,19 @@ const defaultDataDir = "./data"
 func newTokenCmd(s *streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "token",
-		Short: "Mint and revoke MQTT credentials of nodes",
+		Short: "Mint, rotate, revoke and re-admit MQTT credentials of nodes",
 		Long: `A node authenticates to the broker as itself: username = node name,
 password = a token derived from the controller's fleet secret
-(DATA_DIR/fleet.secret) and the node name; nothing is stored per node.
+(DATA_DIR/fleet.secret), the node name and the node's credential epoch.
 
-token create asks the controller through its API (the admin token, as every
-other command), so the token is always one its broker accepts, and the
+token rotate moves a node to its next epoch: its old token is refused from
+then on and the new one is printed alone on the last line. token readmit
+lifts a node's revocation with a new epoch, so the token it had when revoked
+stays refused. Both ask the controller (an admin user), which keeps the
+epochs in its store and records an event on the node.
+
+token create asks the controller through its API (an admin user's token),
+so the token is always one its broker accepts, and the
 controller records the mint as an event on the node (who asked, the
 token's fingerprint; never the token). With --data-dir DIR it works offline
 on the controller's machine instead, reading DIR/fleet.secret; it never

@@ -159,6 +159,8 @@ func TestNeedOf(t *testing.T) {
 			Need{Permissions: []Permission{PermSecretsRead}}},
 		{"backup audited though a GET", "GET /api/v1/backup", "GET", "/api/v1/backup", "",
 			Need{Permissions: []Permission{PermStoreBackup}, Audit: true}},
+		{"apply: namespaces in the body", "POST /api/v1/apply", "POST", "/api/v1/apply", "",
+			Need{Permissions: []Permission{PermDaemonSetsApply}, Namespaced: true, InBody: true, Audit: true}},
 		{"dashboard action", "POST /ui/daemonsets/{namespace}/{name}/rollout", "POST", "/ui/daemonsets/x/y/rollout", "",
 			Need{Permissions: []Permission{PermDaemonSetsRollout}, Namespace: "x", Namespaced: true, Audit: true}},
 	}

@@ -53,7 +53,10 @@ func (b *callBackend) DeleteDaemonSet(context.Context, string, bool) error {
 	b.called("deleteDS")
 	return nil
 }
-func (b *callBackend) ListNodes(context.Context) ([]Node, error) { b.called("listNodes"); return []Node{}, nil }
+func (b *callBackend) ListNodes(context.Context) ([]Node, error) {
+	b.called("listNodes")
+	return []Node{}, nil
+}
 func (b *callBackend) GetNode(context.Context, string) (Node, error) {
 	b.called("getNode")
 	return Node{}, nil
@@ -101,7 +104,10 @@ func (b *callBackend) GetConfigMap(context.Context, string) (ConfigMap, error) {
 	b.called("getCM")
 	return ConfigMap{}, nil
 }
-func (b *callBackend) DeleteConfigMap(context.Context, string) error { b.called("deleteCM"); return nil }
+func (b *callBackend) DeleteConfigMap(context.Context, string) error {
+	b.called("deleteCM")
+	return nil
+}
 func (b *callBackend) ListSecrets(context.Context, bool) ([]Secret, error) {
 	b.called("listSecrets")
 	return []Secret{}, nil
@@ -110,7 +116,10 @@ func (b *callBackend) GetSecret(context.Context, string, bool) (Secret, error) {
 	b.called("getSecret")
 	return Secret{}, nil
 }
-func (b *callBackend) DeleteSecret(context.Context, string) error { b.called("deleteSecret"); return nil }
+func (b *callBackend) DeleteSecret(context.Context, string) error {
+	b.called("deleteSecret")
+	return nil
+}
 func (b *callBackend) MintNodeToken(_ context.Context, node, _ string) (NodeToken, error) {
 	b.called("mint")
 	return NodeToken{Node: node}, nil

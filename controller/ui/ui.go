@@ -4,10 +4,12 @@
 // asset is embedded; a page makes no request outside the controller
 // (Content-Security-Policy default-src 'self').
 //
-// Sign-in compares the API token posted to /ui/login in constant time and
-// opens a server-side session; the browser holds only a random session id
-// in an HttpOnly, SameSite=Strict cookie. Every action is a POST carrying
-// the session's CSRF token and a same-origin Origin or Referer.
+// Sign-in checks the API user's token posted to /ui/login (in constant
+// time) and opens a server-side session acting as that user; the browser
+// holds only a random session id in an HttpOnly, SameSite=Strict cookie.
+// Every action is a POST carrying the session's CSRF token and a
+// same-origin Origin or Referer, allowed by the user's role
+// (access.Routes) and audited.
 package ui
 
 import (
