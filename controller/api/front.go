@@ -89,7 +89,7 @@ func public(r *http.Request) bool {
 // if not, or if its source is blocked after failing too often, it
 // answers r and closes the connection without reading the body.
 func (f *Front) authenticate(w http.ResponseWriter, r *http.Request) (access.User, bool) {
-	source := sourceOf(r.RemoteAddr)
+	source := f.throttleSource(r)
 	if d := f.guard.blocked(source); d > 0 {
 		f.obs.AuthThrottled()
 		retry := int64(math.Ceil(d.Seconds()))

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeset/edgeset/controller/access"
+	"github.com/edgeset/edgeset/controller/audit"
 	"github.com/edgeset/edgeset/schema"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -199,6 +201,7 @@ var (
 		"PutRolloutParts": true, "DeleteRollout": true,
 		"PutConfigMap": true, "PutSecret": true, "DeleteConfigMap": true, "DeleteSecret": true,
 		"Probe": true, "Update": true,
+		"PutUser": true, "DeleteUser": true, "AppendAudit": true, "FinishAudit": true, "BumpNodeEpoch": true,
 	}
 	readMethods = map[string]bool{
 		"Backup": true, "ListConfigMaps": true, "ListSecrets": true, "GetConfigMap": true, "GetSecret": true,
@@ -207,6 +210,7 @@ var (
 		"GetNode": true, "ListNodes": true, "GetOverrides": true, "ListOverrides": true,
 		"GetRevision": true, "RevisionsByHash": true, "ListRevisions": true, "GetRolloutParts": true,
 		"Available": true, "Path": true, "Close": true, "FailWrites": true, "View": true,
+		"ListUsers": true, "ListAudit": true, "NodeEpochs": true,
 	}
 )
 
@@ -307,4 +311,18 @@ func TestReplicateMirrorsEveryWrite(t *testing.T) {
 	_, err = s.MarkDaemonSetDeleted("default/b", t0)
 	must(err)
 	must(s.DeleteDaemonSet("default/b"))
+
+	must(s.PutUser(access.User{Name: "ops", Role: access.RoleViewer, TokenHash: access.HashToken("t"), CreatedAt: t0}))
+	must(s.PutUser(access.User{Name: "ci", Role: access.RoleOperator, TokenHash: access.HashToken("u"), CreatedAt: t0}))
+	must(s.DeleteUser("ops"))
+	ret := audit.Retention{MaxEntries: 2, MaxAge: time.Hour}
+	for range 3 { // the third trims the first
+		seq, err := s.AppendAudit(audit.Entry{Time: t0, User: "ci"}, ret, t0)
+		must(err)
+		must(s.FinishAudit(seq, 200, "", time.Millisecond))
+	}
+	_, err = s.BumpNodeEpoch("n1")
+	must(err)
+	_, err = s.BumpNodeEpoch("n1")
+	must(err)
 }
