@@ -66,6 +66,11 @@ type Config struct {
 	// BrokerURL is shorthand, for callers in Go, for a one-element
 	// BrokerURLs; set one, not both. It is no key of its own.
 	BrokerURL string `mapstructure:"-"`
+	// EnrollBrokerURLs are the broker URLs an enrolled device is given
+	// (edgeset-agent enroll): the external broker's URLs when empty, or
+	// the embedded broker's listeners on the host the device reached the
+	// API at.
+	EnrollBrokerURLs []string `mapstructure:"enroll-broker-url"`
 	// BrokerUsername and BrokerPasswordFile are the controller's credential
 	// on an external broker. The default password is the controller token
 	// derived from the fleet secret (`edgesetctl token create --controller`).
@@ -156,6 +161,10 @@ type Config struct {
 	// and daemonset from scratch, the level-triggered safety net under the
 	// incremental passes that decide only what an event changed.
 	FullPassInterval time.Duration `mapstructure:"full-pass-interval"`
+	// DesiredRepairAfter is how long an online node may report a
+	// generation below its desired state's before the controller publishes
+	// that desired state again (repair.go); negative never.
+	DesiredRepairAfter time.Duration `mapstructure:"desired-repair-after"`
 	// SiteLabel is the node label whose value names a node's site: the
 	// dashboard and the metrics (edgeset_nodes_by_site) group nodes by it.
 	SiteLabel string `mapstructure:"site-label"`
@@ -307,6 +316,9 @@ func (c *Config) ApplyDefaults() {
 	if len(c.BrokerURLs) == 0 {
 		c.BrokerURLs = nil // an empty list (broker-url: []) is none
 	}
+	if len(c.EnrollBrokerURLs) == 0 {
+		c.EnrollBrokerURLs = nil
+	}
 	if c.BrokerResyncInterval == 0 {
 		c.BrokerResyncInterval = DefaultBrokerResyncInterval
 	}
@@ -331,6 +343,9 @@ func (c *Config) ApplyDefaults() {
 	}
 	if c.FullPassInterval == 0 {
 		c.FullPassInterval = DefaultFullPassInterval
+	}
+	if c.DesiredRepairAfter == 0 {
+		c.DesiredRepairAfter = DefaultDesiredRepairAfter
 	}
 	setDefault(&c.SiteLabel, DefaultSiteLabel)
 	if c.TelemetryHistory == 0 {
@@ -602,23 +617,27 @@ func (c *Config) brokerURLs() []string {
 	return out
 }
 
-// validateBrokerURLs checks broker-url: each entry a URL with a host,
-// named by its index in a list, and not too many.
+// validateBrokerURLs checks broker-url and enroll-broker-url: each entry
+// a URL with a host, named by its index in a list, and not too many.
 func (c *Config) validateBrokerURLs(bad func(key, format string, args ...any)) {
 	if c.BrokerURL != "" && len(c.BrokerURLs) > 0 {
 		bad("broker-url", "BrokerURL and BrokerURLs both set; set one")
 	}
-	urls := c.brokerURLs()
+	checkURLs("broker-url", c.brokerURLs(), bad)
+	checkURLs("enroll-broker-url", c.EnrollBrokerURLs, bad)
+}
+
+func checkURLs(name string, urls []string, bad func(key, format string, args ...any)) {
 	if len(urls) > mqttclient.MaxBrokerURLs {
-		bad("broker-url", "%d URLs, at most %d", len(urls), mqttclient.MaxBrokerURLs)
+		bad(name, "%d URLs, at most %d", len(urls), mqttclient.MaxBrokerURLs)
 		return
 	}
 	for i, raw := range urls {
-		key := "broker-url"
+		key := name
 		if len(urls) > 1 {
-			key = fmt.Sprintf("broker-url[%d]", i)
+			key = fmt.Sprintf("%s[%d]", name, i)
 		}
-		if u, err := url.Parse(raw); err != nil || u.Host == "" {
+		if u, err := url.Parse(strings.TrimSpace(raw)); err != nil || u.Host == "" {
 			bad(key, "%q is not a URL such as tcp://host:1883", raw)
 		}
 	}

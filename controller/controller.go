@@ -211,6 +211,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	g.Go(func() error { return c.transport.Run(ctx) })
 	g.Go(func() error { return c.reconcileLoop(ctx) })
 	g.Go(func() error { return c.republishLoop(ctx) })
+	g.Go(func() error { return c.repairLoop(ctx) })
 	g.Go(func() error { return c.events.Run(ctx) })
 	g.Go(func() error { return c.flushNodesLoop(ctx) })
 	if c.cfg.ManifestsDir != "" {

@@ -26,6 +26,7 @@ type metrics struct {
 	bytesOut         prometheus.Counter
 	publishErrors    prometheus.Counter
 	republishes      prometheus.Counter
+	desiredRepairs   prometheus.Counter
 	brokerDrops      prometheus.Counter
 	resyncs          prometheus.Counter
 	desiredTooLarge  prometheus.Counter
@@ -65,6 +66,7 @@ func newMetrics() *metrics {
 	m.bytesOut = f.counter("edgeset_mqtt_bytes_out_total", "MQTT payload bytes published.")
 	m.publishErrors = f.counter("edgeset_mqtt_publish_errors_total", "Failed publishes (repeated on reconnection).")
 	m.republishes = f.counter("edgeset_republish_total", "Full republishes of the fleet's desired state.")
+	m.desiredRepairs = f.counter("edgeset_desired_repairs_total", "Desired states published again to online nodes that kept reporting an older generation (desired-repair-after).")
 	m.brokerDrops = f.counter("edgeset_broker_dropped_total",
 		"Messages the broker could not deliver: the embedded broker's own count, or the rise of an external broker's drop counter (broker-drop-topic).")
 	m.desiredTooLarge = f.counter("edgeset_desired_too_large_total",

@@ -59,6 +59,39 @@ func (fs *fleetState) generations(node string) (desired, observed uint64) {
 	return fs.current[node].Generation, fs.observed[node].ObservedGeneration
 }
 
+// lagging returns the nodes among online whose observed state reports a
+// generation below their desired state's, with that desired generation.
+func (fs *fleetState) lagging(online map[string]bool) map[string]uint64 {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	out := map[string]uint64{}
+	for node, nd := range fs.current {
+		if online[node] && nd.Generation > fs.observed[node].ObservedGeneration {
+			out[node] = nd.Generation
+		}
+	}
+	return out
+}
+
+// desiredMessages returns the desired-state messages of those of nodes
+// that have one that can be delivered (one too large was reported when it
+// was decided).
+func (fs *fleetState) desiredMessages(nodes []string) []mqttclient.Message {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	var out []mqttclient.Message
+	for _, node := range nodes {
+		nd, ok := fs.current[node]
+		if !ok {
+			continue
+		}
+		if m := desiredMessage(node, nd); deliverable(m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // nodeNames returns the set of nodes with a current desired state.
 func (fs *fleetState) nodeNames() map[string]bool {
 	fs.mu.Lock()

@@ -66,6 +66,7 @@ environment, config file, default.`,
 	}
 	addFlags(cmd.Flags())
 	cliconfig.Bind(v, cmd.Flags())
+	cmd.AddCommand(newEnrollCmd())
 	return cmd
 }
 

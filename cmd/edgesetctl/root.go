@@ -47,6 +47,7 @@ var commands = []func(*streams) *cobra.Command{
 	newTokenCmd,
 	newUserCmd,
 	newAuditCmd,
+	newEnrollmentCmd,
 	newVersionCmd,
 }
 

@@ -65,7 +65,7 @@ const (
 
 	PermSecretsValues Permission = "secrets.values"
 	PermNodesDelete   Permission = "nodes.delete"
-	PermNodesToken    Permission = "nodes.token" // mint, rotate, re-admit
+	PermNodesToken    Permission = "nodes.token" // mint, rotate, re-admit, enrollment codes
 	PermUsersRead     Permission = "users.read"
 	PermUsersManage   Permission = "users.manage"
 	PermAuditRead     Permission = "audit.read"

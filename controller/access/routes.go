@@ -71,6 +71,13 @@ var Routes = []Rule{
 	{Pattern: "POST /api/v1/users", Permission: PermUsersManage},
 	{Pattern: "DELETE /api/v1/users/{name}", Permission: PermUsersManage},
 	{Pattern: "GET /api/v1/audit", Permission: PermAuditRead},
+	{Pattern: "POST /api/v1/enrollments", Permission: PermNodesToken},
+	{Pattern: "GET /api/v1/enrollments", Permission: PermNodesToken},
+	{Pattern: "DELETE /api/v1/enrollments/{id}", Permission: PermNodesToken},
+
+	// A device enrolling authenticates with its enrollment code, not a
+	// user's token (audited as a POST).
+	{Pattern: "POST /api/v1/enroll", Permission: PermNone},
 
 	// The dashboard. Its sign-in, sign-out and assets need a session at
 	// most; its pages read, its actions act.

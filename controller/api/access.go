@@ -147,8 +147,12 @@ func (s *Server) serveAuthorized(w http.ResponseWriter, r *http.Request) {
 
 // entryOf is the audit entry of r by u.
 func entryOf(r *http.Request, u access.User, action, via string) audit.Entry {
+	name := u.Name
+	if name == "" && r.URL.Path == EnrollPath {
+		name = "(enrollment code)"
+	}
 	return audit.Entry{
-		User: u.Name, Role: string(u.Role), Namespace: u.Namespace, Via: via,
+		User: name, Role: string(u.Role), Namespace: u.Namespace, Via: via,
 		Method: r.Method, Path: r.URL.RequestURI(), Action: action,
 		Remote: r.RemoteAddr, ForwardedFor: r.Header.Get("X-Forwarded-For"),
 	}

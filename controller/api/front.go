@@ -58,8 +58,12 @@ func (f *Front) Admit(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // AdmitUser is Admit returning r with its user in the context (UserFrom);
-// a public request carries none.
+// a public request, and a device's enrollment (POST EnrollPath, which
+// authenticates with its code), carry none.
 func (f *Front) AdmitUser(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
+	if r.Method == http.MethodPost && r.URL.Path == EnrollPath {
+		return r, f.admitEnroll(w, r)
+	}
 	if public(r) {
 		if !connAuthenticated(r) {
 			w.Header().Set("Connection", "close")

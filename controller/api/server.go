@@ -151,6 +151,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET "+p+"/backup", s.backup)
 	s.configRoutes(p)
 	s.accessRoutes(p)
+	s.enrollRoutes(p)
 }
 
 // handle registers an endpoint answering JSON (authenticated in
@@ -442,6 +443,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		writeJSON(w, http.StatusNotFound, Error{Message: err.Error()})
 	case errors.Is(err, ErrInvalid):
 		writeJSON(w, http.StatusBadRequest, Error{Message: err.Error()})
+	case errors.Is(err, ErrForbidden):
+		writeJSON(w, http.StatusForbidden, Error{Message: err.Error()})
 	case errors.Is(err, ErrUnavailable):
 		writeJSON(w, http.StatusServiceUnavailable, Error{Message: err.Error()})
 	case errors.Is(err, ErrTimeout):

@@ -15,6 +15,7 @@ import (
 
 	"github.com/edgeset/edgeset/controller"
 	"github.com/edgeset/edgeset/credential"
+	"github.com/edgeset/edgeset/internal/atomicfile"
 )
 
 // Keys of the shared secrets, under Options.Prefix.
@@ -122,10 +123,10 @@ func decodeSecrets(resp *clientv3.TxnResponse, tk, sk string) (sharedSecrets, er
 // writeSecrets writes s to the data directory's token and fleet secret
 // files (mode 0600), each replaced atomically.
 func writeSecrets(dataDir string, s sharedSecrets) error {
-	if err := writeFileAtomic(tokenPath(dataDir), s.token+"\n"); err != nil {
+	if err := atomicfile.Write(tokenPath(dataDir), []byte(s.token+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write API token: %w", err)
 	}
-	if err := writeFileAtomic(filepath.Join(dataDir, credential.SecretFile), hex.EncodeToString(s.fleet)+"\n"); err != nil {
+	if err := atomicfile.Write(filepath.Join(dataDir, credential.SecretFile), []byte(hex.EncodeToString(s.fleet)+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write fleet secret: %w", err)
 	}
 	return nil
@@ -134,31 +135,4 @@ func writeSecrets(dataDir string, s sharedSecrets) error {
 func tokenPath(dataDir string) string {
 	cfg := controller.Config{DataDir: dataDir}
 	return cfg.TokenPath()
-}
-
-// writeFileAtomic replaces path with data through a synced temporary
-// file in the same directory, mode 0600.
-func writeFileAtomic(path, data string) error {
-	if b, err := os.ReadFile(path); err == nil && string(b) == data {
-		return nil
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	defer os.Remove(f.Name()) // fails harmlessly once renamed
-	_, err = f.WriteString(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
 }

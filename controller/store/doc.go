@@ -82,6 +82,7 @@
 //	configmaps      "namespace/name" -> ConfigMapRecord; the bucket's
 //	                sequence numbers resourceVersions (schema 2)
 //	secrets         "namespace/name" -> SecretRecord, likewise (schema 2)
+//	enrollments     enrollment code ID -> EnrollmentRecord (schema 4)
 //
 // Txn groups the writes of one API request (an apply of daemonsets,
 // ConfigMaps and Secrets) into one transaction: all of it or none.

@@ -22,6 +22,7 @@ var (
 	bucketConfigMaps    = []byte("configmaps")
 	bucketSecrets       = []byte("secrets")
 	bucketRolloutNodes  = []byte("rolloutnodes")
+	bucketEnrollments   = []byte("enrollments")
 )
 
 var keySchemaVersion = []byte("schemaVersion")
@@ -34,6 +35,7 @@ var migrations = []func(tx *boltTx) error{
 	0: createBucketsV1,
 	1: createConfigBucketsV2,
 	2: createRolloutNodesBucketV3,
+	3: createEnrollmentsBucketV4,
 }
 
 // codeSchemaVersion is the store schema version this code reads and writes.
@@ -70,6 +72,15 @@ func createConfigBucketsV2(tx *boltTx) error {
 func createRolloutNodesBucketV3(tx *boltTx) error {
 	if _, err := tx.CreateBucketIfNotExists(bucketRolloutNodes); err != nil {
 		return fmt.Errorf("create bucket %s: %w", bucketRolloutNodes, err)
+	}
+	return nil
+}
+
+// createEnrollmentsBucketV4 adds the bucket of enrollment codes of schema
+// version 4 (enrollments.go).
+func createEnrollmentsBucketV4(tx *boltTx) error {
+	if _, err := tx.CreateBucketIfNotExists(bucketEnrollments); err != nil {
+		return fmt.Errorf("create bucket %s: %w", bucketEnrollments, err)
 	}
 	return nil
 }

@@ -200,6 +200,7 @@ var (
 		"EnsureRevision": true, "PruneRevisions": true,
 		"PutRolloutParts": true, "DeleteRollout": true,
 		"PutConfigMap": true, "PutSecret": true, "DeleteConfigMap": true, "DeleteSecret": true,
+		"PutEnrollment": true, "UpdateEnrollment": true, "DeleteEnrollment": true,
 		"Probe": true, "Update": true,
 		"PutUser": true, "DeleteUser": true, "AppendAudit": true, "FinishAudit": true, "BumpNodeEpoch": true,
 	}
@@ -209,6 +210,7 @@ var (
 		"NextGeneration": true, "GetDesired": true, "ListDesired": true, "ListEvents": true,
 		"GetNode": true, "ListNodes": true, "GetOverrides": true, "ListOverrides": true,
 		"GetRevision": true, "RevisionsByHash": true, "ListRevisions": true, "GetRolloutParts": true,
+		"ListEnrollments": true,
 		"Available": true, "Path": true, "Close": true, "FailWrites": true, "View": true,
 		"ListUsers": true, "ListAudit": true, "NodeEpochs": true,
 	}
@@ -261,6 +263,12 @@ func TestReplicateMirrorsEveryWrite(t *testing.T) {
 	_, err = s.UpdateOverrides("n2", func(o *NodeOverrides) error { yes := true; o.Unschedulable = &yes; return nil })
 	must(err)
 	must(s.DeleteOverrides("n1"))
+	must(s.PutEnrollment(EnrollmentRecord{ID: "e1", Uses: 2}))
+	must(s.PutEnrollment(EnrollmentRecord{ID: "e2", Uses: 1}))
+	_, err = s.UpdateEnrollment("e1", func(r *EnrollmentRecord, _ bool) error { r.Enrolled = append(r.Enrolled, "n1"); return nil })
+	must(err)
+	_, err = s.DeleteEnrollment("e2")
+	must(err)
 
 	_, err = s.PutDesired("n1", DesiredRecord{})
 	must(err)

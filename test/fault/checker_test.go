@@ -83,10 +83,33 @@ func (c *checker) loop() {
 	}
 }
 
+// down reports, for each agent, whether it is reachable and runs no
+// instance: unavailable, as invariant (b) counts.
+func (c *checker) down() map[string]bool {
+	out := make(map[string]bool, len(c.f.agents))
+	for _, a := range c.f.agents {
+		out[a.name] = a.reachable() && len(a.running()) == 0
+	}
+	return out
+}
+
+// sample checks the invariants once. A look at every agent is not one
+// instant: the fleet moves while it goes through the agents in order,
+// and a rollout moves in the same order, so one pass may see a node that
+// became available a moment later as still down, and the node the
+// controller moved in its place as down already: one more than were ever
+// down at once. So the budget counts only nodes down in two passes in a
+// row, which were all down at the instant between them (a node does not
+// go down, up and down again within a pass); a real excess lasts as long
+// as a container start, many samples.
 func (c *checker) sample() {
 	c.mu.Lock()
 	surge, budgetOn, maxUnavailable, baseline, target := c.surge, c.budgetOn, c.maxUnavailable, c.baseline, c.target
 	c.mu.Unlock()
+	var wasDown map[string]bool
+	if budgetOn {
+		wasDown = c.down()
+	}
 	var bad []string
 	unavailable := []string{}
 	var onTarget []string
@@ -94,7 +117,7 @@ func (c *checker) sample() {
 		reachable := a.reachable()
 		in := a.running()
 		bad = append(bad, pairViolations(a.name, in, surge)...)
-		if budgetOn && reachable && len(in) == 0 && !baseline[a.name] {
+		if budgetOn && reachable && len(in) == 0 && wasDown[a.name] && !baseline[a.name] {
 			unavailable = append(unavailable, a.name)
 		}
 		if target == "" {
