@@ -210,9 +210,8 @@ var (
 		"NextGeneration": true, "GetDesired": true, "ListDesired": true, "ListEvents": true,
 		"GetNode": true, "ListNodes": true, "GetOverrides": true, "ListOverrides": true,
 		"GetRevision": true, "RevisionsByHash": true, "ListRevisions": true, "GetRolloutParts": true,
-		"ListEnrollments": true,
 		"Available": true, "Path": true, "Close": true, "FailWrites": true, "View": true,
-		"ListUsers": true, "ListAudit": true, "NodeEpochs": true,
+		"ListEnrollments": true, "ListUsers": true, "ListAudit": true, "NodeEpochs": true,
 	}
 )
 
