@@ -113,6 +113,10 @@ func TestCLITokenRotateAndReadmit(t *testing.T) {
 	assert.NoError(t, mqttLogin(c.mqttURL, "gw-r", readmitted))
 	assert.Error(t, mqttLogin(c.mqttURL, "gw-r", rotated), "the token of before the revocation stays refused")
 
+	again := lastLine(c.ok("node", "token", "rotate", "gw-r"))
+	assert.Equal(t, credential.NodeTokenAt(secret, "gw-r", 3), again, "node token rotate is token rotate")
+	assert.NoError(t, mqttLogin(c.mqttURL, "gw-r", again))
+
 	viewerToken := lastLine(c.ok("user", "create", "v", "--role", "operator"))
 	code, _, errOut = cli{t: t, server: c.server, token: viewerToken}.run("token", "rotate", "gw-r")
 	assert.Equal(t, 1, code)

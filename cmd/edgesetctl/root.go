@@ -45,6 +45,7 @@ var commands = []func(*streams) *cobra.Command{
 	func(s *streams) *cobra.Command { return newCordonCmd(s, false) },
 	newDrainCmd,
 	newTokenCmd,
+	newNodeCmd,
 	newUserCmd,
 	newAuditCmd,
 	newEnrollmentCmd,

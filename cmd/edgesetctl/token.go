@@ -195,3 +195,23 @@ func newTokenEpochCmd(s *streams, verb, short string, call func(*cobra.Command, 
 		},
 	}
 }
+
+// newNodeCmd groups the per-node credential verbs under node, as issue
+// 18 names them: node token rotate NODE, node readmit NODE (the same
+// commands as token rotate and token readmit).
+func newNodeCmd(s *streams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "node",
+		Short: "A node's credential: node token rotate NODE, node readmit NODE",
+	}
+	tok := &cobra.Command{Use: "token", Short: "A node's MQTT token"}
+	tok.AddCommand(newTokenEpochCmd(s, "rotate", "Give a node a new MQTT token (a new credential epoch); its old token is refused from now on",
+		func(cmd *cobra.Command, c *api.Client, node string) (api.NodeToken, error) {
+			return c.RotateNodeToken(cmd.Context(), node)
+		}))
+	cmd.AddCommand(tok, newTokenEpochCmd(s, "readmit", "Admit a revoked node again, with a new MQTT token (the revoked one stays refused)",
+		func(cmd *cobra.Command, c *api.Client, node string) (api.NodeToken, error) {
+			return c.ReadmitNode(cmd.Context(), node)
+		}))
+	return cmd
+}

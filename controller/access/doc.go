@@ -16,9 +16,10 @@
 // node tokens, users, the audit log, the store backup) and lists across
 // namespaces are out of a scoped user's reach, as they are of a Role's.
 //
-// Tokens are random, prefixed with TokenPrefix, and stored only as their
-// SHA-256; Users.Authenticate compares a presented token with every
-// user's hash in constant time.
+// Tokens are TokenPrefix, a public ID that finds the user, and 256
+// random bits; they are stored only as their SHA-256, which
+// Users.Authenticate compares with the presented token's in constant
+// time.
 //
 // Everything here is pure but Users, which holds the users in memory and
 // writes through a Store the controller provides.

@@ -3,10 +3,12 @@ package access
 import (
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base32"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -47,7 +49,10 @@ type User struct {
 	Name string `json:"name"`
 	Role Role   `json:"role"`
 	// Namespace, when set, scopes the user to it (see the package doc).
-	Namespace string    `json:"namespace,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	// TokenID is the public part of the token that finds the user
+	// (empty for the first admin, whose token is admin.token's).
+	TokenID   string    `json:"tokenID,omitempty"`
 	TokenHash []byte    `json:"tokenHash"`
 	CreatedAt time.Time `json:"createdAt"`
 	// ExpiresAt is when the token stops working; zero: never.
@@ -134,12 +139,33 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// NewToken returns a new random user token and its hash.
-func NewToken() (token string, hash []byte) {
-	raw := make([]byte, 32)
+// Token layout: TokenPrefix, an ID of idLength base32 characters naming
+// the user (not secret: it only finds the user's hash), '_', and 256
+// random bits, base64url.
+const (
+	idLength    = 8
+	secretBytes = 32
+)
+
+var idEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+// NewToken returns a new random user token, its ID and its hash.
+func NewToken() (token, id string, hash []byte) {
+	raw := make([]byte, 5+secretBytes)
 	_, _ = rand.Read(raw) // never fails (crypto/rand)
-	token = TokenPrefix + base64.RawURLEncoding.EncodeToString(raw)
-	return token, HashToken(token)
+	id = strings.ToLower(idEncoding.EncodeToString(raw[:5]))
+	token = TokenPrefix + id + "_" + base64.RawURLEncoding.EncodeToString(raw[5:])
+	return token, id, HashToken(token)
+}
+
+// tokenID returns the ID of a token of NewToken's layout, and whether
+// it has that layout.
+func tokenID(token string) (string, bool) {
+	rest, ok := strings.CutPrefix(token, TokenPrefix)
+	if !ok || len(rest) <= idLength+1 || rest[idLength] != '_' {
+		return "", false
+	}
+	return rest[:idLength], true
 }
 
 // HashToken returns the hash a user's token is stored as. Tokens carry

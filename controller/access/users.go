@@ -37,8 +37,9 @@ type Users struct {
 	lim   Limits
 	now   func() time.Time
 
-	mu     sync.RWMutex // guards byName
-	byName map[string]User
+	mu     sync.RWMutex      // guards byName and byID
+	byName map[string]User   // every user
+	byID   map[string]string // TokenID -> name, for every user with one
 }
 
 // NewUsers loads the users of store, and makes BootstrapAdmin an
@@ -52,13 +53,13 @@ func NewUsers(store Store, lim Limits, bootstrapToken string, now func() time.Ti
 	if now == nil {
 		now = time.Now
 	}
-	u := &Users{store: store, lim: lim.withDefaults(), now: now, byName: map[string]User{}}
+	u := &Users{store: store, lim: lim.withDefaults(), now: now, byName: map[string]User{}, byID: map[string]string{}}
 	list, err := store.ListUsers()
 	if err != nil {
 		return nil, fmt.Errorf("load users: %w", err)
 	}
 	for _, usr := range list {
-		u.byName[usr.Name] = usr
+		u.addLocked(usr)
 	}
 	old, had := u.byName[BootstrapAdmin]
 	hash := HashToken(bootstrapToken)
@@ -68,28 +69,38 @@ func NewUsers(store Store, lim Limits, bootstrapToken string, now func() time.Ti
 		if err := store.PutUser(admin); err != nil {
 			return nil, fmt.Errorf("create the first admin user %q from the admin token: %w", BootstrapAdmin, err)
 		}
-		u.byName[admin.Name] = admin
+		u.addLocked(admin)
 	}
 	return u, nil
 }
 
-// Authenticate returns the user whose token is token. It compares the
-// token's hash with every user's in constant time, so the time taken
-// says nothing about which user (if any) is close; an expired user is
-// ErrUnauthenticated, as is an unknown token.
+// addLocked adds usr to the tables (mu held, or not yet shared).
+func (u *Users) addLocked(usr User) {
+	u.byName[usr.Name] = usr
+	if usr.TokenID != "" {
+		u.byID[usr.TokenID] = usr.Name
+	}
+}
+
+// Authenticate returns the user whose token is token. A token of
+// NewToken's layout finds its user by its ID; any other can only be the
+// first admin's (admin.token). Either way the token's hash is compared
+// with the user's in constant time, so the time taken says nothing about
+// how close a guess came, and is independent of the number of users.
+// An expired user is ErrUnauthenticated, as is an unknown token.
 func (u *Users) Authenticate(token string) (User, error) {
 	h := HashToken(token)
 	u.mu.RLock()
 	defer u.mu.RUnlock()
-	var found User
-	match := 0
-	for _, usr := range u.byName {
-		if subtle.ConstantTimeCompare(h, usr.TokenHash) == 1 {
-			found, match = usr, 1
+	name := BootstrapAdmin
+	if id, ok := tokenID(token); ok {
+		if name, ok = u.byID[id]; !ok {
+			return User{}, fmt.Errorf("%w: no user holds this token", ErrUnauthenticated)
 		}
 	}
+	found, ok := u.byName[name]
 	switch {
-	case match == 0:
+	case !ok || subtle.ConstantTimeCompare(h, found.TokenHash) != 1:
 		return User{}, fmt.Errorf("%w: no user holds this token", ErrUnauthenticated)
 	case found.Expired(u.now()):
 		return User{}, fmt.Errorf("%w: the token of user %q expired at %s", ErrUnauthenticated, found.Name, found.ExpiresAt.Format(time.RFC3339))
@@ -103,9 +114,9 @@ func (u *Users) Create(s Spec, by string) (User, string, error) {
 	if err := s.Validate(u.lim); err != nil {
 		return User{}, "", err
 	}
-	token, hash := NewToken()
+	token, id, hash := NewToken()
 	now := u.now().UTC()
-	usr := User{Name: s.Name, Role: s.Role, Namespace: s.Namespace, TokenHash: hash, CreatedAt: now, CreatedBy: by}
+	usr := User{Name: s.Name, Role: s.Role, Namespace: s.Namespace, TokenID: id, TokenHash: hash, CreatedAt: now, CreatedBy: by}
 	if s.TTL > 0 {
 		usr.ExpiresAt = now.Add(s.TTL)
 	}
@@ -117,10 +128,13 @@ func (u *Users) Create(s Spec, by string) (User, string, error) {
 	if len(u.byName) >= u.lim.MaxUsers {
 		return User{}, "", fmt.Errorf("%w: %d users exist, the limit (user-max) is %d; revoke one first", ErrTooMany, len(u.byName), u.lim.MaxUsers)
 	}
+	if _, dup := u.byID[id]; dup { // 40 random bits: never in practice
+		return User{}, "", fmt.Errorf("token ID collision; create the user again")
+	}
 	if err := u.store.PutUser(usr); err != nil {
 		return User{}, "", fmt.Errorf("store user %q: %w", s.Name, err)
 	}
-	u.byName[usr.Name] = usr
+	u.addLocked(usr)
 	return usr, token, nil
 }
 
@@ -144,6 +158,7 @@ func (u *Users) Revoke(name string) error {
 		return fmt.Errorf("delete user %q: %w", name, err)
 	}
 	delete(u.byName, name)
+	delete(u.byID, usr.TokenID)
 	return nil
 }
 
