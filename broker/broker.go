@@ -306,12 +306,16 @@ func (b *Broker) Stats() Stats {
 // Reload re-reads the revocation list now, whether or not it changed, and
 // disconnects connected clients that it revokes. Run also reloads it when
 // the file changes.
+//
+// A node whose credential epoch changed (its token was rotated) is
+// disconnected too: it was admitted with a token no longer accepted.
 func (b *Broker) Reload() error {
+	before := b.revoked.Epochs()
 	changed, err := b.reload(true)
 	if err != nil || !changed {
 		return err
 	}
-	b.disconnectRevoked()
+	b.disconnectRevoked(before)
 	return nil
 }
 
@@ -325,15 +329,23 @@ func (b *Broker) reload(force bool) (bool, error) {
 	return changed, err
 }
 
-// disconnectRevoked disconnects every connected node that is now revoked.
-func (b *Broker) disconnectRevoked() {
+// disconnectRevoked disconnects every connected node that is now
+// revoked, or whose credential epoch differs from before (a node
+// admitted by a client certificate keeps its connection through a
+// rotation: its token was not what admitted it).
+func (b *Broker) disconnectRevoked(before map[string]uint64) {
 	for _, cl := range b.server.Clients.GetAll() {
 		identity := string(cl.Properties.Username)
 		if cl.Net.Inline || cl.Closed() || identity == credential.ControllerUsername {
 			continue
 		}
-		if b.revoked.Revoked(b.secret, identity) {
+		switch {
+		case b.revoked.Revoked(b.secret, identity):
 			b.log.Info("disconnecting revoked node", "node", identity, "client", cl.ID)
+			_ = b.server.DisconnectClient(cl, packets.ErrNotAuthorized)
+		case b.revoked.Epoch(identity) != before[identity] && !b.certified(cl):
+			b.log.Info("disconnecting node whose token was rotated", "node", identity, "client", cl.ID,
+				"epoch", b.revoked.Epoch(identity))
 			_ = b.server.DisconnectClient(cl, packets.ErrNotAuthorized)
 		}
 	}
@@ -374,7 +386,7 @@ func (b *Broker) authenticate(commonName string, pk packets.Packet) (string, err
 		}
 	case !schema.ValidNodeName(identity):
 		return "", errBadNodeName
-	case commonName == "" && !credential.TokenMatches(credential.NodeToken(b.secret, identity), password):
+	case commonName == "" && !credential.TokenMatches(b.revoked.NodeToken(b.secret, identity), password):
 		return "", errBadPassword
 	case b.revoked.Revoked(b.secret, identity):
 		return "", errRevoked
@@ -385,4 +397,10 @@ func (b *Broker) authenticate(commonName string, pk packets.Packet) (string, err
 		return "", errWillForbidden
 	}
 	return identity, nil
+}
+
+// certified reports whether cl was admitted by a verified client
+// certificate rather than a token.
+func (b *Broker) certified(cl *mqtt.Client) bool {
+	return peerCommonName(cl.Net.Conn) != ""
 }

@@ -202,6 +202,17 @@ type Config struct {
 	// event series (count and lastTime), instead of being stored anew.
 	EventSeriesWindow time.Duration `mapstructure:"event-series-window"`
 
+	// MaxUsers bounds the API users (default access.DefaultMaxUsers);
+	// UserMaxTTL bounds a user token's lifetime (default a year), and
+	// UserRequireTTL refuses users without one (config_access.go).
+	MaxUsers       int           `mapstructure:"user-max"`
+	UserMaxTTL     time.Duration `mapstructure:"user-max-ttl"`
+	UserRequireTTL bool          `mapstructure:"user-require-ttl"`
+	// AuditMaxEntries and AuditMaxAge bound the audit log (defaults
+	// audit.DefaultMaxEntries, audit.DefaultMaxAge).
+	AuditMaxEntries int           `mapstructure:"audit-max-entries"`
+	AuditMaxAge     time.Duration `mapstructure:"audit-max-age"`
+
 	// ManifestsDir, when set, is watched: every manifest in it is applied
 	// at start and whenever a file changes.
 	ManifestsDir string `mapstructure:"manifests-dir"`
@@ -296,6 +307,7 @@ const (
 
 // ApplyDefaults fills every unset field with its default.
 func (c *Config) ApplyDefaults() {
+	c.applyAccessDefaults()
 	setDefault(&c.DataDir, DefaultDataDir)
 	setDefault(&c.MQTTAddr, DefaultMQTTAddr)
 	setDefault(&c.APIAddr, DefaultAPIAddr)
@@ -436,6 +448,7 @@ func (c *Config) Validate() error {
 	}
 	c.validateBrokerURLs(bad)
 	c.validateNATSAuth(bad)
+	c.validateAccess(bad)
 	if strings.ContainsAny(c.BrokerDropTopic, "+#") {
 		bad("broker-drop-topic", "%q: want one topic name, without wildcards (or none)", c.BrokerDropTopic)
 	}

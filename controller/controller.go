@@ -22,7 +22,9 @@ import (
 
 	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/broker/natsauth"
+	"github.com/edgeset/edgeset/controller/access"
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/controller/audit"
 	"github.com/edgeset/edgeset/controller/decider"
 	"github.com/edgeset/edgeset/controller/registry"
 	"github.com/edgeset/edgeset/controller/store"
@@ -43,6 +45,8 @@ type Controller struct {
 	apiLn     net.Listener // nil with Config.ExternalAPI
 	api       apiGate      // the API handler and its requests in flight (apigate.go)
 	token     string
+	users     *access.Users // API users; the first made from token
+	audit     *audit.Log    // the audit log, in the store
 	metrics   *metrics
 	events    *eventSink
 	logs      hub[schema.LogChunk]  // log streams waiting for chunks
@@ -121,6 +125,13 @@ func (c *Controller) open() error {
 	if c.token, err = loadOrCreateToken(c.cfg.tokenPath()); err != nil {
 		return err
 	}
+	if c.users, err = access.NewUsers(c.store, c.cfg.userLimits(), c.token, c.now); err != nil {
+		return err
+	}
+	c.audit = audit.NewLog(c.store, c.cfg.auditRetention(), c.now, c.log)
+	if err := c.syncNodeEpochs(); err != nil {
+		return err
+	}
 	if c.state, err = loadFleetState(c.store, c.registry, c.cfg.NodeOfflineGrace); err != nil {
 		return err
 	}
@@ -131,11 +142,11 @@ func (c *Controller) open() error {
 		return err
 	}
 	opts := api.Options{
-		Token: c.token, Metrics: c.metrics.handler(), Log: c.log,
+		Token: c.token, Users: c.users, Audit: c.audit, Metrics: c.metrics.handler(), Log: c.log,
 		Limits: c.cfg.APILimits(), Observer: apiObserver{c.metrics},
 	}
 	if !c.cfg.UIDisabled {
-		c.dash = ui.New(c, ui.Options{Token: c.token, SiteLabel: c.cfg.SiteLabel, Log: c.log, Now: c.now})
+		c.dash = ui.New(c, ui.Options{Token: c.token, Users: c.users, Audit: c.audit, SiteLabel: c.cfg.SiteLabel, Log: c.log, Now: c.now})
 		opts.UI = c.dash
 	}
 	c.api.handler = api.New(c, opts)

@@ -36,10 +36,14 @@ func (c *Controller) MintNodeToken(_ context.Context, node, requester string) (a
 			"would be refused by the broker; remove the entry to admit the node again",
 			api.ErrInvalid, node, filepath.Join(c.cfg.DataDir, credential.RevokedFile))
 	}
-	token := credential.NodeToken(secret, node)
+	epoch, err := c.nodeEpoch(node)
+	if err != nil {
+		return api.NodeToken{}, fmt.Errorf("mint token of node %s: %w", node, err)
+	}
+	token := credential.NodeTokenAt(secret, node, epoch)
 	fp := credential.TokenFingerprint(token)
 	c.events.add(nodeObject(node), schema.EventNormal, ReasonTokenMinted,
 		fmt.Sprintf("MQTT token minted for %s, fingerprint %s", requester, fp))
 	c.log.Info("node token minted", "node", node, "fingerprint", fp, "requester", requester)
-	return api.NodeToken{Node: node, Username: node, Token: token, Fingerprint: fp}, nil
+	return api.NodeToken{Node: node, Username: node, Token: token, Fingerprint: fp, Epoch: epoch}, nil
 }

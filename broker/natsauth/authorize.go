@@ -40,9 +40,10 @@ type verdict struct {
 }
 
 // authorize decides a request from the client's information and CONNECT
-// options alone; revoked reports whether a node is revoked. It is pure: no
-// clock, no I/O, no logging.
-func authorize(secret []byte, revoked func(node string) bool, ci jwt.ClientInformation, co jwt.ConnectOptions) verdict {
+// options alone; revoked reports whether a node is revoked, epoch its
+// credential epoch (credential.NodeTokenAt). It is pure: no clock, no
+// I/O, no logging.
+func authorize(secret []byte, revoked func(node string) bool, epoch func(node string) uint64, ci jwt.ClientInformation, co jwt.ConnectOptions) verdict {
 	user, password := co.Username, co.Password
 	switch {
 	case ci.Type != mqttClientType:
@@ -56,7 +57,7 @@ func authorize(secret []byte, revoked func(node string) bool, ci jwt.ClientInfor
 		return verdict{identity: user} // empty permissions: everything
 	case !schema.ValidNodeName(user):
 		return verdict{identity: user, reason: ReasonBadNodeName}
-	case !credential.TokenMatches(credential.NodeToken(secret, user), []byte(password)):
+	case !credential.TokenMatches(credential.NodeTokenAt(secret, user, epoch(user)), []byte(password)):
 		return verdict{identity: user, reason: ReasonBadPassword}
 	case revoked(user):
 		return verdict{identity: user, reason: ReasonRevoked}

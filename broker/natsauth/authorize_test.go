@@ -78,10 +78,20 @@ func TestAuthorize(t *testing.T) {
 		{"other client id", mqtt("n2"), login("n1", credential.NodeToken(secret, "n1")), ReasonBadClientID, false},
 		{"nats protocol", jwt.ClientInformation{Type: "nats"}, login("n1", credential.NodeToken(secret, "n1")), ReasonNotMQTT, false},
 		{"nats websocket", jwt.ClientInformation{Type: "websocket"}, login(credential.ControllerUsername, credential.ControllerToken(secret)), ReasonNotMQTT, false},
+		{"rotated node, its new token", mqtt("rot"), login("rot", credential.NodeTokenAt(secret, "rot", 2)), "", false},
+		{"rotated node, its epoch-0 token", mqtt("rot"), login("rot", credential.NodeToken(secret, "rot")), ReasonBadPassword, false},
+		{"rotated node, its epoch-1 token", mqtt("rot"), login("rot", credential.NodeTokenAt(secret, "rot", 1)), ReasonBadPassword, false},
+		{"another node's epoch token", mqtt("n1"), login("n1", credential.NodeTokenAt(secret, "n1", 2)), ReasonBadPassword, false},
+	}
+	epoch := func(node string) uint64 {
+		if node == "rot" {
+			return 2
+		}
+		return 0
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			v := authorize(secret, revoked, tc.ci, tc.co)
+			v := authorize(secret, revoked, epoch, tc.ci, tc.co)
 			assert.Equal(t, tc.reason, v.reason)
 			assert.Equal(t, tc.co.Username, v.identity)
 			switch {

@@ -195,6 +195,10 @@ func (r *Responder) pollRevocations(ctx context.Context) {
 	}
 }
 
+// Reload re-reads the revocation list and node epochs now. Connections
+// already admitted keep going until the servers close them (UserTTL).
+func (r *Responder) Reload() error { return r.reloadRevocations(true) }
+
 // reloadRevocations re-reads the revocation list if forced or changed.
 func (r *Responder) reloadRevocations(force bool) error {
 	if r.revoked == nil {
@@ -213,6 +217,14 @@ func (r *Responder) reloadRevocations(force bool) error {
 // isRevoked reports whether node is in the revocation list.
 func (r *Responder) isRevoked(node string) bool {
 	return r.revoked != nil && r.revoked.Revoked(r.opts.Secret, node)
+}
+
+// epoch returns node's credential epoch (0 without a revocation list).
+func (r *Responder) epoch(node string) uint64 {
+	if r.revoked == nil {
+		return 0
+	}
+	return r.revoked.Epoch(node)
 }
 
 // work answers requests until ctx ends.
@@ -236,7 +248,7 @@ func (r *Responder) answer(m *nats.Msg) {
 		r.logDenied(reason, "", nil)
 		return
 	}
-	v := authorize(r.opts.Secret, r.isRevoked, req.ClientInformation, req.ConnectOptions)
+	v := authorize(r.opts.Secret, r.isRevoked, r.epoch, req.ClientInformation, req.ConnectOptions)
 	resp, err := r.response(req, v)
 	if err != nil {
 		r.log.Error("encode auth callout response", "node", v.identity, "error", err)

@@ -21,6 +21,8 @@ import (
 
 	"github.com/edgeset/edgeset/broker"
 	"github.com/edgeset/edgeset/controller"
+	"github.com/edgeset/edgeset/controller/access"
+	"github.com/edgeset/edgeset/controller/audit"
 	"github.com/edgeset/edgeset/controller/ha"
 	"github.com/edgeset/edgeset/controller/telemetry"
 	"github.com/edgeset/edgeset/internal/cliconfig"
@@ -133,6 +135,11 @@ func addFlags(f *pflag.FlagSet) {
 	f.Int("node-event-rate", controller.DefaultNodeEventRate, "events per second accepted from one node (token bucket)")
 	f.Int("node-event-burst", controller.DefaultNodeEventBurst, "burst of events accepted from one node")
 	f.Duration("event-series-window", controller.DefaultEventSeriesWindow, "a repeated event within this window folds into the stored one (count, lastTime)")
+	f.Int("user-max", access.DefaultMaxUsers, "API users the controller holds at most (edgesetctl user create)")
+	f.Duration("user-max-ttl", access.DefaultMaxTTL, "longest lifetime of a user's API token (user create --ttl)")
+	f.Bool("user-require-ttl", false, "refuse users created without --ttl")
+	f.Int("audit-max-entries", audit.DefaultMaxEntries, "audit log entries kept in the store; the oldest go first")
+	f.Duration("audit-max-age", audit.DefaultMaxAge, "audit log entries older than this are dropped (at least 1h)")
 	f.String("manifests-dir", "", "apply every manifest in this directory and watch it for changes")
 	f.Bool("prune", false, "delete daemonsets whose manifest file is removed from --manifests-dir")
 	f.String("log-level", "info", "debug, info, warn or error")

@@ -46,6 +46,9 @@ var commands = []func(*streams) *cobra.Command{
 	func(s *streams) *cobra.Command { return newCordonCmd(s, false) },
 	newDrainCmd,
 	newTokenCmd,
+	newNodeCmd,
+	newUserCmd,
+	newAuditCmd,
 	newEnrollmentCmd,
 	newVersionCmd,
 }

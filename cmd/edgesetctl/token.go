@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/schema"
 )
@@ -20,13 +21,19 @@ const defaultDataDir = "./data"
 func newTokenCmd(s *streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "token",
-		Short: "Mint and revoke MQTT credentials of nodes",
+		Short: "Mint, rotate, revoke and re-admit MQTT credentials of nodes",
 		Long: `A node authenticates to the broker as itself: username = node name,
 password = a token derived from the controller's fleet secret
-(DATA_DIR/fleet.secret) and the node name; nothing is stored per node.
+(DATA_DIR/fleet.secret), the node name and the node's credential epoch.
 
-token create asks the controller through its API (the admin token, as every
-other command), so the token is always one its broker accepts, and the
+token rotate moves a node to its next epoch: its old token is refused from
+then on and the new one is printed alone on the last line. token readmit
+lifts a node's revocation with a new epoch, so the token it had when revoked
+stays refused. Both ask the controller (an admin user), which keeps the
+epochs in its store and records an event on the node.
+
+token create asks the controller through its API (an admin user's token),
+so the token is always one its broker accepts, and the
 controller records the mint as an event on the node (who asked, the
 token's fingerprint; never the token). With --data-dir DIR it works offline
 on the controller's machine instead, reading DIR/fleet.secret; it never
@@ -36,7 +43,15 @@ refuses. token revoke works on the data directory (--data-dir, default
 	}
 	var dataDir string
 	cmd.PersistentFlags().StringVar(&dataDir, "data-dir", "", "the controller's data directory (holds fleet.secret): create works offline from it; revoke's default ./data")
-	cmd.AddCommand(newTokenCreateCmd(s, &dataDir), newTokenRevokeCmd(s, &dataDir))
+	cmd.AddCommand(newTokenCreateCmd(s, &dataDir), newTokenRevokeCmd(s, &dataDir),
+		newTokenEpochCmd(s, "rotate", "Give a node a new MQTT token (a new credential epoch); its old token is refused from now on",
+			func(cmd *cobra.Command, c *api.Client, node string) (api.NodeToken, error) {
+				return c.RotateNodeToken(cmd.Context(), node)
+			}),
+		newTokenEpochCmd(s, "readmit", "Admit a revoked node again, with a new MQTT token (the revoked one stays refused)",
+			func(cmd *cobra.Command, c *api.Client, node string) (api.NodeToken, error) {
+				return c.ReadmitNode(cmd.Context(), node)
+			}))
 	return cmd
 }
 
@@ -106,7 +121,11 @@ func createTokenOffline(s *streams, dataDir, node string) error {
 		return fmt.Errorf("node %s is revoked (listed in %s): its token would be refused by the broker; remove the entry to admit the node again",
 			node, filepath.Join(dataDir, credential.RevokedFile))
 	}
-	token := credential.NodeToken(secret, node)
+	epochs, err := credential.ReadEpochs(dataDir)
+	if err != nil {
+		return err
+	}
+	token := credential.NodeTokenAt(secret, node, epochs[node])
 	fmt.Fprintf(s.out, "MQTT credential of node %s (username %s), fingerprint %s, from %s:\n", node, node, credential.TokenFingerprint(token), filepath.Join(dataDir, credential.SecretFile))
 	fmt.Fprintln(s.out, token)
 	return nil
@@ -145,4 +164,54 @@ func newTokenRevokeCmd(s *streams, dataDir *string) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// newTokenEpochCmd is token rotate and token readmit: both ask the
+// controller (admin) to move the node to a new credential epoch and
+// print its new token alone on the last line.
+func newTokenEpochCmd(s *streams, verb, short string, call func(*cobra.Command, *api.Client, string) (api.NodeToken, error)) *cobra.Command {
+	return &cobra.Command{
+		Use:     verb + " NODE",
+		Short:   short,
+		Example: "  edgeset-agent --node-name gw-0042 --token \"$(edgesetctl token " + verb + " gw-0042 | tail -1)\"",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			node := args[0]
+			if !schema.ValidNodeName(node) {
+				return usageError{fmt.Errorf("%q is not a valid node name (lowercase letters, digits, '-' and '.', at most 253 characters)", node)}
+			}
+			c, cfg, err := newAPIClient(cmd)
+			if err != nil {
+				return err
+			}
+			tok, err := call(cmd, c, node)
+			if err != nil {
+				return cfg.explain(fmt.Errorf("%s the token of node %s: %w", verb, node, err))
+			}
+			fmt.Fprintf(s.out, "new MQTT credential of node %s (username %s, epoch %d), fingerprint %s; the old token is refused from now on:\n",
+				tok.Node, tok.Username, tok.Epoch, tok.Fingerprint)
+			fmt.Fprintln(s.out, tok.Token)
+			return nil
+		},
+	}
+}
+
+// newNodeCmd groups the per-node credential verbs under node, as issue
+// 18 names them: node token rotate NODE, node readmit NODE (the same
+// commands as token rotate and token readmit).
+func newNodeCmd(s *streams) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "node",
+		Short: "A node's credential: node token rotate NODE, node readmit NODE",
+	}
+	tok := &cobra.Command{Use: "token", Short: "A node's MQTT token"}
+	tok.AddCommand(newTokenEpochCmd(s, "rotate", "Give a node a new MQTT token (a new credential epoch); its old token is refused from now on",
+		func(cmd *cobra.Command, c *api.Client, node string) (api.NodeToken, error) {
+			return c.RotateNodeToken(cmd.Context(), node)
+		}))
+	cmd.AddCommand(tok, newTokenEpochCmd(s, "readmit", "Admit a revoked node again, with a new MQTT token (the revoked one stays refused)",
+		func(cmd *cobra.Command, c *api.Client, node string) (api.NodeToken, error) {
+			return c.ReadmitNode(cmd.Context(), node)
+		}))
+	return cmd
 }

@@ -208,6 +208,15 @@ func (c *Client) doJSON(ctx context.Context, method, path string, body []byte, o
 	return c.send(ctx, method, path, "application/json", body, out)
 }
 
+// doJSONValue sends v encoded as JSON.
+func (c *Client) doJSONValue(ctx context.Context, method, path string, v, out any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode request %s %s: %w", method, path, err)
+	}
+	return c.doJSON(ctx, method, path, body, out)
+}
+
 func (c *Client) send(ctx context.Context, method, path, contentType string, body []byte, out any) error {
 	var rd io.Reader
 	if body != nil {

@@ -169,14 +169,6 @@ func (f *Front) admitEnroll(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-func requesterOf(r *http.Request) string {
-	requester := "API client " + r.RemoteAddr
-	if ua := r.UserAgent(); ua != "" {
-		requester += " (" + ua + ")"
-	}
-	return requester
-}
-
 // CreateEnrollment asks the controller for an enrollment code.
 func (c *Client) CreateEnrollment(ctx context.Context, req EnrollmentRequest) (EnrollmentCode, error) {
 	body, err := json.Marshal(req)

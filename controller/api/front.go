@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/edgeset/edgeset/controller/access"
 )
 
 // Front is what every request meets before a route: the connection caps
@@ -18,6 +20,8 @@ import (
 // forwarded.
 type Front struct {
 	token  string
+	users  Authenticator // nil: token is an admin's
+	defer_ bool          // Options.DeferUserTokens
 	limits Limits
 	obs    Observer
 	log    *slog.Logger
@@ -33,8 +37,12 @@ func NewFront(opts Options) *Front {
 	if opts.Observer == nil {
 		opts.Observer = nopObserver{}
 	}
-	return &Front{token: opts.Token, limits: opts.Limits, obs: opts.Observer, log: opts.Log,
+	f := &Front{token: opts.Token, defer_: opts.DeferUserTokens, limits: opts.Limits, obs: opts.Observer, log: opts.Log,
 		guard: newAuthGuard(opts.Limits, opts.Log)}
+	if opts.Users != nil {
+		f.users = opts.Users
+	}
+	return f
 }
 
 // Admit reports whether r may go on to a route. /healthz, /readyz and
@@ -45,16 +53,28 @@ func NewFront(opts Options) *Front {
 // often, Admit answers it and closes the connection without reading the
 // body.
 func (f *Front) Admit(w http.ResponseWriter, r *http.Request) bool {
+	_, ok := f.AdmitUser(w, r)
+	return ok
+}
+
+// AdmitUser is Admit returning r with its user in the context (UserFrom);
+// a public request, and a device's enrollment (POST EnrollPath, which
+// authenticates with its code), carry none.
+func (f *Front) AdmitUser(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
 	if r.Method == http.MethodPost && r.URL.Path == EnrollPath {
-		return f.admitEnroll(w, r)
+		return r, f.admitEnroll(w, r)
 	}
 	if public(r) {
 		if !connAuthenticated(r) {
 			w.Header().Set("Connection", "close")
 		}
-		return true
+		return r, true
 	}
-	return f.authenticate(w, r)
+	u, ok := f.authenticate(w, r)
+	if !ok {
+		return r, false
+	}
+	return r.WithContext(WithUser(r.Context(), u)), true
 }
 
 // public reports whether r is for an endpoint served without a token.
@@ -69,42 +89,59 @@ func public(r *http.Request) bool {
 	return false
 }
 
-// authenticate reports whether r carries the token; if not, or if its
-// source is blocked after failing too often, it answers r and closes the
-// connection without reading the body.
-func (f *Front) authenticate(w http.ResponseWriter, r *http.Request) bool {
-	source := sourceOf(r.RemoteAddr)
+// authenticate returns r's user and whether r carries a user's token;
+// if not, or if its source is blocked after failing too often, it
+// answers r and closes the connection without reading the body.
+func (f *Front) authenticate(w http.ResponseWriter, r *http.Request) (access.User, bool) {
+	source := f.throttleSource(r)
 	if d := f.guard.blocked(source); d > 0 {
 		f.obs.AuthThrottled()
 		retry := int64(math.Ceil(d.Seconds()))
 		w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
 		refuse(w, http.StatusTooManyRequests,
 			fmt.Sprintf("too many failed authentications from %s; retry after %ds", source, retry))
-		return false
+		return access.User{}, false
 	}
-	if reason, ok := f.checkToken(r); !ok {
+	u, reason, ok := f.checkToken(r)
+	if !ok {
 		f.obs.AuthFailed()
 		f.guard.failed(source, reason, r.Method, r.URL.Path)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="edgeset"`)
-		refuse(w, http.StatusUnauthorized, "missing or wrong bearer token")
-		return false
+		msg := "missing or wrong bearer token"
+		if strings.Contains(reason, "expired") {
+			msg = "bearer token expired"
+		}
+		refuse(w, http.StatusUnauthorized, msg)
+		return access.User{}, false
 	}
 	MarkAuthenticated(r)
-	return true
+	return u, true
 }
 
-// checkToken reports whether r carries the bearer token, and if not why.
-func (f *Front) checkToken(r *http.Request) (reason string, ok bool) {
+// checkToken returns the user of r's bearer token, and if there is none
+// why.
+func (f *Front) checkToken(r *http.Request) (u access.User, reason string, ok bool) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		return "no Authorization header", false
+		return u, "no Authorization header", false
 	}
 	got, ok := strings.CutPrefix(h, "Bearer ")
 	if !ok {
-		return "Authorization is not a bearer token", false
+		return u, "Authorization is not a bearer token", false
 	}
-	if subtle.ConstantTimeCompare([]byte(got), []byte(f.token)) != 1 {
-		return "wrong bearer token", false
+	if f.users != nil {
+		u, err := f.users.Authenticate(got)
+		if err != nil {
+			return u, err.Error(), false
+		}
+		return u, "", true
 	}
-	return "", true
+	if subtle.ConstantTimeCompare([]byte(got), []byte(f.token)) == 1 {
+		return tokenAdmin(), "", true
+	}
+	if f.defer_ && strings.HasPrefix(got, access.TokenPrefix) {
+		// Checked by the leader this request is forwarded to.
+		return access.User{Name: "(unverified user token)"}, "", true
+	}
+	return u, "wrong bearer token", false
 }

@@ -15,6 +15,9 @@ type NodeToken struct {
 	Username    string `json:"username"`
 	Token       string `json:"token"`
 	Fingerprint string `json:"fingerprint"`
+	// Epoch is the node's credential epoch the token belongs to; it
+	// grows with each rotation or re-admission.
+	Epoch uint64 `json:"epoch,omitempty"`
 }
 
 // NodeTokenMinter is implemented by a Backend that mints node credentials

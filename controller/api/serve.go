@@ -13,8 +13,18 @@ import (
 // Options configure a Server.
 type Options struct {
 	// Token is the bearer token every request but /healthz, /readyz and
-	// /metrics must carry.
+	// /metrics must carry when Users is nil; it is then an admin's.
 	Token string
+	// Users (may be nil) authenticates bearer tokens as users and
+	// manages them (/users); with it, Token is not used.
+	Users UserAdmin
+	// DeferUserTokens admits, besides Token, any bearer token of a
+	// user's form (access.TokenPrefix) without checking it: an HA
+	// standby, which holds no user table, forwards such a request to
+	// the leader, which does.
+	DeferUserTokens bool
+	// Audit (may be nil) keeps the audit log of mutating calls.
+	Audit Auditor
 	// Metrics (may be nil) serves /metrics without authentication.
 	Metrics http.Handler
 	// Log (may be nil) receives the server's log lines.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgeset/edgeset/controller/access"
 	"github.com/edgeset/edgeset/schema"
 )
 
@@ -74,8 +75,10 @@ type Server struct {
 	*Front  // token, limits, authentication (front.go)
 	backend Backend
 	metrics http.Handler
-	mux     *http.ServeMux
+	mux     *RouteMux
 	ui      http.Handler // Options.UI; nil for none
+	users   UserAdmin    // Options.Users; nil: the single Options.Token
+	audit   Auditor      // Options.Audit; nil: no audit log
 }
 
 // NewServer returns a Server answering requests that carry token as a
@@ -87,7 +90,8 @@ func NewServer(b Backend, token string, metrics http.Handler, log *slog.Logger) 
 
 // New returns a Server as opts describe.
 func New(b Backend, opts Options) *Server {
-	s := &Server{Front: NewFront(opts), backend: b, metrics: opts.Metrics, mux: http.NewServeMux(), ui: opts.UI}
+	s := &Server{Front: NewFront(opts), backend: b, metrics: opts.Metrics, mux: NewRouteMux(), ui: opts.UI,
+		users: opts.Users, audit: opts.Audit}
 	s.routes()
 	return s
 }
@@ -99,6 +103,9 @@ func New(b Backend, opts Options) *Server {
 // request for those, so it holds no slot of the unauthenticated cap for
 // longer than one request.
 //
+// An authenticated request is then authorized (access.Routes) and, if
+// it mutates, audited (serveAuthorized).
+//
 // With Options.UI, GET / and everything under /ui/ go to it before any
 // bearer-token check: the dashboard authenticates with its own session.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -106,8 +113,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.ui.ServeHTTP(w, r)
 		return
 	}
-	if s.Admit(w, r) {
-		s.mux.ServeHTTP(w, r)
+	if r, ok := s.AdmitUser(w, r); ok {
+		s.serveAuthorized(w, r)
 	}
 }
 
@@ -144,6 +151,7 @@ func (s *Server) routes() {
 	s.handle("GET "+p+"/sources", s.sources)
 	s.mux.HandleFunc("GET "+p+"/backup", s.backup)
 	s.configRoutes(p)
+	s.accessRoutes(p)
 	s.enrollRoutes(p)
 }
 
@@ -209,6 +217,9 @@ func (s *Server) apply(_ http.ResponseWriter, r *http.Request) (any, error) {
 	source := r.URL.Query().Get("source")
 	if source == "" {
 		source = "request"
+	}
+	if err := authorizeApply(r, source, data); err != nil {
+		return nil, err
 	}
 	// source names the file in error messages; owner is recorded on the
 	// daemonsets applied (ApplyOptions.Source).
@@ -421,7 +432,12 @@ func (s *Server) events(_ http.ResponseWriter, r *http.Request) (any, error) {
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var verr *schema.ValidationError
+	var forbidden *access.ForbiddenError
 	switch {
+	case errors.As(err, &forbidden):
+		writeJSON(w, http.StatusForbidden, Error{Message: forbidden.Error()})
+	case errors.Is(err, ErrConflict):
+		writeJSON(w, http.StatusConflict, Error{Message: err.Error()})
 	case errors.As(err, &verr):
 		writeJSON(w, http.StatusUnprocessableEntity, Error{Message: invalidWhat(r), Fields: verr.Errors})
 	case errors.Is(err, ErrNotFound):

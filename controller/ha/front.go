@@ -26,7 +26,7 @@ const (
 	// leader, on the request and on its answer. A standby does not forward
 	// a request that carries it: a leader that is no longer leader answers
 	// 503 instead of sending it round in a loop.
-	HeaderForwardedBy = "Edgeset-Forwarded-By"
+	HeaderForwardedBy = api.HeaderForwardedBy
 )
 
 // retryAfter is the Retry-After of a 503 while no leader is known, in
@@ -58,13 +58,18 @@ type front struct {
 
 type targetKey struct{}
 
-func newFront(id string, gate *api.Front, src leaderSource, transport http.RoundTripper, log *slog.Logger) *front {
+// newFront returns the front of controller id; proof (may be empty) is
+// its api.ForwardProof, sent with every forwarded request.
+func newFront(id, proof string, gate *api.Front, src leaderSource, transport http.RoundTripper, log *slog.Logger) *front {
 	f := &front{id: id, gate: gate, leader: src, log: log}
 	f.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(pr.In.Context().Value(targetKey{}).(*url.URL))
 			pr.SetXForwarded()
 			pr.Out.Header.Set(HeaderForwardedBy, id)
+			if proof != "" {
+				pr.Out.Header.Set(api.HeaderForwardProof, proof)
+			}
 		},
 		Transport: transport,
 		// Flush every write at once: log follows and event watches

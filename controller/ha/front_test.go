@@ -43,7 +43,7 @@ func (l *fixedLeader) set(info leader.Info, ok bool) {
 // newTestFront serves a standby's front named id on an httptest server.
 func newTestFront(t *testing.T, id string, src leaderSource) (*front, *httptest.Server) {
 	gate := api.NewFront(api.Options{Token: testToken})
-	f := newFront(id, gate, src, http.DefaultTransport, slog.New(slog.DiscardHandler))
+	f := newFront(id, api.ForwardProof(testToken, id), gate, src, http.DefaultTransport, slog.New(slog.DiscardHandler))
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
 	return f, srv

@@ -156,8 +156,10 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	}
 	prefix := s.opts.Prefix + leaderKey
 	observer := leader.NewObserver(s.opts.Client, prefix, 0)
-	gate := api.NewFront(api.Options{Token: secrets.token, Log: s.log, Limits: s.opts.Controller.APILimits()})
-	f := newFront(s.opts.ID, gate, observer, s.opts.Transport, s.log)
+	// The standby holds no user table: it admits the admin token and
+	// forwards user tokens unchecked to the leader, which checks them.
+	gate := api.NewFront(api.Options{Token: secrets.token, DeferUserTokens: true, Log: s.log, Limits: s.opts.Controller.APILimits()})
+	f := newFront(s.opts.ID, api.ForwardProof(secrets.token, s.opts.ID), gate, observer, s.opts.Transport, s.log)
 	elector, err := leader.New(leader.Options{
 		Client: s.opts.Client, Prefix: prefix, ID: s.opts.ID, APIURL: s.opts.AdvertiseURL,
 		TTL: s.opts.LeaseTTL, Log: s.log,

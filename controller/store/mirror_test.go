@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeset/edgeset/controller/access"
+	"github.com/edgeset/edgeset/controller/audit"
 	"github.com/edgeset/edgeset/schema"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -200,6 +202,7 @@ var (
 		"PutConfigMap": true, "PutSecret": true, "DeleteConfigMap": true, "DeleteSecret": true,
 		"PutEnrollment": true, "UpdateEnrollment": true, "DeleteEnrollment": true,
 		"Probe": true, "Update": true,
+		"PutUser": true, "DeleteUser": true, "AppendAudit": true, "FinishAudit": true, "BumpNodeEpoch": true,
 	}
 	readMethods = map[string]bool{
 		"Backup": true, "ListConfigMaps": true, "ListSecrets": true, "GetConfigMap": true, "GetSecret": true,
@@ -207,8 +210,8 @@ var (
 		"NextGeneration": true, "GetDesired": true, "ListDesired": true, "ListEvents": true,
 		"GetNode": true, "ListNodes": true, "GetOverrides": true, "ListOverrides": true,
 		"GetRevision": true, "RevisionsByHash": true, "ListRevisions": true, "GetRolloutParts": true,
-		"ListEnrollments": true,
-		"Available":       true, "Path": true, "Close": true, "FailWrites": true, "View": true,
+		"Available": true, "Path": true, "Close": true, "FailWrites": true, "View": true,
+		"ListEnrollments": true, "ListUsers": true, "ListAudit": true, "NodeEpochs": true,
 	}
 )
 
@@ -315,4 +318,18 @@ func TestReplicateMirrorsEveryWrite(t *testing.T) {
 	_, err = s.MarkDaemonSetDeleted("default/b", t0)
 	must(err)
 	must(s.DeleteDaemonSet("default/b"))
+
+	must(s.PutUser(access.User{Name: "ops", Role: access.RoleViewer, TokenHash: access.HashToken("t"), CreatedAt: t0}))
+	must(s.PutUser(access.User{Name: "ci", Role: access.RoleOperator, TokenHash: access.HashToken("u"), CreatedAt: t0}))
+	must(s.DeleteUser("ops"))
+	ret := audit.Retention{MaxEntries: 2, MaxAge: time.Hour}
+	for range 3 { // the third trims the first
+		seq, err := s.AppendAudit(audit.Entry{Time: t0, User: "ci"}, ret, t0)
+		must(err)
+		must(s.FinishAudit(seq, 200, "", time.Millisecond))
+	}
+	_, err = s.BumpNodeEpoch("n1")
+	must(err)
+	_, err = s.BumpNodeEpoch("n1")
+	must(err)
 }

@@ -28,7 +28,7 @@ func BenchmarkNodesPage(b *testing.B) {
 
 func benchmarkNodesPage(b *testing.B, fake *fakeBackend, age time.Duration) {
 	dash := New(fake, Options{Token: testToken, NodeCacheAge: age})
-	s := dash.sessions.open()
+	s := dash.sessions.open("")
 	cookie := &http.Cookie{Name: sessionCookie, Value: s.id}
 	for _, q := range []string{
 		"",                       // first page by name

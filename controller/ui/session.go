@@ -11,6 +11,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/edgeset/edgeset/controller/access"
+	"github.com/edgeset/edgeset/controller/api"
 )
 
 // sessionCookie names the cookie holding a session id.
@@ -24,6 +27,8 @@ type session struct {
 	id      string
 	csrf    string // the token every action of the session must carry
 	expires time.Time
+	token   string      // the API token signed in with, server-side only
+	user    access.User // its user, as of the request (authed)
 }
 
 // sessionTable holds the live sessions, at most max of them.
@@ -42,8 +47,8 @@ func newSessionTable(max int, ttl time.Duration, now func() time.Time) *sessionT
 
 // open starts a session; if the table is full, the session closest to
 // expiry ends first.
-func (t *sessionTable) open() session {
-	s := session{id: randomToken(), csrf: randomToken(), expires: t.now().Add(t.ttl)}
+func (t *sessionTable) open(token string) session {
+	s := session{id: randomToken(), csrf: randomToken(), expires: t.now().Add(t.ttl), token: token}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.byID) >= t.max {
@@ -238,7 +243,8 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	token := r.PostFormValue("token")
 	next := safeNext(r.PostFormValue("next"))
-	if token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(d.opts.Token)) != 1 {
+	u, ok := d.checkToken(token)
+	if !ok {
 		if d.logins.failed(source) {
 			d.opts.Log.Warn("dashboard sign-ins blocked after failures", "source", source,
 				"failures", d.opts.LoginFailures, "for", d.opts.LoginWindow)
@@ -248,12 +254,36 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 		d.render(w, r, http.StatusUnauthorized, "login", session{}, loginView{Next: next, Error: "wrong token"})
 		return
 	}
-	s := d.sessions.open()
+	if d.opts.Audit != nil {
+		e := api.EntryOf(r, u, "POST /ui/login")
+		e.Path, e.Status = "/ui/login", http.StatusSeeOther
+		if err := d.opts.Audit.Record(e); err != nil {
+			d.opts.Log.Error("audit log unavailable: sign-in refused", "user", u.Name, "err", err)
+			d.render(w, r, http.StatusServiceUnavailable, "login", session{}, loginView{Next: next, Error: "audit log unavailable; sign-in refused"})
+			return
+		}
+	}
+	s := d.sessions.open(token)
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: s.id, Path: "/ui/", HttpOnly: true, Secure: r.TLS != nil,
 		SameSite: http.SameSiteStrictMode, Expires: s.expires,
 	})
 	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// checkToken returns the user a posted token signs in.
+func (d *Dashboard) checkToken(token string) (access.User, bool) {
+	if token == "" {
+		return access.User{}, false
+	}
+	if d.opts.Users != nil {
+		u, err := d.opts.Users.Authenticate(token)
+		return u, err == nil
+	}
+	if subtle.ConstantTimeCompare([]byte(token), []byte(d.opts.Token)) != 1 {
+		return access.User{}, false
+	}
+	return api.TokenAdmin(), true
 }
 
 // logout ends the session.
@@ -268,9 +298,11 @@ func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request, s session) {
 const maxFormBytes = 64 << 10
 
 // action serves a POST of a signed-in session carrying its CSRF token
-// from a same-origin page; anything else is refused with 403.
+// from a same-origin page, whose user holds the route's permission,
+// with its audit entry written ahead (a denial is audited too); anything
+// else is refused with 403 (503 when the entry cannot be written).
 func (d *Dashboard) action(h func(http.ResponseWriter, *http.Request, session)) http.HandlerFunc {
-	return d.authed(func(w http.ResponseWriter, r *http.Request, s session) {
+	return d.signedInOnly(func(w http.ResponseWriter, r *http.Request, s session) {
 		if !sameOrigin(r) {
 			http.Error(w, "cross-origin request refused (Origin or Referer must be this dashboard)", http.StatusForbidden)
 			return
@@ -281,8 +313,60 @@ func (d *Dashboard) action(h func(http.ResponseWriter, *http.Request, session)) 
 			http.Error(w, "missing or wrong CSRF token (reload the page)", http.StatusForbidden)
 			return
 		}
-		h(w, r, s)
+		d.audited(w, r, s, func(w http.ResponseWriter, r *http.Request, s session) {
+			if d.authorize(w, r, s) {
+				h(w, r, s)
+			}
+		})
 	})
+}
+
+// audited serves the action h, with its audit entry written ahead: an
+// action whose entry cannot be written is refused with 503.
+func (d *Dashboard) audited(w http.ResponseWriter, r *http.Request, s session, h func(http.ResponseWriter, *http.Request, session)) {
+	if d.opts.Audit == nil {
+		h(w, r, s)
+		return
+	}
+	start := time.Now()
+	seq, err := d.opts.Audit.Begin(r.Context(), api.EntryOf(r, s.user, r.Pattern))
+	if err != nil {
+		d.opts.Log.Error("audit log unavailable: dashboard action refused", "path", r.URL.Path, "user", s.user.Name, "err", err)
+		http.Error(w, "audit log unavailable, action refused: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	rec := &statusWriter{ResponseWriter: w}
+	h(rec, r, s)
+	d.opts.Audit.Finish(seq, rec.code(), "", time.Since(start))
+}
+
+// statusWriter notes the status code an action answered.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) code() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
 }
 
 // safeNext returns next if it is a path of the dashboard, else /ui/: a

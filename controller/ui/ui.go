@@ -4,10 +4,12 @@
 // asset is embedded; a page makes no request outside the controller
 // (Content-Security-Policy default-src 'self').
 //
-// Sign-in compares the API token posted to /ui/login in constant time and
-// opens a server-side session; the browser holds only a random session id
-// in an HttpOnly, SameSite=Strict cookie. Every action is a POST carrying
-// the session's CSRF token and a same-origin Origin or Referer.
+// Sign-in checks the API user's token posted to /ui/login (in constant
+// time) and opens a server-side session acting as that user; the browser
+// holds only a random session id in an HttpOnly, SameSite=Strict cookie.
+// Every action is a POST carrying the session's CSRF token and a
+// same-origin Origin or Referer, allowed by the user's role
+// (access.Routes) and audited.
 package ui
 
 import (
@@ -22,7 +24,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgeset/edgeset/controller/access"
 	"github.com/edgeset/edgeset/controller/api"
+	"github.com/edgeset/edgeset/controller/audit"
 )
 
 // Backend is what the dashboard reads and acts through: the subset of
@@ -40,6 +44,18 @@ type Backend interface {
 	Version(ctx context.Context) api.VersionInfo
 }
 
+// Authenticator finds the user a token belongs to (*access.Users).
+type Authenticator interface {
+	Authenticate(token string) (access.User, error)
+}
+
+// Auditor writes audit entries (*audit.Log).
+type Auditor interface {
+	Begin(ctx context.Context, e audit.Entry) (uint64, error)
+	Finish(seq uint64, status int, message string, d time.Duration)
+	Record(e audit.Entry) error
+}
+
 // DefaultSiteLabel is the node label the dashboard groups nodes by site
 // with: the label the project's simulated fleets and examples use.
 const DefaultSiteLabel = "site"
@@ -47,8 +63,16 @@ const DefaultSiteLabel = "site"
 // Options configure a Dashboard. Zero fields take the defaults documented
 // on each (applied in withDefaults).
 type Options struct {
-	// Token is the API token the sign-in form is compared with; required.
+	// Token is the API token the sign-in form is compared with when
+	// Users is nil (it then signs in an admin).
 	Token string
+	// Users (may be nil) authenticates the token posted to the sign-in
+	// form as an API user: the session then acts with that user's role,
+	// and ends as soon as the user is revoked or expires.
+	Users Authenticator
+	// Audit (may be nil) records every action and sign-in (see package
+	// audit): an action whose entry cannot be written is refused.
+	Audit Auditor
 	// SiteLabel is the node label that names a node's site; default
 	// DefaultSiteLabel.
 	SiteLabel string
@@ -133,7 +157,7 @@ var assetFS embed.FS
 type Dashboard struct {
 	b        Backend
 	opts     Options
-	mux      *http.ServeMux
+	mux      *api.RouteMux
 	pages    map[string]*template.Template
 	sessions *sessionTable
 	logins   *loginLimiter
@@ -152,7 +176,7 @@ type Dashboard struct {
 func New(b Backend, opts Options) *Dashboard {
 	opts = opts.withDefaults()
 	d := &Dashboard{
-		b: b, opts: opts, mux: http.NewServeMux(), pages: parsePages(),
+		b: b, opts: opts, mux: api.NewRouteMux(), pages: parsePages(),
 		sessions: newSessionTable(opts.MaxSessions, opts.SessionTTL, opts.Now),
 		logins:   newLoginLimiter(opts.LoginFailures, opts.LoginWindow, opts.Now),
 		history:  newProgressHistory(opts.HistoryPoints, opts.MaxTracked),
@@ -271,11 +295,30 @@ func (d *Dashboard) signedIn(r *http.Request) (session, bool) {
 	return d.sessions.get(c.Value)
 }
 
-// authed serves h only to a signed-in request; others are sent to the
-// sign-in form (a page) or answered 401 (a stream).
+// Patterns returns every route pattern the dashboard registered.
+func (d *Dashboard) Patterns() []string { return d.mux.Patterns() }
+
+// authed serves h only to a signed-in request whose user holds what the
+// route needs (access.Routes, by r.Pattern); others are sent to the
+// sign-in form (a page) or answered 401 (a stream), or 403 naming the
+// missing permission.
 func (d *Dashboard) authed(h func(http.ResponseWriter, *http.Request, session)) http.HandlerFunc {
+	return d.signedInOnly(func(w http.ResponseWriter, r *http.Request, s session) {
+		if d.authorize(w, r, s) {
+			h(w, r, s)
+		}
+	})
+}
+
+// signedInOnly serves h only to a signed-in request, its session's user
+// in r's context, without checking the route's permission (action checks
+// it after the CSRF token).
+func (d *Dashboard) signedInOnly(h func(http.ResponseWriter, *http.Request, session)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s, ok := d.signedIn(r)
+		if ok {
+			s, ok = d.currentUser(s)
+		}
 		if !ok {
 			if r.Header.Get("Accept") == "text/event-stream" {
 				http.Error(w, "sign in at /ui/login", http.StatusUnauthorized)
@@ -285,8 +328,41 @@ func (d *Dashboard) authed(h func(http.ResponseWriter, *http.Request, session)) 
 			return
 		}
 		api.MarkAuthenticated(r)
-		h(w, r, s)
+		h(w, r.WithContext(api.WithUser(r.Context(), s.user)), s)
 	}
+}
+
+// authorize reports whether s's user holds what r's route needs
+// (access.Routes, by r.Pattern); if not it answers 403 naming what is
+// missing.
+func (d *Dashboard) authorize(w http.ResponseWriter, r *http.Request, s session) bool {
+	need := access.NeedOf(r.Pattern, r.Method, r.URL.EscapedPath(), r.URL.Query())
+	err := access.Authorize(s.user, need)
+	switch {
+	case err == nil:
+		return true
+	case r.Header.Get("Accept") == "text/event-stream":
+		http.Error(w, err.Error(), http.StatusForbidden)
+	default:
+		d.renderError(w, r, s, err)
+	}
+	return false
+}
+
+// currentUser refreshes s's user from its token: a revoked or expired
+// user's session ends at its next request.
+func (d *Dashboard) currentUser(s session) (session, bool) {
+	if d.opts.Users == nil {
+		s.user = api.TokenAdmin()
+		return s, true
+	}
+	u, err := d.opts.Users.Authenticate(s.token)
+	if err != nil {
+		d.sessions.close(s.id)
+		return session{}, false
+	}
+	s.user = u
+	return s, true
 }
 
 // sameOrigin reports whether a state-changing request comes from a page

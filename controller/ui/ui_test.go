@@ -525,7 +525,7 @@ func TestSessionTableBounded(t *testing.T) {
 	tab := newSessionTable(3, time.Hour, func() time.Time { return now })
 	var ids []string
 	for range 5 {
-		ids = append(ids, tab.open().id)
+		ids = append(ids, tab.open("").id)
 		now = now.Add(time.Second)
 	}
 	assert.Equal(t, 3, tab.len())

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/edgeset/edgeset/controller/access"
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/controller/telemetry"
 	"github.com/edgeset/edgeset/schema"
@@ -110,7 +111,10 @@ func (d *Dashboard) renderError(w http.ResponseWriter, r *http.Request, s sessio
 		ev.Back = ref // only ever back to a page of this dashboard
 	}
 	var verr *schema.ValidationError
+	var forbidden *access.ForbiddenError
 	switch {
+	case errors.As(err, &forbidden):
+		ev.Status = http.StatusForbidden
 	case errors.As(err, &verr):
 		ev.Status, ev.Fields = http.StatusUnprocessableEntity, verr.Errors
 	case errors.Is(err, api.ErrNotFound):
