@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // PEM block types of the key files.
@@ -128,4 +129,71 @@ func writeNew(path string, b []byte, mode os.FileMode) error {
 		return fmt.Errorf("write key %s: %w", path, err)
 	}
 	return nil
+}
+
+// WriteKeySetFile replaces path with env atomically (a temporary file
+// synced, then renamed), mode 0644: a key set is public.
+func WriteKeySetFile(path string, env []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("write key set %s: %w", path, err)
+	}
+	f, err := os.CreateTemp(dir, ".keyset-*")
+	if err != nil {
+		return fmt.Errorf("write key set %s: %w", path, err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(env)
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("write key set %s: %w", path, err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return nil
+}
+
+// ReadKeySetFile reads a key set envelope written by WriteKeySetFile; a
+// missing file is nil, nil.
+func ReadKeySetFile(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read key set %s: %w", path, err)
+	}
+	return b, nil
+}
+
+// LoadPublicKey reads a public key given as its value (ParsePublicKey's
+// forms) or as the path of a file holding one.
+func LoadPublicKey(v string) (ed25519.PublicKey, error) {
+	t := strings.TrimSpace(v)
+	if strings.HasPrefix(t, publicKeyPrefix) || strings.HasPrefix(t, "-----BEGIN") {
+		return ParsePublicKey(t)
+	}
+	b, err := os.ReadFile(v)
+	if err != nil {
+		return nil, fmt.Errorf("read public key: %w", err)
+	}
+	pub, err := ParsePublicKey(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", v, err)
+	}
+	return pub, nil
 }

@@ -59,6 +59,7 @@ func nodePermissions(node string) jwt.Permissions {
 		Subject(schema.NodeSecretTopic(node, ""))+"*",
 		Subject(schema.RevisionTopic(""))+"*",
 		Subject(schema.ConfigMapTopic(""))+"*",
+		Subject(schema.KeySetTopic),
 	)
 	return p
 }

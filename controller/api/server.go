@@ -143,6 +143,7 @@ func (s *Server) routes() {
 	s.handle("GET "+p+"/sources", s.sources)
 	s.mux.HandleFunc("GET "+p+"/backup", s.backup)
 	s.configRoutes(p)
+	s.signingRoutes(p) // signing.go
 }
 
 // handle registers an endpoint answering JSON (authenticated in
