@@ -25,7 +25,7 @@ type benchFleet struct {
 }
 
 func newBenchFleet(b *testing.B, n int) *benchFleet {
-	f := &benchFleet{tc: startController(b, Config{RepublishRate: 1 << 20}), n: n}
+	f := &benchFleet{tc: startController(b, Config{RepublishRate: 1 << 20, Signing: benchSigning()}), n: n}
 	err := f.tc.embeddedBroker(b).Subscribe(schema.NodeWildcard(schema.TopicDesired), 99, func(_ string, payload []byte) {
 		f.published.Add(1)
 		f.bytes.Add(int64(len(payload)))
@@ -166,6 +166,11 @@ func BenchmarkChangeOneOfTen(b *testing.B) {
 		f.tc.stop()
 	}
 }
+
+// benchSigning turns signing on in the benchmarks' controllers with
+// EDGESET_BENCH_SIGNING=1, to measure its cost against the same benchmark
+// without (docs/benchmarks.md).
+func benchSigning() bool { return os.Getenv("EDGESET_BENCH_SIGNING") == "1" }
 
 // benchNodes is def, or EDGESET_BENCH_NODES.
 func benchNodes(def int) int {

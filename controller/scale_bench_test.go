@@ -96,7 +96,7 @@ func newScaleFleet(b *testing.B, n int) *scaleFleet {
 	base := heapAlloc()
 	f := &scaleFleet{}
 	f.n = n
-	f.tc = startController(b, Config{RepublishRate: 1 << 20, newTransport: countingTransportOf(func(m mqttclient.Message) {
+	f.tc = startController(b, Config{RepublishRate: 1 << 20, Signing: benchSigning(), newTransport: countingTransportOf(func(m mqttclient.Message) {
 		node, kind, ok := schema.ParseNodeTopic(m.Topic)
 		if !ok || kind != schema.TopicDesired {
 			return

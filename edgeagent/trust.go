@@ -44,6 +44,7 @@ type trustState struct {
 	held  map[string][]byte // documents signed by a key not (yet) known, by topic
 
 	mu         sync.Mutex
+	version    uint64               // of the accepted key set, for KeySetVersion
 	refused    map[string]uint64    // by reason
 	lastEvent  map[string]time.Time // by reason
 	suppressed map[string]int       // events not sent since the last, by reason
@@ -60,6 +61,9 @@ func newTrustState(root ed25519.PublicKey, dataDir string, ephemeral bool, log f
 	env, err := signing.ReadKeySetFile(ts.path)
 	if err == nil && env != nil {
 		err = ts.trust.Restore(env)
+	}
+	if err == nil && ts.trust.KeySet != nil {
+		ts.version = ts.trust.KeySet.Version
 	}
 	if err != nil {
 		log("the persisted key set cannot be used; waiting for the controller's", "file", ts.path, "err", err)
@@ -84,10 +88,12 @@ func (a *Agent) Refusals() map[string]uint64 {
 
 // KeySetVersion is the version of the accepted key set; 0 for none.
 func (a *Agent) KeySetVersion() uint64 {
-	if a.trust == nil || a.trust.trust.KeySet == nil {
+	if a.trust == nil {
 		return 0
 	}
-	return a.trust.trust.KeySet.Version
+	a.trust.mu.Lock()
+	defer a.trust.mu.Unlock()
+	return a.trust.version
 }
 
 // handleKeySet adopts a newer key set signed by the root, persists it, and
@@ -112,6 +118,9 @@ func (a *Agent) handleKeySet(ctx context.Context, b []byte) bool {
 		}
 	}
 	*a.trust.trust = next
+	a.trust.mu.Lock()
+	a.trust.version = next.KeySet.Version
+	a.trust.mu.Unlock()
 	ks := a.trust.trust.KeySet
 	a.log.Info("accepted key set", "version", ks.Version, "keys", len(ks.Keys), "revoked", len(ks.Revoked))
 	for topic, held := range a.trust.held {
