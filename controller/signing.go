@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -163,29 +164,72 @@ func signedTopic(topic string) (node string, ok bool) {
 	return "", false
 }
 
-// signMessage wraps m's payload in a signed envelope when its topic is
-// signed; a cleared (empty) retained message stays empty.
-func (k *signingKeys) signMessage(m mqttclient.Message, now time.Time) (mqttclient.Message, error) {
-	node, ok := signedTopic(m.Topic)
-	if !ok || len(m.Payload) == 0 {
-		return m, nil
-	}
+// signed reports whether m is published signed: its topic is, and it is
+// not a cleared (empty) retained message.
+func signed(m mqttclient.Message) bool {
+	_, ok := signedTopic(m.Topic)
+	return ok && len(m.Payload) > 0
+}
+
+// statement is what the controller signs for m, a signed message, at now.
+func (k *signingKeys) statement(m mqttclient.Message, now time.Time) (signing.Statement, error) {
+	node, _ := signedTopic(m.Topic)
 	st := signing.Statement{Topic: m.Topic, Node: node, IssuedAt: now, ExpiresAt: now.Add(k.validity), Body: m.Payload}
 	if node != signing.AnyNode && strings.HasSuffix(m.Topic, "/"+schema.TopicDesired) {
-		var g struct {
-			Generation uint64 `json:"generation"`
+		g, err := desiredGeneration(m.Payload)
+		if err != nil {
+			return st, fmt.Errorf("sign %s: %w", m.Topic, err)
 		}
-		if err := json.Unmarshal(m.Payload, &g); err != nil {
-			return m, fmt.Errorf("sign %s: %w", m.Topic, err)
-		}
-		st.Generation = g.Generation
+		st.Generation = g
 	}
-	env, err := k.signer.Sign(st)
+	return st, nil
+}
+
+// generationField starts the generation of an encoded DesiredState.
+var generationField = []byte(`"generation":`)
+
+// desiredGeneration reads the generation of a DesiredState as
+// desiredMessage encodes it, without decoding the rest (a desired state
+// of many instances is kilobytes, read once per node per change):
+// encoding/json writes schemaVersion, node and generation first, in the
+// struct's order, and a node name holds no '"', so the first
+// "generation": is the field.
+func desiredGeneration(b []byte) (uint64, error) {
+	i := bytes.Index(b, generationField)
+	if i < 0 {
+		return 0, errors.New("no generation in the desired state")
+	}
+	digits := b[i+len(generationField):]
+	n := 0
+	for n < len(digits) && digits[n] >= '0' && digits[n] <= '9' {
+		n++
+	}
+	g, err := strconv.ParseUint(string(digits[:n]), 10, 64)
 	if err != nil {
-		return m, err
+		return 0, fmt.Errorf("generation: %w", err)
 	}
-	m.Payload = env
-	return m, nil
+	return g, nil
+}
+
+// signBatch signs msgs, all signed messages, at most signing.MaxBatch,
+// with one signature, replacing each payload by its envelope.
+func (k *signingKeys) signBatch(msgs []mqttclient.Message, now time.Time) error {
+	sts := make([]signing.Statement, len(msgs))
+	for i, m := range msgs {
+		st, err := k.statement(m, now)
+		if err != nil {
+			return err
+		}
+		sts[i] = st
+	}
+	envs, err := k.signer.SignBatch(sts)
+	if err != nil {
+		return err
+	}
+	for i, env := range envs {
+		msgs[i].Payload = env
+	}
+	return nil
 }
 
 // signingTransport signs what the controller publishes before its
@@ -196,11 +240,12 @@ type signingTransport struct {
 	now     func() time.Time
 	signed  prometheus.Counter
 	failed  prometheus.Counter
+	seconds prometheus.Counter // time spent signing (the wall clock)
 	tooLong func(mqttclient.Message)
 }
 
-// signChunk is the fewest messages one goroutine signs.
-const signChunk = 128
+// signChunk is the fewest batches one goroutine signs.
+const signChunk = 2
 
 func (t *signingTransport) Publish(ctx context.Context, m mqttclient.Message) error {
 	msgs, err := t.sign([]mqttclient.Message{m})
@@ -221,29 +266,42 @@ func (t *signingTransport) PublishAll(ctx context.Context, msgs []mqttclient.Mes
 	return t.transport.PublishAll(ctx, signed)
 }
 
-// sign signs msgs in parallel, leaving out (and reporting) any grown
-// past what one message may carry.
+// sign signs the signed messages among msgs in batches of up to
+// signing.MaxBatch (one signature each), the batches in parallel, and
+// leaves out (and reports) any message grown past what one message may
+// carry. msgs is not changed.
 func (t *signingTransport) sign(msgs []mqttclient.Message) ([]mqttclient.Message, error) {
+	start := time.Now() // for the metric (the wall clock)
+	defer func() { t.seconds.Add(time.Since(start).Seconds()) }()
 	now := t.now()
-	out := make([]mqttclient.Message, len(msgs))
-	errs := make([]error, len(msgs))
-	fanout.Each(len(msgs), signChunk, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			out[i], errs[i] = t.keys.signMessage(msgs[i], now)
+	out := slices.Clone(msgs)
+	var todo []mqttclient.Message // the signed messages, in order
+	var at []int                  // their indexes in out
+	for i, m := range out {
+		if signed(m) {
+			todo, at = append(todo, m), append(at, i)
+		}
+	}
+	batches := (len(todo) + signing.MaxBatch - 1) / signing.MaxBatch
+	errs := make([]error, batches)
+	fanout.Each(batches, signChunk, func(lo, hi int) {
+		for b := lo; b < hi; b++ {
+			errs[b] = t.keys.signBatch(todo[b*signing.MaxBatch:min((b+1)*signing.MaxBatch, len(todo))], now)
 		}
 	})
 	if err := errors.Join(errs...); err != nil {
 		t.failed.Inc()
 		return nil, err
 	}
+	for j, i := range at {
+		out[i] = todo[j]
+	}
+	t.signed.Add(float64(len(todo)))
 	kept := out[:0]
 	for i, m := range out {
 		if len(m.Payload) > min(deliveryLimit, schema.MaxMessageSize) {
 			t.tooLong(msgs[i])
 			continue
-		}
-		if len(m.Payload) != len(msgs[i].Payload) {
-			t.signed.Inc()
 		}
 		kept = append(kept, m)
 	}
@@ -268,6 +326,8 @@ func (c *Controller) openSigning(t transport) (transport, error) {
 		transport: t, keys: keys, now: c.now,
 		signed: f.counter("edgeset_signed_messages_total", "Messages the controller signed before publishing."),
 		failed: f.counter("edgeset_signing_errors_total", "Publishes not made because a message could not be signed."),
+		seconds: f.counter("edgeset_signing_seconds_total",
+			"Time spent signing messages before publishing them (wall clock, batches signed in parallel)."),
 		tooLong: func(m mqttclient.Message) {
 			c.metrics.desiredTooLarge.Inc()
 			c.log.Error("signed message too large; not published", "topic", m.Topic, "unsignedBytes", len(m.Payload))

@@ -37,6 +37,9 @@ type Envelope struct {
 type Signature struct {
 	KeyID string `json:"keyid"`
 	Sig   []byte `json:"sig"`
+	// Batch, an edgeset extension of DSSE, says Sig signs the root of a
+	// batch of envelopes this one belongs to (batch.go), not its own PAE.
+	Batch *BatchProof `json:"batch,omitempty"`
 }
 
 // PAE is DSSE's pre-authentication encoding of payloadType and payload:
@@ -113,7 +116,15 @@ func verifiedBy(env Envelope, id string, pub ed25519.PublicKey) (found, ok bool)
 			continue
 		}
 		found = true
-		if ed25519.Verify(pub, msg, s.Sig) {
+		signed := msg
+		if s.Batch != nil {
+			root, ok := batchRoot(leafHash(env.PayloadType, env.Payload), *s.Batch)
+			if !ok {
+				continue
+			}
+			signed = PAE(PayloadTypeBatchRoot, root[:])
+		}
+		if ed25519.Verify(pub, signed, s.Sig) {
 			return true, true
 		}
 	}
