@@ -185,8 +185,8 @@ func checkGeneration(st signing.Statement) error {
 	return nil
 }
 
-// refuseDocument counts a refused document, logs it, and reports it to the
-// controller as a node event, at most one per reason and
+// refuseDocument counts a refused document, and logs and reports it to
+// the controller as a node event at most once per reason and
 // refusalEventInterval (the next carries how many were not reported).
 func (a *Agent) refuseDocument(ctx context.Context, topic string, err error) {
 	reason := signing.Reason(err)
@@ -202,10 +202,11 @@ func (a *Agent) refuseDocument(ctx context.Context, topic string, err error) {
 		ts.suppressed[reason]++
 	}
 	ts.mu.Unlock()
-	a.log.Warn("refused a signed document; keeping the last accepted state", "topic", topic, "reason", reason, "err", err)
-	if !send {
+	if !send { // a flood of refusals is counted, not logged line by line
+		a.log.Debug("refused a signed document", "topic", topic, "reason", reason, "err", err)
 		return
 	}
+	a.log.Warn("refused a signed document; keeping the last accepted state", "topic", topic, "reason", reason, "err", err)
 	msg := fmt.Sprintf("refused %s: %v; keeping the last accepted state", topic, err)
 	if suppressed > 0 {
 		msg += fmt.Sprintf(" (%d more refusals of this reason since the last report)", suppressed)
