@@ -41,7 +41,8 @@ var nodeReads = []string{
 // nodePermissions returns the NATS permissions of node: publish to its own
 // status, online, observed, events, telemetry and logs/response; subscribe to its own
 // desired and logs/request, to its own secrets, to revisions and to
-// ConfigMaps, each of the last three one hash (one subject token) at a time.
+// ConfigMaps, each of these three one hash (one subject token) at a time,
+// and to the fleet's key set (schema.KeySetTopic).
 // Everything else is denied, since an allow list is given for both
 // directions. nats-server lets an MQTT client subscribe to its internal
 // delivery subjects ($MQTT.sub.> and $MQTT.deliver.pubrel.>) without a
