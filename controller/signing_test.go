@@ -138,3 +138,24 @@ func TestSignedPublish(t *testing.T) {
 		}
 	}
 }
+
+func TestSignedTopic(t *testing.T) {
+	cases := []struct {
+		topic, node string
+		signed      bool
+	}{
+		{schema.NodeTopic("gw-1", schema.TopicDesired), "gw-1", true},
+		{schema.NodeSecretTopic("gw-1", "abc"), "gw-1", true},
+		{schema.RevisionTopic("abc"), "*", true},
+		{schema.ConfigMapTopic("abc"), "*", true},
+		{schema.KeySetTopic, "", false}, // signed by the root already
+		{schema.NodeTopic("gw-1", schema.TopicLogsRequest), "", false},
+		{schema.NodeTopic("gw-1", schema.TopicStatus), "", false},
+		{schema.FenceTopic, "", false},
+	}
+	for _, c := range cases {
+		node, ok := signedTopic(c.topic)
+		assert.Equal(t, c.signed, ok, c.topic)
+		assert.Equal(t, c.node, node, c.topic)
+	}
+}
