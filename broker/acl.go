@@ -47,6 +47,9 @@ func allowed(identity, topic string, write bool) bool {
 	if !schema.ValidNodeName(identity) {
 		return false
 	}
+	if topic == schema.KeySetTopic {
+		return !write // the fleet's key set: every node reads it
+	}
 	for _, prefix := range []string{revisionPrefix, configMapPrefix} {
 		if hash, ok := strings.CutPrefix(topic, prefix); ok {
 			return !write && validLevel(hash)

@@ -75,6 +75,10 @@ func TestAllowed(t *testing.T) {
 		{"controller publishes desired", credential.ControllerUsername, own(schema.TopicDesired), write, true},
 		{"controller subscribes hash", credential.ControllerUsername, "#", read, true},
 		{"controller publishes revision", credential.ControllerUsername, schema.RevisionTopic("abc"), write, true},
+		{"subscribe key set", "node-a", schema.KeySetTopic, read, true},
+		{"publish key set", "node-a", schema.KeySetTopic, write, false},
+		{"subscribe below key set", "node-a", schema.KeySetTopic + "/x", read, false},
+		{"controller publishes key set", credential.ControllerUsername, schema.KeySetTopic, write, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -19,7 +19,8 @@
 // logs/response topics, and subscribe only to its own desired and logs/request
 // topics, its own secret topics edgeset/v1/nodes/{node}/secrets/{hash}, and
 // exact revision and ConfigMap topics edgeset/v1/revisions/{hash} and
-// edgeset/v1/configmaps/{hash}. Wildcard
+// edgeset/v1/configmaps/{hash}, and the fleet's key set edgeset/v1/keys,
+// which only the controller writes. Wildcard
 // filters from nodes are refused. A node's will message must be allowed by the
 // same rules (its own online topic) or the connection is refused.
 //

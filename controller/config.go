@@ -151,6 +151,18 @@ type Config struct {
 	APIAuthFailureWindow time.Duration `mapstructure:"api-auth-failure-window"`
 	APIAuthLogInterval   time.Duration `mapstructure:"api-auth-log-interval"`
 
+	// Signing signs every desired state, revision, ConfigMap and Secret
+	// the controller publishes with its online key (DataDir/signing.key,
+	// created on first start), for agents that pin the fleet root
+	// (docs/security.md). SigningValidity is how long each signed
+	// document is acceptable (default DefaultSigningValidity); the
+	// controller re-signs everything every half of it. SigningTrustRoot,
+	// optional, is the fleet root's public key (a file, or its
+	// "ed25519:..." value) against which uploaded key sets are verified.
+	Signing          bool          `mapstructure:"signing"`
+	SigningValidity  time.Duration `mapstructure:"signing-validity"`
+	SigningTrustRoot string        `mapstructure:"signing-trust-root"`
+
 	// NodeOfflineGrace is how long a node may be disconnected before it is
 	// marked Ready=Unknown and tainted unreachable.
 	NodeOfflineGrace time.Duration `mapstructure:"node-offline-grace"`
@@ -338,6 +350,9 @@ func (c *Config) ApplyDefaults() {
 	if c.NodeOfflineGrace == 0 {
 		c.NodeOfflineGrace = DefaultNodeOfflineGrace
 	}
+	if c.SigningValidity == 0 {
+		c.SigningValidity = DefaultSigningValidity
+	}
 	if c.RepublishRate == 0 {
 		c.RepublishRate = DefaultRepublishRate
 	}
@@ -447,6 +462,12 @@ func (c *Config) Validate() error {
 		bad("api-tls-cert", "api-tls-cert and api-tls-key go together")
 	}
 	c.validateBrokerURLs(bad)
+	if c.SigningValidity != 0 && c.SigningValidity < minSigningValidity {
+		bad("signing-validity", "%s: at least %s", c.SigningValidity, minSigningValidity)
+	}
+	if c.SigningTrustRoot != "" && !c.Signing {
+		bad("signing-trust-root", "needs signing: true")
+	}
 	c.validateNATSAuth(bad)
 	c.validateAccess(bad)
 	if strings.ContainsAny(c.BrokerDropTopic, "+#") {

@@ -82,6 +82,10 @@ type Controller struct {
 	// natsAuth serves a NATS cluster's auth callout (nats-auth-url); nil
 	// when not configured.
 	natsAuth *natsauth.Responder
+	// signing is the online signing key and key set (signing.go); nil
+	// unless Config.Signing. refusals counts what agents refused.
+	signing  *signingKeys
+	refusals *refusals
 
 	closeOnce sync.Once
 }
@@ -138,6 +142,11 @@ func (c *Controller) open() error {
 	if c.transport, err = c.openTransport(); err != nil {
 		return err
 	}
+	signed, err := c.openSigning(c.transport)
+	if err != nil {
+		return err
+	}
+	c.transport = signed
 	if c.natsAuth, err = c.openNATSAuth(); err != nil {
 		return err
 	}
@@ -221,6 +230,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	if c.natsAuth != nil {
 		g.Go(func() error { return c.natsAuth.Run(ctx) })
+	}
+	if c.signing != nil {
+		g.Go(func() error { return c.signingRefreshLoop(ctx) })
 	}
 	err := g.Wait()
 	if errors.Is(err, context.Canceled) {

@@ -25,7 +25,7 @@ type benchFleet struct {
 }
 
 func newBenchFleet(b *testing.B, n int) *benchFleet {
-	f := &benchFleet{tc: startController(b, Config{RepublishRate: 1 << 20}), n: n}
+	f := &benchFleet{tc: startController(b, Config{RepublishRate: 1 << 20, Signing: benchSigning()}), n: n}
 	err := f.tc.embeddedBroker(b).Subscribe(schema.NodeWildcard(schema.TopicDesired), 99, func(_ string, payload []byte) {
 		f.published.Add(1)
 		f.bytes.Add(int64(len(payload)))
@@ -117,10 +117,13 @@ func BenchmarkFleetApply10k(b *testing.B) {
 		f.register(b)
 		heap := heapAlloc() - base
 		before, bytesBefore := f.published.Load(), f.bytes.Load()
-		start := time.Now()
+		start, s0 := time.Now(), signingMillis(f.tc)
 		f.tc.applyYAML(b, dsManifest("exporter", "1.0", "10%"))
 		f.waitPublished(b, before+int64(n))
 		elapsed := time.Since(start)
+		if benchSigning() {
+			b.ReportMetric(signingMillis(f.tc)-s0, "sign-ms")
+		}
 		b.ReportMetric(float64(elapsed.Milliseconds()), "ms-to-publish-all")
 		b.ReportMetric(float64(heap)/float64(n), "heap-B/node")
 		b.ReportMetric(float64(f.bytes.Load()-bytesBefore)/float64(n), "desired-B/node")
@@ -166,6 +169,11 @@ func BenchmarkChangeOneOfTen(b *testing.B) {
 		f.tc.stop()
 	}
 }
+
+// benchSigning turns signing on in the benchmarks' controllers with
+// EDGESET_BENCH_SIGNING=1, to measure its cost against the same benchmark
+// without (docs/benchmarks.md).
+func benchSigning() bool { return os.Getenv("EDGESET_BENCH_SIGNING") == "1" }
 
 // benchNodes is def, or EDGESET_BENCH_NODES.
 func benchNodes(def int) int {

@@ -100,7 +100,11 @@ func (tc *testController) brokerURL() string { return "tcp://" + tc.MQTTAddr().S
 // the controller uses an external one.
 func (tc *testController) embeddedBroker(t testing.TB) *broker.Broker {
 	t.Helper()
-	e, ok := tc.transport.(*embeddedTransport)
+	tr := tc.transport
+	if s, ok := tr.(*signingTransport); ok {
+		tr = s.transport
+	}
+	e, ok := tr.(*embeddedTransport)
 	if !ok {
 		t.Fatalf("the controller's transport is %s, not the embedded broker", tc.transport.Describe())
 	}

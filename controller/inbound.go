@@ -237,6 +237,7 @@ func (c *Controller) onNodeEvent(node string, payload []byte) error {
 		msg = ev.DaemonSet + ": " + msg
 	}
 	// Stamped with the controller's clock: the device's orders nothing.
+	c.refusals.add(node, ev.Reason, ev.Message, c.now()) // signing.go
 	c.events.addFromNode(node, store.Event{Type: ev.Type, Reason: ev.Reason, Object: nodeObject(node), Message: msg})
 	return nil
 }

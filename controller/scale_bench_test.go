@@ -96,7 +96,7 @@ func newScaleFleet(b *testing.B, n int) *scaleFleet {
 	base := heapAlloc()
 	f := &scaleFleet{}
 	f.n = n
-	f.tc = startController(b, Config{RepublishRate: 1 << 20, newTransport: countingTransportOf(func(m mqttclient.Message) {
+	f.tc = startController(b, Config{RepublishRate: 1 << 20, Signing: benchSigning(), newTransport: countingTransportOf(func(m mqttclient.Message) {
 		node, kind, ok := schema.ParseNodeTopic(m.Topic)
 		if !ok || kind != schema.TopicDesired {
 			return
@@ -277,10 +277,13 @@ func BenchmarkApplyAll(b *testing.B) {
 		f := newScaleFleet(b, n)
 		before := f.published.Load()
 		stop := profile(b, "apply-all")
-		c0, w0 := cpuNow(b), time.Now()
+		c0, w0, s0 := cpuNow(b), time.Now(), signingMillis(f.tc)
 		f.tc.applyYAML(b, dsManifest("exporter", "1.0", "10%"))
 		f.waitPublished(b, before+int64(n))
 		stop()
+		if benchSigning() {
+			b.ReportMetric(signingMillis(f.tc)-s0, "sign-ms")
+		}
 		b.ReportMetric(float64(time.Since(w0).Milliseconds()), "ms-to-publish-all")
 		b.ReportMetric(float64((cpuNow(b) - c0).Milliseconds()), "cpu-ms")
 		f.tc.stop()

@@ -229,7 +229,7 @@ func (c *Controller) republishMessages() []mqttclient.Message {
 	// A desired state too large is reported again (the event folds into
 	// its series): the controller may have restarted since the first
 	// report.
-	return c.state.republishMessages(c.desiredTooLarge)
+	return c.withKeySet(c.state.republishMessages(c.desiredTooLarge))
 }
 
 // reasonDesiredTooLarge is the reason of the Warning event on a node whose

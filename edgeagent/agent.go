@@ -2,6 +2,7 @@ package edgeagent
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,6 +64,9 @@ type Config struct {
 	// ConnTimeout bounds each Publish, Subscribe and Unsubscribe made by
 	// the agent itself; default 10 s.
 	ConnTimeout time.Duration
+	// TrustRoot, when set, is the pinned fleet root key: the agent then
+	// accepts only signed documents (trust.go). Nil is the insecure mode.
+	TrustRoot ed25519.PublicKey
 	// SeccompProfileDir holds the profiles of seccompProfile type
 	// Localhost; default DefaultSeccompProfileDir, the kubelet's.
 	SeccompProfileDir string
@@ -148,6 +152,7 @@ type Agent struct {
 	klogs      *KubeletLogs     // nil unless Config.KubeletLogDir is set
 	volumes    *writtenVolumes
 	retries    map[string]retry // missing objects' next re-subscription
+	trust      *trustState      // nil in the insecure mode (Config.TrustRoot)
 }
 
 // retry is when a missing object's topic is subscribed to again, and the
@@ -190,6 +195,9 @@ func New(cfg Config, rt Runtime, conn Conn) (*Agent, error) {
 			_ = store.close()
 			return nil, err
 		}
+	}
+	if cfg.TrustRoot != nil {
+		a.trust = newTrustState(cfg.TrustRoot, cfg.DataDir, cfg.Ephemeral, a.log.Error)
 	}
 	a.restore(st)
 	return a, nil
@@ -394,6 +402,11 @@ func (a *Agent) Subscribe(ctx context.Context) error {
 	topics := sortedKeys(a.missing)
 	a.mu.Unlock()
 	var errs []error
+	if a.trust != nil { // the key set first: its retained copy comes before the documents it verifies
+		if err := a.conn.Subscribe(ctx, schema.KeySetTopic); err != nil {
+			errs = append(errs, fmt.Errorf("subscribe %s: %w", schema.KeySetTopic, err))
+		}
+	}
 	if err := a.conn.Subscribe(ctx, a.desiredTopic()); err != nil {
 		errs = append(errs, fmt.Errorf("subscribe %s: %w", a.desiredTopic(), err))
 	}

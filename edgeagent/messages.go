@@ -16,14 +16,20 @@ func (a *Agent) processInbox(ctx context.Context) {
 	msgs := a.inbox
 	a.inbox = map[string][]byte{}
 	a.inboxMu.Unlock()
+	if b, ok := msgs[schema.KeySetTopic]; ok && a.trust != nil {
+		delete(msgs, schema.KeySetTopic)
+		if !a.handleKeySet(ctx, b) {
+			a.requeue(schema.KeySetTopic, b)
+		}
+	}
 	if b, ok := msgs[a.desiredTopic()]; ok {
 		delete(msgs, a.desiredTopic())
-		if !a.handleDesired(ctx, b) {
+		if body, ok := a.verified(ctx, a.desiredTopic(), b); ok && !a.handleDesired(ctx, body) {
 			a.requeue(a.desiredTopic(), b)
 		}
 	}
 	for topic, b := range msgs {
-		if !a.handleObject(ctx, topic, b) {
+		if body, ok := a.verified(ctx, topic, b); ok && !a.handleObject(ctx, topic, body) {
 			a.requeue(topic, b)
 		}
 	}

@@ -38,6 +38,11 @@ func NodeWildcard(kind string) string {
 // it.
 const FenceTopic = TopicPrefix + "controller/fence"
 
+// KeySetTopic carries the fleet's key set, retained: the root-signed list
+// of the controller's online signing keys (package signing). Every node
+// may read it; only the controller writes it.
+const KeySetTopic = TopicPrefix + "keys"
+
 // ConfigMapTopic returns the retained topic of the ConfigMap version with
 // hash; every node may read it.
 func ConfigMapTopic(hash string) string {

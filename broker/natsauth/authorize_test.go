@@ -39,6 +39,7 @@ func TestNodePermissions(t *testing.T) {
 		"edgeset.v1.nodes.n1//site.secrets.*",
 		"edgeset.v1.revisions.*",
 		"edgeset.v1.configmaps.*",
+		"edgeset.v1.keys",
 	}, p.Sub.Allow)
 	assert.Empty(t, p.Pub.Deny)
 	assert.Empty(t, p.Sub.Deny)

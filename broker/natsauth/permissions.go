@@ -43,7 +43,8 @@ var nodeReads = []string{
 // nodePermissions returns the NATS permissions of node: publish to its own
 // status, online, observed, events, telemetry, logs/response and exec/response; subscribe to its own
 // desired, logs/request and exec/request, to its own secrets, to revisions and to
-// ConfigMaps, each of the last three one hash (one subject token) at a time.
+// ConfigMaps, each of these three one hash (one subject token) at a time,
+// and to the fleet's key set (schema.KeySetTopic).
 // Everything else is denied, since an allow list is given for both
 // directions. nats-server lets an MQTT client subscribe to its internal
 // delivery subjects ($MQTT.sub.> and $MQTT.deliver.pubrel.>) without a
@@ -61,6 +62,7 @@ func nodePermissions(node string) jwt.Permissions {
 		Subject(schema.NodeSecretTopic(node, ""))+"*",
 		Subject(schema.RevisionTopic(""))+"*",
 		Subject(schema.ConfigMapTopic(""))+"*",
+		Subject(schema.KeySetTopic),
 	)
 	return p
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"github.com/edgeset/edgeset/internal/cliconfig"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
+	"github.com/edgeset/edgeset/signing"
 )
 
 // Defaults of the keys whose zero value is not the default.
@@ -79,6 +81,8 @@ type fileConfig struct {
 
 	KubeletLogDir string `mapstructure:"kubelet-log-dir"`
 
+	TrustRoot string `mapstructure:"trust-root"`
+
 	RegistryServer       string `mapstructure:"registry-server"`
 	RegistryUsername     string `mapstructure:"registry-username"`
 	RegistryPassword     string `mapstructure:"registry-password"`
@@ -101,6 +105,7 @@ func addFlags(f *pflag.FlagSet) {
 	f.Duration("keepalive", defaultKeepAlive, "MQTT keepalive; the broker declares the node offline after 1.5 times this")
 	f.Int("subscribe-qos", defaultSubscribeQoS, "QoS of the node's subscriptions (desired state, revisions, config objects, log requests): 0 or 1; 0 on a NATS cluster, where each QoS 1 subscription is a replicated JetStream consumer (docs/scale-out.md)")
 	f.Duration("broker-settle-interval", defaultSettleInterval, "announce the node again (online, status, observed state) this long after each connection, repairing a clustered broker's late or lost messages (0: never)")
+	f.String("trust-root", "", "fleet root public key (a file, or its ed25519:... value from `edgesetctl keys init`): accept only documents the fleet's keys signed; empty is the insecure mode")
 	f.String("data-dir", defaultDataDir, "directory of the local state (agent.db); its filesystem is watched for DiskPressure")
 	f.String("runtime", defaultRuntime, "container runtime: docker, or fake (in memory, for trials)")
 	f.String("docker-host", "", "Docker engine address (default: DOCKER_HOST or the local socket)")
@@ -183,6 +188,13 @@ func (fc fileConfig) resolve(hostname func() (string, error)) (settings, error) 
 	brokers, err := fc.brokerURLs()
 	add(err)
 	add(fc.checkChoices())
+	var root ed25519.PublicKey
+	if fc.TrustRoot != "" {
+		root, err = signing.LoadPublicKey(fc.TrustRoot)
+		if err != nil {
+			add(fmt.Errorf("trust-root: %w", err))
+		}
+	}
 	add(fc.policy().Validate())
 	announce := edgeagent.AnnounceConfig{NodeName: node, Labels: labels, Taints: taints, DataDir: fc.DataDir, Thresholds: thr}
 	if len(errs) == 0 {
@@ -198,7 +210,7 @@ func (fc fileConfig) resolve(hostname func() (string, error)) (settings, error) 
 	}
 	s.node = edgeagent.NodeOptions{
 		Agent: edgeagent.Config{NodeName: node, DataDir: fc.DataDir, Policy: fc.policy(), RegistryAuth: auth,
-			KubeletLogDir: fc.KubeletLogDir, SeccompProfileDir: fc.SeccompDir},
+			KubeletLogDir: fc.KubeletLogDir, SeccompProfileDir: fc.SeccompDir, TrustRoot: root},
 		MQTT: mqttclient.Options{
 			BrokerURLs: brokers, Password: token, KeepAlive: fc.KeepAlive,
 			CAFile: fc.CAFile, CertFile: fc.CertFile, KeyFile: fc.KeyFile,

@@ -112,6 +112,10 @@ var (
 		[]string{"kind"}, nil)
 	descDroppedEvents = prometheus.NewDesc("edgeset_agent_events_dropped_total",
 		"Node events not published (disconnected or publish failed).", nil, nil)
+	descRefused = prometheus.NewDesc("edgeset_agent_signed_documents_refused_total",
+		"Signed documents refused (trust-root set), by reason: the reasons of the node events reported.", []string{"reason"}, nil)
+	descKeySet = prometheus.NewDesc("edgeset_agent_key_set_version",
+		"Version of the accepted key set (0: none, or no trust-root).", nil, nil)
 	descInstances = prometheus.NewDesc("edgeset_agent_instances",
 		"Daemon instances by phase, as last reconciled.", []string{"phase"}, nil)
 	descReady = prometheus.NewDesc("edgeset_agent_instances_ready",
@@ -129,7 +133,7 @@ type agentCollector struct {
 }
 
 func (c *agentCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRuntimeUp, descConnected, descMQTT, descDroppedEvents, descInstances, descReady, descGeneration, descRestarts} {
+	for _, d := range []*prometheus.Desc{descRuntimeUp, descConnected, descMQTT, descDroppedEvents, descRefused, descKeySet, descInstances, descReady, descGeneration, descRestarts} {
 		ch <- d
 	}
 }
@@ -146,6 +150,10 @@ func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descMQTT, prometheus.CounterValue, float64(v), kind)
 	}
 	ch <- prometheus.MustNewConstMetric(descDroppedEvents, prometheus.CounterValue, float64(c.node.Agent().DroppedEvents()))
+	for reason, n := range c.node.Agent().Refusals() {
+		ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(n), reason)
+	}
+	ch <- prometheus.MustNewConstMetric(descKeySet, prometheus.GaugeValue, float64(c.node.Agent().KeySetVersion()))
 	c.collectObserved(ch)
 }
 

@@ -30,6 +30,7 @@ type streams struct {
 // commands here (each in its own file).
 var commands = []func(*streams) *cobra.Command{
 	newValidateCmd,
+	newKeysCmd,
 	newExplainCmd,
 	newEventsCmd,
 	newApplyCmd,

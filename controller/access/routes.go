@@ -72,6 +72,8 @@ var Routes = []Rule{
 	{Pattern: "DELETE /api/v1/users/{name}", Permission: PermUsersManage},
 	{Pattern: "GET /api/v1/audit", Permission: PermAuditRead},
 	{Pattern: "POST /api/v1/daemonsets/{namespace}/{name}/exec", Permission: PermExec},
+	{Pattern: "GET /api/v1/signing", Permission: PermStatusRead},
+	{Pattern: "PUT /api/v1/signing/keyset", Permission: PermKeysManage},
 	{Pattern: "POST /api/v1/enrollments", Permission: PermNodesToken},
 	{Pattern: "GET /api/v1/enrollments", Permission: PermNodesToken},
 	{Pattern: "DELETE /api/v1/enrollments/{id}", Permission: PermNodesToken},

@@ -153,6 +153,7 @@ func (s *Server) routes() {
 	s.configRoutes(p)
 	s.accessRoutes(p)
 	s.enrollRoutes(p)
+	s.signingRoutes(p) // signing.go
 }
 
 // handle registers an endpoint answering JSON (authenticated in

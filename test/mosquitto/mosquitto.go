@@ -286,6 +286,7 @@ func ACL(controllerUser string) string {
 	fmt.Fprintf(&b, "pattern read %s\n", schema.NodeSecretTopic("%u", "+"))
 	fmt.Fprintf(&b, "pattern read %s\n", schema.RevisionTopic("#"))
 	fmt.Fprintf(&b, "pattern read %s\n", schema.ConfigMapTopic("#"))
+	fmt.Fprintf(&b, "pattern read %s\n", schema.KeySetTopic)
 	b.WriteString("\n# The controller reads every node's topics and writes desired states and revisions.\n")
 	fmt.Fprintf(&b, "user %s\ntopic readwrite edgeset/#\n", controllerUser)
 	b.WriteString("# ...and the broker's count of dropped messages, to repair what it dropped.\n")

@@ -1,0 +1,161 @@
+package controller
+
+import (
+	"context"
+	"crypto/ed25519"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/edgeset/edgeset/controller/reconcile"
+	"github.com/edgeset/edgeset/schema"
+	"github.com/edgeset/edgeset/signing"
+)
+
+func TestDesiredGeneration(t *testing.T) {
+	for _, gen := range []uint64{0, 1, 7, 1 << 40, ^uint64(0)} {
+		m := desiredMessage("generation.example", reconcile.NodeDesired{Generation: gen,
+			Instances: []schema.DesiredInstance{{DaemonSet: "ns/generation", Revision: "0123456789abcdef0123"}}})
+		got, err := desiredGeneration(m.Payload)
+		require.NoError(t, err)
+		assert.Equal(t, gen, got)
+	}
+	_, err := desiredGeneration([]byte(`{"node":"x"}`))
+	require.Error(t, err)
+}
+
+func TestSigningKeySetUpload(t *testing.T) {
+	dir := t.TempDir()
+	tc := startController(t, Config{DataDir: dir, Signing: true})
+	ctx := context.Background()
+	st, err := tc.api.Signing(ctx)
+	require.NoError(t, err)
+	require.True(t, st.Enabled)
+	assert.Nil(t, st.KeySet)
+	fi, err := os.Stat(filepath.Join(dir, "signing.key"))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "the online key is private")
+
+	pub, err := signing.ParsePublicKey(st.PublicKey)
+	require.NoError(t, err)
+	root, err := signing.GenerateKey()
+	require.NoError(t, err)
+	other, err := signing.GenerateKey()
+	require.NoError(t, err)
+	otherPub := other.Public().(ed25519.PublicKey)
+	now := time.Now()
+	set := func(v uint64, keys ...signing.OnlineKey) []byte {
+		env, err := signing.SignKeySet(root, signing.KeySet{Version: v, IssuedAt: now, Keys: keys})
+		require.NoError(t, err)
+		return env
+	}
+	own := signing.OnlineKey{ID: st.KeyID, PublicKey: pub, Expires: now.Add(time.Hour)}
+	cases := []struct {
+		name, want string
+		env        []byte
+	}{
+		{"not the controller's key", "does not delegate this controller's key",
+			set(1, signing.OnlineKey{ID: signing.KeyID(otherPub), PublicKey: otherPub, Expires: now.Add(time.Hour)})},
+		{"expired delegation", "expired", set(1, signing.OnlineKey{ID: st.KeyID, PublicKey: pub, Expires: now.Add(-time.Hour)})},
+		{"not an envelope", "malformed", []byte(`{"x":1}`)},
+		{"not JSON", "not a key set envelope", []byte(`garbage`)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := tc.api.PutKeySet(ctx, c.env)
+			require.ErrorContains(t, err, c.want)
+		})
+	}
+	got, err := tc.api.PutKeySet(ctx, set(2, own))
+	require.NoError(t, err)
+	require.NotNil(t, got.KeySet)
+	assert.Equal(t, uint64(2), got.KeySet.Version)
+	_, err = tc.api.PutKeySet(ctx, set(2, own))
+	require.ErrorContains(t, err, "must be above the current version 2")
+
+	// The key set and the key survive a restart.
+	tc.stop()
+	tc = startController(t, Config{DataDir: dir, Signing: true})
+	st2, err := tc.api.Signing(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, st.KeyID, st2.KeyID)
+	require.NotNil(t, st2.KeySet)
+	assert.Equal(t, uint64(2), st2.KeySet.Version)
+
+	// A node's reports of refused documents are counted per reason;
+	// other events are not.
+	for _, reason := range []string{"SigningKeyUnknown", "SigningKeyUnknown", "BackOff"} {
+		ev, _ := schema.Encode(schema.NodeEvent{SchemaVersion: schema.WireVersion, Node: "gw-1", Time: now,
+			Type: schema.EventWarning, Reason: reason, Message: "refused"})
+		tc.handleMessage(schema.NodeTopic("gw-1", schema.TopicEvents), ev)
+	}
+	st2, err = tc.api.Signing(ctx)
+	require.NoError(t, err)
+	require.Len(t, st2.Refusals, 1)
+	assert.Equal(t, map[string]int64{"SigningKeyUnknown": 2}, st2.Refusals[0].ByReason)
+}
+
+// TestSignedPublish: with signing on, what the embedded broker carries on
+// a node's desired topic and a revision topic verifies under the key set.
+func TestSignedPublish(t *testing.T) {
+	tc := startController(t, Config{Signing: true})
+	got := make(chan [2][]byte, 16)
+	require.NoError(t, tc.embeddedBroker(t).Subscribe("edgeset/v1/#", 77, func(topic string, payload []byte) {
+		got <- [2][]byte{[]byte(topic), payload}
+	}))
+	n := startNode(t, tc.brokerURL(), tc.secret, gateway("gw-1", nil))
+	defer n.stop()
+	tc.applyYAML(t, dsManifest("exporter", "1.0", "10%"))
+	st, err := tc.api.Signing(context.Background())
+	require.NoError(t, err)
+	pub, err := signing.ParsePublicKey(st.PublicKey)
+	require.NoError(t, err)
+	ks := &signing.KeySet{Version: 1, Keys: []signing.OnlineKey{{ID: st.KeyID, PublicKey: pub, Expires: time.Now().Add(time.Hour)}}}
+	seen := map[string]bool{}
+	deadline := time.After(wait)
+	for !seen["desired"] || !seen["revision"] {
+		select {
+		case m := <-got:
+			topic := string(m[0])
+			exp := signing.Expect{Topic: topic, Node: "gw-1", Shared: true}
+			switch {
+			case topic == schema.NodeTopic("gw-1", schema.TopicDesired):
+				seen["desired"] = true
+			case strings.HasPrefix(topic, schema.RevisionTopic("")):
+				seen["revision"] = true
+			default:
+				continue
+			}
+			_, err := signing.Verify(ks, m[1], exp, time.Now())
+			require.NoError(t, err, topic)
+		case <-deadline:
+			t.Fatalf("saw %v", seen)
+		}
+	}
+}
+
+func TestSignedTopic(t *testing.T) {
+	cases := []struct {
+		topic, node string
+		signed      bool
+	}{
+		{schema.NodeTopic("gw-1", schema.TopicDesired), "gw-1", true},
+		{schema.NodeSecretTopic("gw-1", "abc"), "gw-1", true},
+		{schema.RevisionTopic("abc"), "*", true},
+		{schema.ConfigMapTopic("abc"), "*", true},
+		{schema.KeySetTopic, "", false}, // signed by the root already
+		{schema.NodeTopic("gw-1", schema.TopicLogsRequest), "", false},
+		{schema.NodeTopic("gw-1", schema.TopicStatus), "", false},
+		{schema.FenceTopic, "", false},
+	}
+	for _, c := range cases {
+		node, ok := signedTopic(c.topic)
+		assert.Equal(t, c.signed, ok, c.topic)
+		assert.Equal(t, c.node, node, c.topic)
+	}
+}
