@@ -14,6 +14,7 @@ import (
 	"github.com/edgeset/edgeset/controller/store"
 	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/schema"
+	"github.com/edgeset/edgeset/signing"
 )
 
 // ReasonEnrolled is the event recorded on a node a code admitted.
@@ -150,8 +151,12 @@ func (c *Controller) Enroll(ctx context.Context, req api.EnrollRequest, src api.
 	c.events.add(nodeObject(node), schema.EventNormal, ReasonEnrolled,
 		fmt.Sprintf("enrolled with code %s from %s (use %d of %d)", id, src.RemoteAddr, len(rec.Enrolled), rec.Uses))
 	c.wake()
-	return api.Enrollment{Node: node, Username: tok.Username, Token: tok.Token, Fingerprint: tok.Fingerprint,
-		BrokerURLs: c.enrollBrokerURLs(src), Labels: rec.Labels}, nil
+	out := api.Enrollment{Node: node, Username: tok.Username, Token: tok.Token, Fingerprint: tok.Fingerprint,
+		BrokerURLs: c.enrollBrokerURLs(src), Labels: rec.Labels}
+	if c.signing != nil && c.signing.root != nil {
+		out.TrustRoot = signing.FormatPublicKey(c.signing.root)
+	}
+	return out, nil
 }
 
 // checkNotRevoked refuses a node listed as revoked: the broker would

@@ -2,9 +2,11 @@ package controller
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/mqttclient"
+	"github.com/edgeset/edgeset/signing"
 )
 
 // device is an API client without a token, as a device that enrolls is.
@@ -223,4 +226,28 @@ func TestEnrollGuessingIsThrottled(t *testing.T) {
 	}
 	_, err = tc.device().Enroll(ctx, api.EnrollRequest{Code: code.Code})
 	assert.Equal(t, http.StatusTooManyRequests, statusCode(err), "%v", err)
+}
+
+// TestEnrollGivesTheFleetRoot: a controller that knows the fleet root
+// (signing-trust-root) hands it to the devices it enrolls, which pin it.
+func TestEnrollGivesTheFleetRoot(t *testing.T) {
+	root, err := signing.GenerateKey()
+	require.NoError(t, err)
+	pub := root.Public().(ed25519.PublicKey)
+	rootFile := filepath.Join(t.TempDir(), "root.pub")
+	require.NoError(t, signing.WritePublicKeyFile(rootFile, pub))
+	tc := startController(t, Config{Signing: true, SigningTrustRoot: rootFile})
+	ctx := context.Background()
+	code, err := tc.api.CreateEnrollment(ctx, api.EnrollmentRequest{Node: "gw-1"})
+	require.NoError(t, err)
+	got, err := tc.device().Enroll(ctx, api.EnrollRequest{Code: code.Code})
+	require.NoError(t, err)
+	assert.Equal(t, signing.FormatPublicKey(pub), got.TrustRoot)
+
+	plain := startController(t, Config{})
+	code, err = plain.api.CreateEnrollment(ctx, api.EnrollmentRequest{Node: "gw-1"})
+	require.NoError(t, err)
+	got, err = plain.device().Enroll(ctx, api.EnrollRequest{Code: code.Code})
+	require.NoError(t, err)
+	assert.Empty(t, got.TrustRoot, "no root known, none given")
 }

@@ -40,8 +40,9 @@ func newEnrollCmd() *cobra.Command {
 		Short: "Admit this device to the fleet with an enrollment code, and write its configuration",
 		Long: `enroll presents a one-time enrollment code (edgesetctl enrollment create)
 to the controller's API, which answers with this device's node name, its MQTT
-token and the broker URLs. They are written to --config (node-name,
-broker-url, token-file) and to the token file (mode 0600), so that
+token, the broker URLs and, when the fleet signs its desired state, the
+fleet root to pin. They are written to --config (node-name, broker-url,
+token-file, trust-root) and to the token file (mode 0600), so that
 'edgeset-agent --config FILE' then runs with nothing pasted by hand. A code
 bound to one node gives that node's name; a code shared by several devices
 needs --node. An existing config file is not replaced without --force.`,
@@ -113,6 +114,9 @@ func enroll(ctx context.Context, o enrollOptions, stdout io.Writer) error {
 		return fmt.Errorf("write the token: %w", err)
 	}
 	cfg := map[string]any{"node-name": got.Node, "broker-url": got.BrokerURLs, "token-file": o.tokenFile}
+	if got.TrustRoot != "" {
+		cfg["trust-root"] = got.TrustRoot // the fleet root, pinned from now on
+	}
 	if o.dataDir != "" {
 		cfg["data-dir"] = o.dataDir
 	}

@@ -68,6 +68,10 @@ type Enrollment struct {
 	Fingerprint string            `json:"fingerprint"`
 	BrokerURLs  []string          `json:"brokerURLs"`
 	Labels      map[string]string `json:"labels,omitempty"`
+	// TrustRoot is the fleet root public key ("ed25519:...") the device
+	// pins (agent trust-root), when the controller knows it
+	// (signing-trust-root); empty otherwise.
+	TrustRoot string `json:"trustRoot,omitempty"`
 }
 
 // EnrollSource is where an enrollment request came from: the client's
