@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
+	"github.com/edgeset/edgeset/signing"
 )
 
 const wait = 15 * time.Second
@@ -196,6 +198,18 @@ func (n *fakeNode) report(obs schema.ObservedState) {
 }
 
 func (n *fakeNode) handle(topic string, payload []byte) {
+	if signing.IsEnvelope(payload) { // a signing controller's: the node trusts it unverified
+		env, err := signing.DecodeEnvelope(payload)
+		var st signing.Statement
+		if err == nil {
+			err = json.Unmarshal(env.Payload, &st)
+		}
+		if err != nil {
+			n.t.Errorf("node %s: bad envelope on %s: %v", n.name, topic, err)
+			return
+		}
+		payload = st.Body
+	}
 	d, err := schema.DecodeDesiredState(payload)
 	if err != nil {
 		n.t.Errorf("node %s: bad desired state on %s: %v", n.name, topic, err)
