@@ -278,13 +278,13 @@ func TestRemove(t *testing.T) {
 func TestQuota(t *testing.T) {
 	layer := func(s string) [][]byte { return [][]byte{layerTar(t, s, bytes.Repeat([]byte(s), 3000))} }
 	one := dockerSave(t, testImage{tags: []string{"one:1"}, layers: layer("1")})
-	s, _, c, u := newStore(t, 0)
-	_, err := s.Push(t.Context(), bytes.NewReader(one), imagestore.PushOptions{})
+	probe, _, _, _ := newStore(t, 0)
+	_, err := probe.Push(t.Context(), bytes.NewReader(one), imagestore.PushOptions{})
 	require.NoError(t, err)
-	size := mustImage(t, s, "one:1").Size
+	size := mustImage(t, probe, "one:1").Size
 	quota := size + size/2 // room for one image, not two
 
-	s, _, c, u = newStore(t, quota)
+	s, _, c, u := newStore(t, quota)
 	push := func(name, content string) error {
 		_, err := s.Push(t.Context(), bytes.NewReader(dockerSave(t, testImage{tags: []string{name}, layers: layer(content)})), imagestore.PushOptions{})
 		return err
