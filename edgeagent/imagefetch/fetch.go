@@ -73,6 +73,10 @@ type Options struct {
 	Attempts int
 	// RetryDelay is the pause between attempts; default 500 ms.
 	RetryDelay time.Duration
+	// IdleTimeout abandons a request that receives nothing this long (a
+	// link that died without a reset), to be resumed by the next attempt;
+	// default 60 s.
+	IdleTimeout time.Duration
 	// Log defaults to slog.Default().
 	Log *slog.Logger
 }
@@ -106,6 +110,9 @@ func New(opts Options) (*Fetcher, error) {
 	}
 	if opts.RetryDelay <= 0 {
 		opts.RetryDelay = 500 * time.Millisecond
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = time.Minute
 	}
 	if opts.Log == nil {
 		opts.Log = slog.Default()
@@ -172,6 +179,8 @@ func refused(resp *http.Response) error {
 
 // manifest fetches and checks the image's manifest.
 func (f *Fetcher) manifest(ctx context.Context, image string) (ocispec.Manifest, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.opts.IdleTimeout) // a few KiB at most
+	defer cancel()
 	resp, err := f.get(ctx, "manifests?image="+url.QueryEscape(image), nil)
 	if err != nil {
 		return ocispec.Manifest{}, fmt.Errorf("manifest: %w", err)
@@ -285,6 +294,10 @@ func (f *Fetcher) download(ctx context.Context, d ocispec.Descriptor, partial st
 		hdr.Set("Range", "bytes="+strconv.FormatInt(off, 10)+"-")
 		hdr.Set("If-Range", `"`+d.Digest.String()+`"`)
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	idle := time.AfterFunc(f.opts.IdleTimeout, cancel)
+	defer idle.Stop()
 	resp, err := f.get(ctx, "blobs/"+d.Digest.String(), hdr)
 	if err != nil {
 		return true, err
@@ -308,7 +321,8 @@ func (f *Fetcher) download(ctx context.Context, d ocispec.Descriptor, partial st
 	default:
 		return false, refused(resp)
 	}
-	_, err = io.Copy(file, io.LimitReader(resp.Body, d.Size-off))
+	body := &idleReader{r: resp.Body, timer: idle, idle: f.opts.IdleTimeout}
+	_, err = io.Copy(file, io.LimitReader(body, d.Size-off))
 	if serr := file.Sync(); err == nil {
 		err = serr // what arrived survives a restart of the agent
 	}
@@ -316,6 +330,22 @@ func (f *Fetcher) download(ctx context.Context, d ocispec.Descriptor, partial st
 		return true, err
 	}
 	return false, nil
+}
+
+// idleReader restarts timer, which abandons the request, on every read
+// that brings bytes.
+type idleReader struct {
+	r     io.Reader
+	timer *time.Timer
+	idle  time.Duration
+}
+
+func (i *idleReader) Read(p []byte) (int, error) {
+	n, err := i.r.Read(p)
+	if n > 0 {
+		i.timer.Reset(i.idle)
+	}
+	return n, err
 }
 
 // contentRangeStart returns the first byte of "bytes FIRST-LAST/SIZE",

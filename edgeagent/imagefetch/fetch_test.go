@@ -37,6 +37,7 @@ type registry struct {
 	manifest []byte
 	blobs    map[string][]byte
 	tamper   bool // serve every blob with its last byte flipped
+	stall    bool // stall instead of dropping the connection at the cut
 
 	mu       sync.Mutex // guards cut, served, ranges
 	cutAfter int
@@ -105,6 +106,10 @@ func (r *registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	w.Header().Set("Content-Length", itoa(len(blob)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = cw.Write(blob[:r.cutAfter])
+	if r.stall {
+		<-req.Context().Done() // a link that dies silently: no byte, no reset
+		return
+	}
 	panic(http.ErrAbortHandler) // drop the connection mid-body
 }
 
@@ -262,4 +267,22 @@ func TestFetchRefused(t *testing.T) {
 	err = bad.FetchImage(t.Context(), "app:v1")
 	require.ErrorIs(t, err, imagefetch.ErrRefused)
 	assert.Contains(t, err.Error(), "401")
+}
+
+// TestFetchAbandonsStalledLink: a download that receives nothing for the
+// idle timeout is abandoned and resumed by the next attempt.
+func TestFetchAbandonsStalledLink(t *testing.T) {
+	config, layer := []byte(`{"rootfs":{}}`), bytes.Repeat([]byte("stall"), 20000)
+	reg := newRegistry(t, config, layer)
+	reg.cutAfter, reg.stall = len(layer)/2, true
+	srv := httptest.NewServer(reg)
+	t.Cleanup(srv.Close)
+	l := &loader{}
+	f, err := imagefetch.New(imagefetch.Options{URL: srv.URL, Node: "n1", Token: "tok", Dir: t.TempDir(), Loader: l,
+		RetryDelay: time.Millisecond, IdleTimeout: 500 * time.Millisecond})
+	require.NoError(t, err)
+	require.NoError(t, f.FetchImage(t.Context(), "app:v1"))
+	assert.Equal(t, layer, loadedLayer(t, l))
+	srv.Close()
+	assert.Contains(t, reg.ranges, "bytes="+jsonNumber(len(layer)/2)+"-", "the next attempt resumes at the stall")
 }
