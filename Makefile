@@ -57,6 +57,10 @@ bench: ## micro-benchmarks (placement, codecs) with memory figures
 bench-idle: ## idle agent MQTT traffic through a counting proxy (3 min; EDGESET_BENCH_IDLE_WINDOW, _KEEPALIVE)
 	EDGESET_BENCH_IDLE=1 $(GO) test -count=1 -timeout 30m -run '^TestIdleTraffic$$' -v ./cmd/edgeset-agent/
 
+.PHONY: bench-image-resume
+bench-image-resume: ## image fetched from the controller through a link cut at 50%: bytes sent vs image size (real Docker engine)
+	EDGESET_REQUIRE_DOCKER=1 $(GO) test -count=1 -run '^TestImagesWithoutRegistry$$/^ResumesAfterCut$$' -v ./test/e2e/ | grep -E 'controller sent|^(ok|FAIL|---)'
+
 .PHONY: bench-broker-memory
 bench-broker-memory: ## broker RSS per idle device: embedded broker and Mosquitto (EDGESET_BENCH_CLIENTS, default 5000)
 	EDGESET_BENCH_SCALE=1 $(GO) test -count=1 -run='^$$' -bench='^BenchmarkIdleClients$$' -benchtime=1x ./broker/

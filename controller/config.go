@@ -184,6 +184,15 @@ type Config struct {
 	// kept for `describe node` and the dashboard (0:
 	// telemetry.DefaultLimit; negative: the latest only).
 	TelemetryHistory int `mapstructure:"telemetry-history"`
+	// ImageQuota bounds the bytes of the image store (DataDir/images);
+	// default imagestore.DefaultQuota. ImageMaxUpload bounds one push.
+	// ImageGCGrace spares an image no revision references this long after
+	// its push. ImageDownloadsPerNode bounds the blob downloads one node
+	// has open at once.
+	ImageQuota            int64         `mapstructure:"image-quota"`
+	ImageMaxUpload        int64         `mapstructure:"image-max-upload"`
+	ImageGCGrace          time.Duration `mapstructure:"image-gc-grace"`
+	ImageDownloadsPerNode int           `mapstructure:"image-downloads-per-node"`
 	// MetricsPerNode adds per-node series to /metrics (edgeset_node_*),
 	// for the first MaxPerNodeSeriesNodes nodes: for small fleets only.
 	MetricsPerNode bool `mapstructure:"metrics-per-node"`
@@ -396,6 +405,7 @@ func (c *Config) applyAPIDefaults() {
 	zeroDefault(&c.APIWriteTimeout, DefaultAPIWriteTimeout)
 	zeroDefault(&c.APIIdleTimeout, DefaultAPIIdleTimeout)
 	zeroDefault(&c.APIMaxHeaderBytes, DefaultAPIMaxHeaderBytes)
+	c.applyImageDefaults()
 	zeroDefault(&c.APIMaxUnauthenticatedConns, DefaultAPIMaxUnauthenticatedConns)
 	zeroDefault(&c.APIMaxConnsPerSource, DefaultAPIMaxConnsPerSource)
 	zeroDefault(&c.APIAuthFailureLimit, DefaultAPIAuthFailureLimit)
@@ -468,6 +478,7 @@ func (c *Config) Validate() error {
 	if c.SigningTrustRoot != "" && !c.Signing {
 		bad("signing-trust-root", "needs signing: true")
 	}
+	c.validateImages(bad)
 	c.validateNATSAuth(bad)
 	c.validateAccess(bad)
 	if strings.ContainsAny(c.BrokerDropTopic, "+#") {

@@ -30,6 +30,7 @@ import (
 	"github.com/edgeset/edgeset/controller/store"
 	"github.com/edgeset/edgeset/controller/telemetry"
 	"github.com/edgeset/edgeset/controller/ui"
+	"github.com/edgeset/edgeset/imagestore"
 	"github.com/edgeset/edgeset/internal/loglimit"
 	"github.com/edgeset/edgeset/schema"
 )
@@ -86,6 +87,12 @@ type Controller struct {
 	// unless Config.Signing. refusals counts what agents refused.
 	signing  *signingKeys
 	refusals *refusals
+	// images is the image store nodes without a registry fetch from;
+	// downloads bounds their blob downloads; fleetSecret authenticates
+	// them (images.go).
+	images      *imagestore.Store
+	downloads   *downloadSlots
+	fleetSecret []byte
 
 	closeOnce sync.Once
 }
@@ -148,6 +155,9 @@ func (c *Controller) open() error {
 	}
 	c.transport = signed
 	if c.natsAuth, err = c.openNATSAuth(); err != nil {
+		return err
+	}
+	if err = c.openImages(); err != nil {
 		return err
 	}
 	opts := api.Options{
@@ -225,6 +235,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	g.Go(func() error { return c.repairLoop(ctx) })
 	g.Go(func() error { return c.events.Run(ctx) })
 	g.Go(func() error { return c.flushNodesLoop(ctx) })
+	g.Go(func() error { return c.imageGCLoop(ctx) })
 	if c.cfg.ManifestsDir != "" {
 		g.Go(func() error { return c.watchManifests(ctx) })
 	}

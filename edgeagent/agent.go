@@ -41,6 +41,9 @@ type Config struct {
 	Policy LocalPolicy
 	// RegistryAuth is passed to every image pull; nil pulls anonymously.
 	RegistryAuth *RegistryAuth
+	// Images, when set, fetches images from the controller's image store:
+	// under imageSource controller, and when a registry pull fails.
+	Images ImageFetcher
 	// KubeletLogDir, when set, is the root under which the agent keeps the
 	// kubelet's pods/ and containers/ log layout (see KubeletLogs) for log
 	// shippers; /var/log on a device. Empty disables it.

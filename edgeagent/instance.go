@@ -365,7 +365,7 @@ func (s *instanceSync) pullMissing(ctx context.Context, slots []slot) bool {
 	}
 	for _, sl := range slots {
 		spec := s.specAt(sl)
-		err := s.a.rt.PullImage(ctx, spec.Image, pullPolicy(s.containerAt(sl)), pullAuth(spec, s.a.cfg.RegistryAuth))
+		err := s.a.pullImage(ctx, spec, s.containerAt(sl), s.tmpl.Spec.ImageSource)
 		if err != nil {
 			inst.pull = s.a.cfg.RestartBackoff.next(inst.pull, now, 0)
 			inst.pullErr = err.Error()

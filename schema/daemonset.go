@@ -174,7 +174,18 @@ type PodSpec struct {
 	// ServiceAccountName grants nothing on a device (there is no Kubernetes
 	// API); it is kept so that fieldRef spec.serviceAccountName reads it.
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+	// ImageSource (edgeset.io/v1 only) says where the devices get the
+	// containers' images: ImageSourceRegistry (the default) pulls from the
+	// registry and falls back to the controller's image store when the
+	// pull fails; ImageSourceController never asks a registry.
+	ImageSource string `json:"imageSource,omitempty"`
 }
+
+// Image sources (PodSpec.ImageSource).
+const (
+	ImageSourceRegistry   = "registry"
+	ImageSourceController = "controller"
+)
 
 // Affinity holds scheduling constraints. Only required node affinity has an
 // edge meaning.

@@ -62,6 +62,7 @@ func (pc *podCheck) validate() {
 	for i, s := range pc.spec.ImagePullSecrets {
 		validateObjectName(pc.errs, fmt.Sprintf("%s.imagePullSecrets[%d].name", f, i), "secret", s.Name)
 	}
+	pc.validateImageSource()
 	if n := pc.spec.ServiceAccountName; n != "" && !IsDNS1123Subdomain(n) {
 		pc.add(f+".serviceAccountName", "invalid name %q: must be a DNS-1123 subdomain", n)
 	}
@@ -364,5 +365,18 @@ func (pc *podCheck) validateEnvFrom(field string, e *EnvFromSource) {
 		if p := envNameProblem(e.Prefix); p != "" {
 			pc.add(field+".prefix", "%s", strings.Replace(p, "variable name", "prefix", 1))
 		}
+	}
+}
+
+// validateImageSource checks spec.imageSource, edgeset's extension: only
+// under apiVersion edgeset.io/v1, registry or controller.
+func (pc *podCheck) validateImageSource() {
+	v, f := pc.spec.ImageSource, pc.field+".imageSource"
+	switch {
+	case v == "":
+	case !pc.nodeLabels:
+		pc.add(f, "only allowed with apiVersion %s, not %s", APIVersionEdgeset, APIVersionApps)
+	case v != ImageSourceRegistry && v != ImageSourceController:
+		pc.add(f, "unsupported value %q: must be %s or %s", v, ImageSourceRegistry, ImageSourceController)
 	}
 }

@@ -198,6 +198,14 @@ func TestValidateDaemonSetProblems(t *testing.T) {
 			ds.APIVersion = APIVersionApps
 			ds.Spec.Rollout = &RolloutPolicy{Paused: true}
 		}, []string{"spec.rollout: only allowed with apiVersion edgeset.io/v1, not apps/v1"}},
+		{"imageSource under apps/v1", func(ds *DaemonSet) {
+			ds.APIVersion = APIVersionApps
+			ds.Spec.Template.Spec.ImageSource = ImageSourceController
+		}, []string{"spec.template.spec.imageSource: only allowed with apiVersion edgeset.io/v1, not apps/v1"}},
+		{"imageSource unknown", func(ds *DaemonSet) {
+			ds.APIVersion = APIVersionEdgeset
+			ds.Spec.Template.Spec.ImageSource = "peer"
+		}, []string{`spec.template.spec.imageSource: unsupported value "peer": must be registry or controller`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -88,6 +88,9 @@ type fileConfig struct {
 	RegistryPassword     string `mapstructure:"registry-password"`
 	RegistryPasswordFile string `mapstructure:"registry-password-file"`
 
+	ImageURL    string `mapstructure:"image-url"`
+	ImageCAFile string `mapstructure:"image-ca-file"`
+
 	LogLevel    string `mapstructure:"log-level"`
 	LogFormat   string `mapstructure:"log-format"`
 	MetricsAddr string `mapstructure:"metrics-addr"`
@@ -134,6 +137,8 @@ func addFlags(f *pflag.FlagSet) {
 	f.String("registry-username", "", "registry user for image pulls")
 	f.String("registry-password", "", "registry password")
 	f.String("registry-password-file", "", "file holding the registry password (instead of --registry-password)")
+	f.String("image-url", "", "controller API URL (https://controller:8080) to fetch images from its image store when no registry serves them (default: off)")
+	f.String("image-ca-file", "", "CA bundle verifying --image-url's TLS certificate (default: system roots)")
 	f.String("log-level", "info", "debug, info, warn or error")
 	f.String("log-format", "text", "text or json")
 	f.String("metrics-addr", "", "serve /healthz and /metrics here, e.g. 127.0.0.1:9101 (default: off)")
@@ -162,6 +167,8 @@ type settings struct {
 	metricsAddr string
 	// telemetry: measure and publish telemetry (telemetry-interval > 0).
 	telemetry bool
+	// images: fetch images from the controller (image-url); zero: off.
+	images imageSettings
 }
 
 // resolve validates fc and turns it into settings, reporting every problem,
@@ -187,6 +194,8 @@ func (fc fileConfig) resolve(hostname func() (string, error)) (settings, error) 
 	add(err)
 	brokers, err := fc.brokerURLs()
 	add(err)
+	images, err := fc.imageSettings(token)
+	add(err)
 	add(fc.checkChoices())
 	var root ed25519.PublicKey
 	if fc.TrustRoot != "" {
@@ -206,7 +215,7 @@ func (fc fileConfig) resolve(hostname func() (string, error)) (settings, error) 
 	s := settings{
 		runtime: fc.Runtime, dockerHost: fc.DockerHost,
 		logLevel: fc.LogLevel, logFormat: fc.LogFormat, metricsAddr: fc.MetricsAddr,
-		announce: announce,
+		announce: announce, images: images,
 	}
 	s.node = edgeagent.NodeOptions{
 		Agent: edgeagent.Config{NodeName: node, DataDir: fc.DataDir, Policy: fc.policy(), RegistryAuth: auth,

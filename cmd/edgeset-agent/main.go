@@ -110,6 +110,9 @@ func newNode(s settings, rt edgeagent.Runtime, log *slog.Logger) (*edgeagent.Nod
 	}
 	opts := s.node
 	opts.Agent.Logger = log
+	if opts.Agent.Images, err = imageFetcher(s.images, opts.Agent.NodeName, opts.Agent.DataDir, rt); err != nil {
+		return nil, err
+	}
 	opts.Status = ann.Status
 	if s.telemetry {
 		opts.Telemetry = edgeagent.NewTelemeter(s.node.Agent.NodeName, s.node.Agent.DataDir, rt).Measure

@@ -51,6 +51,7 @@ var commands = []func(*streams) *cobra.Command{
 	newUserCmd,
 	newAuditCmd,
 	newEnrollmentCmd,
+	newImageCmd,
 	newVersionCmd,
 }
 

@@ -54,6 +54,7 @@ const (
 	PermNodesRead      Permission = "nodes.read"
 	PermConfigRead     Permission = "configmaps.read"
 	PermSecretsRead    Permission = "secrets.read" // keys and sizes, never values
+	PermImagesRead     Permission = "images.read"  // the image store's list
 
 	PermDaemonSetsApply   Permission = "daemonsets.apply" // apply of any manifest (DaemonSet, ConfigMap, Secret)
 	PermDaemonSetsDelete  Permission = "daemonsets.delete"
@@ -62,6 +63,8 @@ const (
 	PermSecretsDelete     Permission = "secrets.delete"
 	PermNodesUpdate       Permission = "nodes.update" // label, taint, cordon
 	PermLogsRead          Permission = "logs.read"
+	PermImagesPush        Permission = "images.push"
+	PermImagesDelete      Permission = "images.delete"
 
 	PermSecretsValues Permission = "secrets.values"
 	PermNodesDelete   Permission = "nodes.delete"
@@ -83,10 +86,11 @@ const (
 var (
 	viewerPerms = []Permission{
 		PermStatusRead, PermDaemonSetsRead, PermNodesRead, PermConfigRead, PermSecretsRead,
+		PermImagesRead,
 	}
 	operatorPerms = []Permission{
 		PermDaemonSetsApply, PermDaemonSetsDelete, PermDaemonSetsRollout, PermConfigDelete,
-		PermSecretsDelete, PermNodesUpdate, PermLogsRead,
+		PermSecretsDelete, PermNodesUpdate, PermLogsRead, PermImagesPush, PermImagesDelete,
 	}
 	adminPerms = []Permission{
 		PermSecretsValues, PermNodesDelete, PermNodesToken, PermUsersRead, PermUsersManage,

@@ -50,6 +50,7 @@ var Routes = []Rule{
 	{Pattern: "GET /api/v1/configmaps/{namespace}/{name}", Permission: PermConfigRead},
 	{Pattern: "GET /api/v1/secrets", Permission: PermSecretsRead, Query: "showValues", QueryPermission: PermSecretsValues},
 	{Pattern: "GET /api/v1/secrets/{namespace}/{name}", Permission: PermSecretsRead, Query: "showValues", QueryPermission: PermSecretsValues},
+	{Pattern: "GET /api/v1/images", Permission: PermImagesRead},
 
 	// Operator.
 	{Pattern: "POST /api/v1/apply", Permission: PermDaemonSetsApply, NamespacesInBody: true},
@@ -60,6 +61,11 @@ var Routes = []Rule{
 	{Pattern: "PATCH /api/v1/nodes/{name}", Permission: PermNodesUpdate},
 	{Pattern: "DELETE /api/v1/configmaps/{namespace}/{name}", Permission: PermConfigDelete},
 	{Pattern: "DELETE /api/v1/secrets/{namespace}/{name}", Permission: PermSecretsDelete},
+	{Pattern: "POST /api/v1/images", Permission: PermImagesPush},
+	{Pattern: "DELETE /api/v1/images", Permission: PermImagesDelete},
+	// GET /api/v1/node/... (image fetches) is not in this table: nodes
+	// authenticate there with their own credential, not a user's token
+	// (controller/api/images.go).
 
 	// Admin.
 	{Pattern: "DELETE /api/v1/nodes/{name}", Permission: PermNodesDelete},

@@ -266,15 +266,15 @@ func TestEveryRouteHasAPermission(t *testing.T) {
 // is refused to everyone but an unscoped admin, and audited.
 func TestUnmappedRouteFailsClosed(t *testing.T) {
 	as := newAccessServer(t)
-	as.server.mux.HandleFunc("POST /api/v1/images", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "{}") })
+	as.server.mux.HandleFunc("POST /api/v1/unmapped-example", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "{}") })
 	for _, role := range []access.Role{access.RoleViewer, access.RoleOperator} {
-		code, body := as.do(t, as.token(t, "u-"+string(role), role, ""), "POST", "/api/v1/images", "")
+		code, body := as.do(t, as.token(t, "u-"+string(role), role, ""), "POST", "/api/v1/unmapped-example", "")
 		assert.Equal(t, http.StatusForbidden, code, role)
 		assert.Contains(t, body, `lacks unmapped-route (admin only)`, role)
 	}
-	code, _ := as.do(t, as.token(t, "ns-admin", access.RoleAdmin, "a"), "POST", "/api/v1/images", "")
+	code, _ := as.do(t, as.token(t, "ns-admin", access.RoleAdmin, "a"), "POST", "/api/v1/unmapped-example", "")
 	assert.Equal(t, http.StatusForbidden, code, "a namespace-scoped admin")
-	code, _ = as.do(t, adminToken, "POST", "/api/v1/images", "")
+	code, _ = as.do(t, adminToken, "POST", "/api/v1/unmapped-example", "")
 	assert.Equal(t, http.StatusOK, code)
 	entries := as.audit.all()
 	require.Len(t, entries, 4)

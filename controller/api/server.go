@@ -76,9 +76,10 @@ type Server struct {
 	backend Backend
 	metrics http.Handler
 	mux     *RouteMux
-	ui      http.Handler // Options.UI; nil for none
-	users   UserAdmin    // Options.Users; nil: the single Options.Token
-	audit   Auditor      // Options.Audit; nil: no audit log
+	nodeMux *http.ServeMux // node image fetches (images.go)
+	ui      http.Handler   // Options.UI; nil for none
+	users   UserAdmin      // Options.Users; nil: the single Options.Token
+	audit   Auditor        // Options.Audit; nil: no audit log
 }
 
 // NewServer returns a Server answering requests that carry token as a
@@ -108,9 +109,14 @@ func New(b Backend, opts Options) *Server {
 //
 // With Options.UI, GET / and everything under /ui/ go to it before any
 // bearer-token check: the dashboard authenticates with its own session.
+// Nodes fetching images (NodeImagesPrefix) authenticate with their own
+// credential instead of the bearer token (images.go).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.ui != nil && IsUIPath(r.URL.Path) {
 		s.ui.ServeHTTP(w, r)
+		return
+	}
+	if s.serveNode(w, r) {
 		return
 	}
 	if r, ok := s.AdmitUser(w, r); ok {
@@ -154,6 +160,7 @@ func (s *Server) routes() {
 	s.accessRoutes(p)
 	s.enrollRoutes(p)
 	s.signingRoutes(p) // signing.go
+	s.imageRoutes(p)
 }
 
 // handle registers an endpoint answering JSON (authenticated in
@@ -434,6 +441,10 @@ func (s *Server) events(_ http.ResponseWriter, r *http.Request) (any, error) {
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var verr *schema.ValidationError
 	var forbidden *access.ForbiddenError
+	if code, ok := imageErrorCode(err); ok {
+		writeJSON(w, code, Error{Message: err.Error()})
+		return
+	}
 	switch {
 	case errors.As(err, &forbidden):
 		writeJSON(w, http.StatusForbidden, Error{Message: forbidden.Error()})

@@ -56,6 +56,8 @@ type fleet struct {
 	brokerURL string
 	secret    []byte // the fleet secret, for MQTT identities
 	api       *api.Client
+	apiURL    string         // the controller's API, http://HOST:PORT
+	dataDir   string         // the controller's data directory
 	docker    *client.Client // raw engine client, to look behind the runtime
 	nodes     []string
 	agents    []*countingRuntime // by node index
@@ -97,25 +99,31 @@ func startFleetThen(t *testing.T, cli *client.Client, n int, before func(*fleet)
 	require.NoError(t, err)
 
 	url := "tcp://" + ctl.MQTTAddr().String()
-	f := &fleet{brokerURL: url, secret: secret, api: api.NewClient("http://"+ctl.APIAddr().String(), ctl.Token(), nil), docker: cli}
+	apiURL := "http://" + ctl.APIAddr().String()
+	f := &fleet{brokerURL: url, secret: secret, api: api.NewClient(apiURL, ctl.Token(), nil), apiURL: apiURL, dataDir: dir, docker: cli}
 	if before != nil {
 		before(f)
 	}
 	for range n {
 		node := testimage.Node(t, cli) // its cleanup runs after the agent's
 		f.nodes = append(f.nodes, node)
-		f.agents = append(f.agents, startAgent(t, url, secret, node))
+		f.agents = append(f.agents, startAgent(t, url, secret, node, nil))
 	}
 	f.waitNodes(t)
 	return f
 }
 
 // startAgent runs an agent for node on its own Docker runtime and data dir.
-func startAgent(t *testing.T, url string, secret []byte, node string) *countingRuntime {
+// images, when set, returns the agent's image fetcher for its runtime.
+func startAgent(t *testing.T, url string, secret []byte, node string, images func(*docker.Runtime) edgeagent.ImageFetcher) *countingRuntime {
 	t.Helper()
 	rt, err := docker.New(t.Context(), docker.Options{})
 	require.NoError(t, err)
 	counting := &countingRuntime{Runtime: rt}
+	var fetcher edgeagent.ImageFetcher
+	if images != nil {
+		fetcher = images(rt)
+	}
 	n, err := edgeagent.NewNode(edgeagent.NodeOptions{
 		Agent: edgeagent.Config{
 			NodeName:       node,
@@ -124,6 +132,7 @@ func startAgent(t *testing.T, url string, secret []byte, node string) *countingR
 			ResyncInterval: resyncInterval,
 			RestartBackoff: edgeagent.Backoff{Initial: 200 * time.Millisecond, Max: 2 * time.Second, ResetAfter: time.Minute},
 			EventsRetry:    edgeagent.Backoff{Initial: 100 * time.Millisecond, Max: time.Second, ResetAfter: time.Minute},
+			Images:         fetcher,
 		},
 		MQTT: mqttclient.Options{
 			BrokerURL:          url,
