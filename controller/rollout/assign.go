@@ -155,14 +155,25 @@ func (p *pass) unavailableAndSurging() (unavailable, surging int) {
 		if len(assigned) > 1 {
 			surging++ // an offline node's pair still holds its surge slot
 		}
-		if v.offline {
-			continue
-		}
-		if !p.availableUnder(v, assigned) {
+		if p.inFlight(v, assigned) {
 			unavailable++
 		}
 	}
 	return unavailable, surging
+}
+
+// inFlight reports whether the node spends budget under the given
+// assignment: a reachable node that does not serve the daemon, or one
+// offline past the grace period that was moved to the target and not seen
+// serving it. Such a node switches whenever it returns, whatever the
+// budget is then (its desired state is already out), so its slot stays
+// taken while it is away; other offline nodes spend none, and are moved
+// under the budget once back.
+func (p *pass) inFlight(v *nodeView, assigned []string) bool {
+	if v.offline && !slices.Contains(assigned, p.st.Target) {
+		return false
+	}
+	return !p.availableUnder(v, assigned)
 }
 
 // availableUnder reports whether the node serves the daemon with the given
@@ -259,7 +270,7 @@ func (p *pass) phaseOf(v *nodeView, assigned []string) (phase Phase, unavailable
 	onTarget := slices.Contains(assigned, p.st.Target)
 	switch {
 	case v.offline:
-		return PhaseOffline, false
+		return PhaseOffline, p.inFlight(v, assigned)
 	case onTarget && len(assigned) == 1 && p.targetAvailable(v):
 		phase = PhaseUpdated
 	case onTarget && p.st.Failed[v.Name] != "":

@@ -174,6 +174,45 @@ func TestStepOfflineNodesNeitherStallNorEscape(t *testing.T) {
 	assert.Equal(t, []string{"new"}, d.Assign["away"], "a returning node is updated under the budget")
 }
 
+// TestStepNodeOfflineMidUpdateKeepsItsSlot: a node moved to the target
+// that went away before it was seen serving it keeps spending budget past
+// the grace period, since it switches whenever it returns; one seen
+// serving the target, or one still waiting, spends none.
+func TestStepNodeOfflineMidUpdateKeepsItsSlot(t *testing.T) {
+	s := Strategy{MaxUnavailable: schema.FromInt(1), OfflineGrace: time.Minute}
+	now := t0.Add(time.Hour)
+	for _, tt := range []struct {
+		name     string
+		away     Node
+		moves    bool
+		inFlight int
+	}{
+		{"moved, not seen on the target", Node{Name: "away", OfflineSince: now.Add(-10 * time.Minute), Assigned: []string{"new"}, Observed: []Instance{ready("old")}}, false, 1},
+		{"moved, nothing observed", Node{Name: "away", OfflineSince: now.Add(-10 * time.Minute), Assigned: []string{"new"}}, false, 1},
+		{"seen serving the target", Node{Name: "away", OfflineSince: now.Add(-10 * time.Minute), Assigned: []string{"new"}, Observed: []Instance{ready("new")}}, true, 0},
+		{"still waiting", Node{Name: "away", OfflineSince: now.Add(-10 * time.Minute), Assigned: []string{"old"}, Observed: []Instance{ready("old")}}, true, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := Step(now, s, State{Target: "new"}, []Node{tt.away, on("a", []string{"old"}, ready("old"))})
+			assert.Equal(t, tt.moves, slices.Equal(d.Assign["a"], []string{"new"}), "a: %v", d.Assign["a"])
+			assert.Equal(t, 1, d.Status.Offline)
+			assert.Equal(t, tt.inFlight+boolInt(tt.moves), d.Status.Unavailable)
+			tr := NewTracker(s, State{Target: "new"})
+			tr.Set(tt.away)
+			tr.Set(on("a", []string{"old"}, ready("old")))
+			td := tr.Step(now)
+			assert.Equal(t, tt.moves, slices.Equal(td.Assign["a"], []string{"new"}), "the Tracker decides as Step does: %v", td.Assign)
+		})
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 func TestStepNewlyOfflineNodeCountsAgainstBudget(t *testing.T) {
 	s := Strategy{MaxUnavailable: schema.FromInt(1), OfflineGrace: time.Minute}
 	now := t0.Add(time.Hour)

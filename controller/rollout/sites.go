@@ -105,7 +105,7 @@ func (p *pass) countDomains(surge bool) map[string]*domainCount {
 		switch {
 		case surge && len(assigned) > 1:
 			c.inFlight++
-		case !surge && !v.offline && !p.availableUnder(v, assigned):
+		case !surge && p.inFlight(v, assigned):
 			c.inFlight++
 		}
 	}

@@ -17,7 +17,9 @@ import (
 //   - without surge, no reachable node that was available is moved while
 //     the number of unavailable reachable nodes is at maxUnavailable;
 //   - nodes offline longer than the grace period keep their assignment and
-//     do not count; they are updated under the same budget when they return;
+//     do not count, but for one moved to the target and not seen serving
+//     it, which keeps its slot (it switches whenever it returns); the
+//     others are updated under the same budget when they return;
 //   - crossing the failure threshold pauses, and with autoRollback retargets
 //     the stable revision.
 func Step(now time.Time, s Strategy, st State, nodes []Node) Decision {

@@ -29,7 +29,7 @@ var phaseOfCode = [...]Phase{codeOffline: PhaseOffline, codeUpdated: PhaseUpdate
 
 // Flags of a part.
 const (
-	flagUnavailable        uint8 = 1 << iota // reachable and not serving the daemon
+	flagUnavailable        uint8 = 1 << iota // spends budget (pass.inFlight)
 	flagWaitingAvailable                     // waits on an older revision, available
 	flagWaitingUnavailable                   // waits on an older revision, unavailable
 	flagSurging                              // assigned a surge pair

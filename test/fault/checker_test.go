@@ -20,8 +20,9 @@ const checkInterval = 50 * time.Millisecond
 //	(b) more reachable nodes without a running instance than maxUnavailable,
 //	    beyond the nodes already without one when the budget was set. Only
 //	    reachable nodes count: a node offline within the grace period counts
-//	    as unavailable for the controller (the documented exception), which
-//	    only makes the controller stricter than this check;
+//	    as unavailable for the controller, and so does one offline longer
+//	    that was moved and not yet seen on the target, which only makes the
+//	    controller stricter than this check;
 //	(mono) a node that ran only the target revision runs an older one again.
 type checker struct {
 	t    *testing.T
