@@ -35,6 +35,11 @@ func (p *pass) assignOne(v *nodeView) (waiting bool) {
 		p.keep(v)
 	case v.onTarget:
 		p.settle(v)
+	case !v.Online:
+		// Away within the grace period: moved once back. A node moved
+		// while away would switch whenever it returned, so it would keep
+		// its slot however long it stays (inFlight).
+		p.keep(v)
 	default:
 		p.keep(v)
 		if !p.s.OnDelete && !p.maintenanceOpen(v) {
