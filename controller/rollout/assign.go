@@ -35,11 +35,6 @@ func (p *pass) assignOne(v *nodeView) (waiting bool) {
 		p.keep(v)
 	case v.onTarget:
 		p.settle(v)
-	case !v.Online:
-		// Away within the grace period: moved once back. A node moved
-		// while away would switch whenever it returned, so it would keep
-		// its slot however long it stays (inFlight).
-		p.keep(v)
 	default:
 		p.keep(v)
 		if !p.s.OnDelete && !p.maintenanceOpen(v) {
@@ -169,16 +164,25 @@ func (p *pass) unavailableAndSurging() (unavailable, surging int) {
 
 // inFlight reports whether the node spends budget under the given
 // assignment: a reachable node that does not serve the daemon, or one
-// offline past the grace period that was moved to the target and not seen
-// serving it. Such a node switches whenever it returns, whatever the
-// budget is then (its desired state is already out), so its slot stays
-// taken while it is away; other offline nodes spend none, and are moved
-// under the budget once back.
+// offline past the grace period that was moved to the target while it was
+// there and went away before it was seen serving it: it was switching
+// when it was lost, and switches whenever it returns, whatever the budget
+// is then, so its slot stays taken. Other offline nodes spend none: those
+// still waiting are moved under the budget once back, and one moved while
+// it was already away (within the grace) gives its slot back when the
+// grace ends, so that a node that never returns does not hold the rollout.
 func (p *pass) inFlight(v *nodeView, assigned []string) bool {
-	if v.offline && !slices.Contains(assigned, p.st.Target) {
+	if v.offline && !p.lostMidSwitch(v, assigned) {
 		return false
 	}
 	return !p.availableUnder(v, assigned)
+}
+
+// lostMidSwitch reports whether an offline node was moved to the target
+// before it went away.
+func (p *pass) lostMidSwitch(v *nodeView, assigned []string) bool {
+	at, ok := p.st.AssignedAt[v.Name]
+	return ok && slices.Contains(assigned, p.st.Target) && at.Before(v.OfflineSince)
 }
 
 // availableUnder reports whether the node serves the daemon with the given

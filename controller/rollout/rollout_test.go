@@ -177,7 +177,8 @@ func TestStepOfflineNodesNeitherStallNorEscape(t *testing.T) {
 // TestStepNodeOfflineMidUpdateKeepsItsSlot: a node moved to the target
 // that went away before it was seen serving it keeps spending budget past
 // the grace period, since it switches whenever it returns; one seen
-// serving the target, or one still waiting, spends none.
+// serving the target, one still waiting, or one moved while it was away
+// already, spends none.
 func TestStepNodeOfflineMidUpdateKeepsItsSlot(t *testing.T) {
 	s := Strategy{MaxUnavailable: schema.FromInt(1), OfflineGrace: time.Minute}
 	now := t0.Add(time.Hour)
@@ -189,15 +190,19 @@ func TestStepNodeOfflineMidUpdateKeepsItsSlot(t *testing.T) {
 	}{
 		{"moved, not seen on the target", Node{Name: "away", OfflineSince: now.Add(-10 * time.Minute), Assigned: []string{"new"}, Observed: []Instance{ready("old")}}, false, 1},
 		{"moved, nothing observed", Node{Name: "away", OfflineSince: now.Add(-10 * time.Minute), Assigned: []string{"new"}}, false, 1},
+		{"moved while already away", Node{Name: "late", OfflineSince: now.Add(-10 * time.Minute), Assigned: []string{"new"}, Observed: []Instance{ready("old")}}, true, 0},
 		{"seen serving the target", Node{Name: "away", OfflineSince: now.Add(-10 * time.Minute), Assigned: []string{"new"}, Observed: []Instance{ready("new")}}, true, 0},
 		{"still waiting", Node{Name: "away", OfflineSince: now.Add(-10 * time.Minute), Assigned: []string{"old"}, Observed: []Instance{ready("old")}}, true, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			d := Step(now, s, State{Target: "new"}, []Node{tt.away, on("a", []string{"old"}, ready("old"))})
+			// "away" was moved an hour ago, before it went away; "late"
+			// five minutes ago, while it was away already.
+			st := State{Target: "new", AssignedAt: map[string]time.Time{"away": now.Add(-time.Hour), "late": now.Add(-5 * time.Minute)}}
+			d := Step(now, s, st, []Node{tt.away, on("a", []string{"old"}, ready("old"))})
 			assert.Equal(t, tt.moves, slices.Equal(d.Assign["a"], []string{"new"}), "a: %v", d.Assign["a"])
 			assert.Equal(t, 1, d.Status.Offline)
 			assert.Equal(t, tt.inFlight+boolInt(tt.moves), d.Status.Unavailable)
-			tr := NewTracker(s, State{Target: "new"})
+			tr := NewTracker(s, st)
 			tr.Set(tt.away)
 			tr.Set(on("a", []string{"old"}, ready("old")))
 			td := tr.Step(now)
