@@ -89,6 +89,12 @@ func enroll(ctx context.Context, o enrollOptions, stdout io.Writer) error {
 	if o.tokenFile == "" {
 		o.tokenFile = filepath.Join(filepath.Dir(o.config), "token")
 	}
+	// The config names the token file absolutely: the agent reads it from
+	// wherever it runs (systemd starts it in /).
+	var err error
+	if o.tokenFile, err = filepath.Abs(o.tokenFile); err != nil {
+		return fmt.Errorf("--token-file: %w", err)
+	}
 	if _, err := os.Stat(o.config); err == nil && !o.force {
 		return fmt.Errorf("--config %s exists; enroll replaces it only with --force", o.config)
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {

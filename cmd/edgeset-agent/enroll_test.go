@@ -35,7 +35,8 @@ func TestEnrollThenRun(t *testing.T) {
 	require.NoError(t, err)
 
 	dir := t.TempDir()
-	cfg := filepath.Join(dir, "etc", "agent.yaml")
+	t.Chdir(dir) // enroll is given a relative --config, as a shell user would
+	cfg := filepath.Join("etc", "agent.yaml")
 	enrollArgs := []string{"enroll", "--controller", server, "--code", code.Code, "--node", "lab-gw-1", "--config", cfg}
 	var out bytes.Buffer
 	cmd := newRootCmd(&out)
@@ -46,6 +47,9 @@ func TestEnrollThenRun(t *testing.T) {
 	st, err := os.Stat(filepath.Join(dir, "etc", "token"))
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), st.Mode().Perm(), "the token file is the device's secret")
+	written, err := os.ReadFile(cfg)
+	require.NoError(t, err)
+	assert.Contains(t, string(written), "token-file: "+filepath.Join(dir, "etc", "token"), "an absolute path: the agent may run from anywhere")
 
 	// A second enroll does not replace the config without --force.
 	cmd = newRootCmd(&out)
