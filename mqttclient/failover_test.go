@@ -104,6 +104,14 @@ func TestFailoverToSecondBroker(t *testing.T) {
 	startConnected(t, c)
 	require.Equal(t, urlA, c.Broker())
 	require.Equal(t, urlA, c.Stats().Broker)
+	// Connected comes before OnConnect runs; a connection that ends first
+	// skips its OnConnect (it belongs to that connection), so wait for it.
+	checkfor.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error {
+		if n := onConnects.Load(); n != 1 {
+			return fmt.Errorf("OnConnect ran %d times on A, want 1", n)
+		}
+		return nil
+	})
 
 	stopA()
 	checkfor.Eventually(t, 10*time.Second, 10*time.Millisecond, func() error {
