@@ -1,9 +1,5 @@
 package schema
 
-import (
-	"unicode/utf8"
-)
-
 // Bounds of a remote exec (edgesetctl exec).
 const (
 	// MaxExecArgs and MaxExecArgBytes bound an ExecRequest's command.
@@ -87,14 +83,8 @@ func DecodeExecChunk(b []byte) (ExecChunk, error) {
 }
 
 func validateExecRequest(errs *fieldErrors, m *ExecRequest) {
-	validateWireHeader(errs, m.SchemaVersion, m.Node)
-	validateLogID(errs, m.ID)
-	if m.Cancel {
+	if !validateRequest(errs, m.SchemaVersion, m.Node, m.ID, m.DaemonSet, m.Container, m.Cancel) {
 		return
-	}
-	validateDaemonSetKey(errs, "daemonSet", m.DaemonSet)
-	if m.Container != "" && !IsDNS1123Label(m.Container) {
-		errs.add("container", "invalid container name %q: must be a DNS-1123 label", m.Container)
 	}
 	ValidateExecCommand(errs.add, m.Command)
 	if len(m.Stdin) > MaxExecStdinBytes {
@@ -126,17 +116,7 @@ func ValidateExecCommand(add func(field, format string, args ...any), cmd []stri
 }
 
 func validateExecChunk(errs *fieldErrors, m *ExecChunk) {
-	validateWireHeader(errs, m.SchemaVersion, m.Node)
-	validateLogID(errs, m.ID)
-	if m.Seq < 0 {
-		errs.add("seq", "must be >= 0, not %d", m.Seq)
-	}
-	if len(m.Data) > MaxExecChunkBytes {
-		errs.add("data", "%d bytes, limit %d", len(m.Data), MaxExecChunkBytes)
-	}
-	if !utf8.ValidString(m.Data) {
-		errs.add("data", "not valid UTF-8")
-	}
+	validateChunk(errs, m.SchemaVersion, m.Node, m.ID, m.Seq, m.Data, MaxExecChunkBytes)
 	if m.Data != "" && m.Stream != ExecStdout && m.Stream != ExecStderr {
 		errs.add("stream", "must be %q or %q with data, not %q", ExecStdout, ExecStderr, m.Stream)
 	}

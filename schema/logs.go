@@ -80,14 +80,8 @@ func validateLogID(errs *fieldErrors, id string) {
 }
 
 func validateLogRequest(errs *fieldErrors, m *LogRequest) {
-	validateWireHeader(errs, m.SchemaVersion, m.Node)
-	validateLogID(errs, m.ID)
-	if m.Cancel {
+	if !validateRequest(errs, m.SchemaVersion, m.Node, m.ID, m.DaemonSet, m.Container, m.Cancel) {
 		return
-	}
-	validateDaemonSetKey(errs, "daemonSet", m.DaemonSet)
-	if m.Container != "" && !IsDNS1123Label(m.Container) {
-		errs.add("container", "invalid container name %q: must be a DNS-1123 label", m.Container)
 	}
 	if m.Tail < 0 {
 		errs.add("tail", "must be >= 0, not %d", m.Tail)
@@ -98,18 +92,42 @@ func validateLogRequest(errs *fieldErrors, m *LogRequest) {
 }
 
 func validateLogChunk(errs *fieldErrors, m *LogChunk) {
-	validateWireHeader(errs, m.SchemaVersion, m.Node)
-	validateLogID(errs, m.ID)
-	if m.Seq < 0 {
-		errs.add("seq", "must be >= 0, not %d", m.Seq)
-	}
-	if len(m.Data) > MaxLogChunkBytes {
-		errs.add("data", "%d bytes, limit %d", len(m.Data), MaxLogChunkBytes)
-	}
-	if !utf8.ValidString(m.Data) {
-		errs.add("data", "not valid UTF-8")
-	}
+	validateChunk(errs, m.SchemaVersion, m.Node, m.ID, m.Seq, m.Data, MaxLogChunkBytes)
 	if m.Error != "" && !m.EOF {
 		errs.add("eof", "must be true in a chunk carrying an error")
 	}
+}
+
+// validateChunk checks what every chunk of an on-demand answer (LogChunk,
+// ExecChunk) carries: the wire header, the stream's id, its sequence
+// number, and data of valid UTF-8 within max bytes.
+func validateChunk(errs *fieldErrors, version int, node, id string, seq int, data string, max int) {
+	validateWireHeader(errs, version, node)
+	validateLogID(errs, id)
+	if seq < 0 {
+		errs.add("seq", "must be >= 0, not %d", seq)
+	}
+	if len(data) > max {
+		errs.add("data", "%d bytes, limit %d", len(data), max)
+	}
+	if !utf8.ValidString(data) {
+		errs.add("data", "not valid UTF-8")
+	}
+}
+
+// validateRequest checks what every on-demand request (LogRequest,
+// ExecRequest) carries: the wire header and stream id, and, unless it is a
+// cancel, the daemonset and container it is for. It reports whether the
+// request's own fields are to be checked (false for a cancel).
+func validateRequest(errs *fieldErrors, version int, node, id, ds, container string, cancel bool) bool {
+	validateWireHeader(errs, version, node)
+	validateLogID(errs, id)
+	if cancel {
+		return false
+	}
+	validateDaemonSetKey(errs, "daemonSet", ds)
+	if container != "" && !IsDNS1123Label(container) {
+		errs.add("container", "invalid container name %q: must be a DNS-1123 label", container)
+	}
+	return true
 }
