@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -160,9 +161,19 @@ func TestReconnectDoesNotFailRollout(t *testing.T) {
 // nothing), and rollout retry rolls it out again.
 func TestRollbackShowsWhatRuns(t *testing.T) {
 	tc := startController(t, Config{})
+	var badMu sync.Mutex // the nodes' handlers read bad on their own goroutines
 	var bad []string
-	behave := func(d schema.DesiredState) schema.ObservedState { return healthy(bad...)(d) }
-	nodes := fleet(t, tc, 3, behave)
+	behave := func(d schema.DesiredState) schema.ObservedState {
+		badMu.Lock()
+		defer badMu.Unlock()
+		return healthy(bad...)(d)
+	}
+	setBad := func(hashes ...string) {
+		badMu.Lock()
+		bad = hashes
+		badMu.Unlock()
+	}
+	fleet(t, tc, 3, behave)
 	tc.applyYAML(t, exporterManifest("edgeset.io/v1", "exporter:1", rollingOne, failurePolicy))
 	ds := waitRollout(t, tc, complete(""))
 	v1, gen1 := ds.CurrentHash, ds.Generation
@@ -172,11 +183,7 @@ func TestRollbackShowsWhatRuns(t *testing.T) {
 	hist, err := tc.api.RolloutHistory(context.Background(), exporter)
 	require.NoError(t, err)
 	badHash := hist[len(hist)-1].Hash
-	for _, n := range nodes {
-		n.mu.Lock()
-		bad = append(bad[:0], badHash)
-		n.mu.Unlock()
-	}
+	setBad(badHash)
 	ds = waitRollout(t, tc, func(ds api.DaemonSet) error {
 		if r := ds.Status.Rollout; r == nil || !r.RolledBack || !r.Complete || ds.CurrentHash != v1 {
 			return fmt.Errorf("want a completed rollback to %s: current %s, %+v", v1, ds.CurrentHash, r)
@@ -209,11 +216,7 @@ func TestRollbackShowsWhatRuns(t *testing.T) {
 	res := tc.applyYAML(t, exporterManifest("edgeset.io/v1", "exporter:1", rollingOne, failurePolicy))
 	assert.Equal(t, api.ActionUnchanged, res[0].Action)
 
-	for _, n := range nodes {
-		n.mu.Lock()
-		bad = bad[:0]
-		n.mu.Unlock()
-	}
+	setBad()
 	retried, err := tc.api.Rollout(context.Background(), exporter, api.RolloutRequest{Action: api.RolloutRetry})
 	require.NoError(t, err)
 	assert.Equal(t, badHash, retried.CurrentHash)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -169,8 +170,13 @@ func TestBadRevisionRollsBackAutomatically(t *testing.T) {
 	tc := startController(t, Config{})
 	policy := "  rollout: {progressDeadlineSeconds: 1, failureThreshold: 1, autoRollback: true}\n"
 	tc.applyYAML(t, exporterManifest("edgeset.io/v1", "exporter:1", rollingOne, policy))
+	var badMu sync.Mutex // the nodes' handlers read bad on their own goroutines
 	var bad []string
-	behave := func(d schema.DesiredState) schema.ObservedState { return healthy(bad...)(d) }
+	behave := func(d schema.DesiredState) schema.ObservedState {
+		badMu.Lock()
+		defer badMu.Unlock()
+		return healthy(bad...)(d)
+	}
 	nodes := fleet(t, tc, 3, behave)
 	v1 := waitRollout(t, tc, complete("")).CurrentHash
 
@@ -179,11 +185,9 @@ func TestBadRevisionRollsBackAutomatically(t *testing.T) {
 	require.Equal(t, api.ActionConfigured, res[0].Action)
 	hist, err := tc.api.RolloutHistory(context.Background(), exporter)
 	require.NoError(t, err)
-	for _, n := range nodes {
-		n.mu.Lock()
-		bad = append(bad[:0], hist[len(hist)-1].Hash)
-		n.mu.Unlock()
-	}
+	badMu.Lock()
+	bad = []string{hist[len(hist)-1].Hash}
+	badMu.Unlock()
 	ds := waitRollout(t, tc, func(ds api.DaemonSet) error {
 		r := ds.Status.Rollout
 		if r == nil || !r.RolledBack || !r.Complete || ds.CurrentHash != v1 {
