@@ -56,6 +56,11 @@ type Options struct {
 	// connect to, process k to DeviceBrokers[k modulo their number]: a
 	// fleet spread over a broker cluster's nodes. Default: BrokerURL.
 	DeviceBrokers []string
+	// SubscribeAtMostOnce subscribes every device at QoS 0
+	// (sim.Options.SubscribeAtMostOnce; edgeset-sim --subscribe-qos 0 in
+	// device processes), wherever the devices run: set it on a NATS
+	// cluster, where a QoS 1 subscription is a JetStream consumer each.
+	SubscribeAtMostOnce bool
 	// Timeout bounds each phase; zero means 10 minutes.
 	Timeout time.Duration
 	// Progress receives one line per phase; nil discards.
@@ -314,18 +319,35 @@ func (b *bench) startFleet(ctx context.Context) (devices, error) {
 			brokers = []string{brokerURL}
 		}
 		b.progress("ramping %d devices at %g/s in %d processes over %d brokers", b.opts.Nodes, b.opts.Ramp, b.opts.DeviceProcesses, len(brokers))
-		return startProcs(ctx, b.opts.DeviceCommand, secretFile, b.opts.Ramp, shares(b.opts.Nodes, b.opts.DeviceProcesses, brokers))
+		return startProcs(ctx, b.opts.deviceCommand(), secretFile, b.opts.Ramp, shares(b.opts.Nodes, b.opts.DeviceProcesses, brokers))
 	}
 	secret, err := sim.ReadFleetSecret(secretFile)
 	if err != nil {
 		return nil, err
 	}
-	src, _ := sim.ParseSourceRange("127.0.0.2-127.0.0.254")
 	b.progress("ramping %d devices at %g/s", b.opts.Nodes, b.opts.Ramp)
-	return startLocal(ctx, sim.Options{
-		BrokerURLs: strings.Split(brokerURL, ","), Nodes: b.opts.Nodes, Tokens: sim.SecretTokens(secret),
-		Ramp: b.opts.Ramp, SourceAddrs: src,
-	})
+	return startLocal(ctx, b.opts.localFleet(brokerURL, secret))
+}
+
+// localFleet is the fleet of a run whose devices run in this process:
+// every device on brokerURL's brokers (comma-separated), each from a
+// loopback address of its own, with the subscriptions' QoS of o.
+func (o Options) localFleet(brokerURL string, secret []byte) sim.Options {
+	src, _ := sim.ParseSourceRange("127.0.0.2-127.0.0.254")
+	return sim.Options{
+		BrokerURLs: strings.Split(brokerURL, ","), Nodes: o.Nodes, Tokens: sim.SecretTokens(secret),
+		Ramp: o.Ramp, SourceAddrs: src, SubscribeAtMostOnce: o.SubscribeAtMostOnce,
+	}
+}
+
+// deviceCommand is DeviceCommand with the flags every device process
+// shares: --subscribe-qos 0 with SubscribeAtMostOnce.
+func (o Options) deviceCommand() []string {
+	cmd := append([]string(nil), o.DeviceCommand...)
+	if o.SubscribeAtMostOnce {
+		cmd = append(cmd, "--subscribe-qos", "0")
+	}
+	return cmd
 }
 
 // register waits for the ramp, then times until the controller counts
