@@ -61,6 +61,10 @@ type Options struct {
 	// device processes), wherever the devices run: set it on a NATS
 	// cluster, where a QoS 1 subscription is a JetStream consumer each.
 	SubscribeAtMostOnce bool
+	// BrokerPIDs are the external broker's processes (a cluster's
+	// members), whose CPU time each phase reports (PhaseCPU.Brokers);
+	// they must run through the whole benchmark.
+	BrokerPIDs []int
 	// Timeout bounds each phase; zero means 10 minutes.
 	Timeout time.Duration
 	// Progress receives one line per phase; nil discards.
@@ -284,12 +288,12 @@ func (b *bench) measure(ctx context.Context, phase string, run func() error) (Ph
 // readPhase runs a phase between two CPU readings. A phase that fails
 // still reports the CPU time spent until it did.
 func (b *bench) readPhase(run func() error) (PhaseCPU, error) {
-	start, err := readCPU(b.host.PID, b.devicePIDs)
+	start, err := readCPU(b.host.PID, b.devicePIDs, b.opts.BrokerPIDs)
 	if err != nil {
 		return PhaseCPU{}, fmt.Errorf("read CPU time: %w", err)
 	}
 	runErr := run()
-	end, err := readCPU(b.host.PID, b.devicePIDs)
+	end, err := readCPU(b.host.PID, b.devicePIDs, b.opts.BrokerPIDs)
 	if err != nil {
 		return PhaseCPU{}, errors.Join(runErr, fmt.Errorf("read CPU time: %w", err))
 	}

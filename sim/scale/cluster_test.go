@@ -2,6 +2,9 @@ package scale
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,10 +36,11 @@ const devicesPerProcess = 15000
 // TestScaleCluster is the fleet scale benchmark on a broker cluster
 // (make bench-scale-cluster; EDGESET_SCALE_CLUSTER=1): three nats-server
 // processes built from the module, the controller host against all
-// three and serving their auth callout, and the devices in several
-// processes, process k on member k modulo 3. It logs the phases' figures
-// and each member's peak RSS per device it holds; it asserts only that
-// every phase completes.
+// three and serving their auth callout, and the devices (in this process
+// up to 15,000, in several processes beyond) spread evenly over the
+// members. It logs the phases' figures with the members' CPU time, and
+// each member's peak RSS and connections; it asserts only that every
+// phase completes.
 func TestScaleCluster(t *testing.T) {
 	if os.Getenv(envClusterGate) != "1" {
 		t.Skip("set " + envClusterGate + "=1 to run the fleet scale benchmark on a three-member NATS cluster (make bench-scale-cluster)")
@@ -57,6 +61,11 @@ func TestScaleCluster(t *testing.T) {
 	}
 	cluster := natstest.StartProcs(t, natsBin, 3)
 	t.Logf("cluster: %d members, MQTT %s", len(cluster.Procs), strings.Join(cluster.MQTTURLs(), " "))
+	for i, p := range cluster.Procs {
+		if u := p.ProfURL(); u != "" {
+			t.Logf("member s%d (pid %d) profiles: %s", i, p.PID(), u)
+		}
+	}
 
 	dir := t.TempDir()
 	if _, err := credential.LoadOrCreateFleetSecret(dir); err != nil {
@@ -73,8 +82,8 @@ func TestScaleCluster(t *testing.T) {
 	t.Setenv(envHostNATSAuthSeed, writeFile(t, files, "issuer.seed", string(seed)))
 
 	ramp := float64(positiveEnv(t, envClusterRamp, 2000))
-	base := watchRSS(t, cluster)() // the members' RSS before any device
-	peaks := watchRSS(t, cluster)
+	base := watchMembers(t, cluster)() // the members before any device
+	peaks := watchMembers(t, cluster)
 	// Devices subscribe at QoS 0, as docs/scale-out.md recommends on NATS
 	// (a QoS 1 subscription is a replicated JetStream consumer each), in
 	// this process as in device processes; 1 measures the other choice.
@@ -86,9 +95,9 @@ func TestScaleCluster(t *testing.T) {
 	res, err := Run(context.Background(), Options{
 		Nodes: nodes, Ramp: ramp, HostCommand: []string{os.Args[0], "-test.run=^$"}, DataDir: dir,
 		BrokerURL: strings.Join(cluster.MQTTURLs(), ","), DeviceProcesses: procs, DeviceCommand: device,
-		DeviceBrokers: cluster.MQTTURLs(), SubscribeAtMostOnce: qos != "1", Timeout: time.Duration(positiveEnv(t, "EDGESET_SCALE_CLUSTER_PHASE_TIMEOUT_SECONDS", 600)) * time.Second, Progress: testWriter{t},
+		DeviceBrokers: cluster.MQTTURLs(), SubscribeAtMostOnce: qos != "1", BrokerPIDs: pids(cluster), Timeout: time.Duration(positiveEnv(t, "EDGESET_SCALE_CLUSTER_PHASE_TIMEOUT_SECONDS", 600)) * time.Second, Progress: testWriter{t},
 	})
-	rss := peaks()
+	peak := peaks()
 	if err != nil {
 		t.Fatalf("benchmark: %v", err)
 	}
@@ -99,16 +108,24 @@ func TestScaleCluster(t *testing.T) {
 	t.Logf("rollout (maxUnav. 10%%)  %.2fs", res.RolloutSeconds)
 	t.Logf("controller live heap    %.2f KiB per node; RSS %.2f KiB per node", res.HeapPerNode()/1024, res.RSSPerNode()/1024)
 	t.Logf("rollout MQTT bytes/node %.0f", res.RolloutBytesPerNode)
-	perMember := float64(nodes) / float64(len(cluster.Procs))
-	for i, b := range rss {
-		t.Logf("broker member s%d RSS %.1f MiB before the devices, peak %.1f MiB: %.1f KiB per device it holds (%.0f)", i,
-			float64(base[i])/(1<<20), float64(b)/(1<<20), float64(b-min(b, base[i]))/1024/perMember, perMember)
+	for i, m := range peak {
+		held := max(m.connections, 1)
+		t.Logf("broker member s%d RSS %.1f MiB before the devices, peak %.1f MiB: %.1f KiB per device it holds (%d connections at most), %.1f KiB per device of the fleet",
+			i, float64(base[i].rss)/(1<<20), float64(m.rss)/(1<<20), float64(m.rss-min(m.rss, base[i].rss))/1024/float64(held), m.connections,
+			float64(m.rss-min(m.rss, base[i].rss))/1024/float64(nodes))
 	}
-	// The members are three more processes: their CPU time is in
-	// "outside both".
 	t.Log(res.RegisterCPU.Line("register"))
 	t.Log(res.ApplyCPU.Line("apply"))
 	t.Log(res.RolloutCPU.Line("rollout"))
+}
+
+// pids are the members' processes.
+func pids(c *natstest.Procs) []int {
+	out := make([]int, len(c.Procs))
+	for i, p := range c.Procs {
+		out[i] = p.PID()
+	}
+	return out
 }
 
 // positiveEnv reads a positive integer from name, def when unset.
@@ -132,19 +149,31 @@ func writeFile(t *testing.T, dir, name, content string) string {
 	return path
 }
 
-// watchRSS samples every member's RSS each second until the returned
-// function is called, which returns each member's peak (at once: their
-// RSS now).
-func watchRSS(t *testing.T, c *natstest.Procs) func() []uint64 {
-	peaks := make([]uint64, len(c.Procs))
+// memberPeak is the most a member held while watched: RSS in bytes and
+// client connections (/varz).
+type memberPeak struct {
+	rss         uint64
+	connections int
+}
+
+// watchMembers samples every member's RSS and connections each second
+// until the returned function is called, which returns each member's
+// peaks (at once: their figures now).
+func watchMembers(t *testing.T, c *natstest.Procs) func() []memberPeak {
+	peaks := make([]memberPeak, len(c.Procs))
 	var mu sync.Mutex // guards peaks
 	sample := func() {
-		mu.Lock()
-		defer mu.Unlock()
 		for i, p := range c.Procs {
-			if b, err := p.RSS(); err == nil {
-				peaks[i] = max(peaks[i], b)
+			rss, rerr := p.RSS()
+			conns, cerr := connections(p)
+			mu.Lock()
+			if rerr == nil {
+				peaks[i].rss = max(peaks[i].rss, rss)
 			}
+			if cerr == nil {
+				peaks[i].connections = max(peaks[i].connections, conns)
+			}
+			mu.Unlock()
 		}
 	}
 	stop := make(chan struct{})
@@ -163,7 +192,7 @@ func watchRSS(t *testing.T, c *natstest.Procs) func() []uint64 {
 		}
 	}()
 	var once sync.Once
-	finish := func() []uint64 {
+	finish := func() []memberPeak {
 		once.Do(func() {
 			close(stop)
 			<-done
@@ -171,10 +200,28 @@ func watchRSS(t *testing.T, c *natstest.Procs) func() []uint64 {
 		sample()
 		mu.Lock()
 		defer mu.Unlock()
-		return append([]uint64(nil), peaks...)
+		return append([]memberPeak(nil), peaks...)
 	}
 	t.Cleanup(func() { finish() })
 	return finish
+}
+
+// connections is the member's client connection count (/varz), MQTT
+// clients included.
+func connections(p *natstest.Proc) (int, error) {
+	client := http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get(p.Monitor("/varz"))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Connections int `json:"connections"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		return 0, fmt.Errorf("%s: %w", p.Monitor("/varz"), err)
+	}
+	return v.Connections, nil
 }
 
 // goBuild builds pkg into out.
