@@ -140,9 +140,10 @@ test-cluster-ha: ## the same cluster with two HA controllers on etcd (the leader
 
 .PHONY: bench-scale-cluster
 SCALE_CLUSTER_NODES ?= 50000
-SCALE_CLUSTER_SIM_FLAGS ?= --subscribe-qos 0
-bench-scale-cluster: ## fleet scale benchmark on three nats-server processes (built from the module): controller serving their auth callout, SCALE_CLUSTER_NODES devices (default 50000) in processes of 15,000 spread over the members; logs each member's peak RSS per device
-	EDGESET_SCALE_CLUSTER=1 EDGESET_SCALE_CLUSTER_NODES=$(SCALE_CLUSTER_NODES) EDGESET_SCALE_CLUSTER_SIM_FLAGS="$(SCALE_CLUSTER_SIM_FLAGS)" $(GO) test -count=1 -timeout 60m -run '^TestScaleCluster$$' -v ./sim/scale/
+SCALE_CLUSTER_RAMP ?=
+SCALE_CLUSTER_SIM_FLAGS ?=
+bench-scale-cluster: ## fleet scale benchmark on three nats-server processes (built from the module): controller serving their auth callout, SCALE_CLUSTER_NODES devices (default 50000, QoS 0 both ways) in processes of 15,000 spread over the members, SCALE_CLUSTER_RAMP per second (default 2000); logs the members' CPU, peak RSS and JetStream writes per device
+	EDGESET_SCALE_CLUSTER=1 EDGESET_SCALE_CLUSTER_NODES=$(SCALE_CLUSTER_NODES) EDGESET_SCALE_CLUSTER_RAMP=$(SCALE_CLUSTER_RAMP) EDGESET_SCALE_CLUSTER_SIM_FLAGS="$(SCALE_CLUSTER_SIM_FLAGS)" $(GO) test -count=1 -timeout 60m -run '^TestScaleCluster$$' -v ./sim/scale/
 
 .PHONY: test-ha
 HA_NODES ?= 150

@@ -61,6 +61,9 @@ type Options struct {
 	// (edgeagent.NodeOptions.SubscribeAtMostOnce): set it on a NATS
 	// cluster.
 	SubscribeAtMostOnce bool
+	// PublishAtMostOnce publishes at QoS 0 instead of 1
+	// (edgeagent.NodeOptions.PublishAtMostOnce): set it on a NATS cluster.
+	PublishAtMostOnce bool
 	// Logger receives the agents' warnings; default discard.
 	Logger *slog.Logger
 }
@@ -187,6 +190,7 @@ func (f *Fleet) newDevice(i int) (*device, error) {
 		},
 		Status:              d.status,
 		SubscribeAtMostOnce: f.opts.SubscribeAtMostOnce,
+		PublishAtMostOnce:   f.opts.PublishAtMostOnce,
 	}, d.rt)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: %w", err)

@@ -61,6 +61,11 @@ type Options struct {
 	// device processes), wherever the devices run: set it on a NATS
 	// cluster, where a QoS 1 subscription is a JetStream consumer each.
 	SubscribeAtMostOnce bool
+	// PublishAtMostOnce publishes every device's messages at QoS 0
+	// (sim.Options.PublishAtMostOnce; --publish-qos 0), wherever the
+	// devices run: set it on a NATS cluster, which stores every QoS 1
+	// publish in a replicated JetStream stream.
+	PublishAtMostOnce bool
 	// BrokerPIDs are the external broker's processes (a cluster's
 	// members), whose CPU time each phase reports (PhaseCPU.Brokers);
 	// they must run through the whole benchmark.
@@ -335,21 +340,27 @@ func (b *bench) startFleet(ctx context.Context) (devices, error) {
 
 // localFleet is the fleet of a run whose devices run in this process:
 // every device on brokerURL's brokers (comma-separated), each from a
-// loopback address of its own, with the subscriptions' QoS of o.
+// loopback address of its own, with the subscriptions' and publishes'
+// QoS of o.
 func (o Options) localFleet(brokerURL string, secret []byte) sim.Options {
 	src, _ := sim.ParseSourceRange("127.0.0.2-127.0.0.254")
 	return sim.Options{
 		BrokerURLs: strings.Split(brokerURL, ","), Nodes: o.Nodes, Tokens: sim.SecretTokens(secret),
 		Ramp: o.Ramp, SourceAddrs: src, SubscribeAtMostOnce: o.SubscribeAtMostOnce,
+		PublishAtMostOnce: o.PublishAtMostOnce,
 	}
 }
 
 // deviceCommand is DeviceCommand with the flags every device process
-// shares: --subscribe-qos 0 with SubscribeAtMostOnce.
+// shares: --subscribe-qos 0 with SubscribeAtMostOnce, --publish-qos 0
+// with PublishAtMostOnce.
 func (o Options) deviceCommand() []string {
 	cmd := append([]string(nil), o.DeviceCommand...)
 	if o.SubscribeAtMostOnce {
 		cmd = append(cmd, "--subscribe-qos", "0")
+	}
+	if o.PublishAtMostOnce {
+		cmd = append(cmd, "--publish-qos", "0")
 	}
 	return cmd
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ const (
 	envClusterSimFlags  = "EDGESET_SCALE_CLUSTER_SIM_FLAGS"
 	envClusterRamp      = "EDGESET_SCALE_CLUSTER_RAMP"
 	envClusterQoS       = "EDGESET_SCALE_CLUSTER_SUBSCRIBE_QOS"
+	envClusterPubQoS    = "EDGESET_SCALE_CLUSTER_PUBLISH_QOS"
 )
 
 // devicesPerProcess keeps every device process under the 20,000 files
@@ -84,25 +86,23 @@ func TestScaleCluster(t *testing.T) {
 	ramp := float64(positiveEnv(t, envClusterRamp, 2000))
 	base := watchMembers(t, cluster)() // the members before any device
 	peaks := watchMembers(t, cluster)
-	// Devices subscribe at QoS 0, as docs/scale-out.md recommends on NATS
-	// (a QoS 1 subscription is a replicated JetStream consumer each), in
-	// this process as in device processes; 1 measures the other choice.
-	qos := os.Getenv(envClusterQoS)
-	if qos != "" && qos != "0" && qos != "1" {
-		t.Fatalf("%s=%q: want 0 or 1", envClusterQoS, qos)
-	}
+	// Devices subscribe and publish at QoS 0, as docs/scale-out.md
+	// recommends on NATS (a QoS 1 subscription is a replicated JetStream
+	// consumer each, a QoS 1 publish a replicated store), in this process
+	// as in device processes; 1 measures the other choice.
+	subQoS, pubQoS := qosEnv(t, envClusterQoS), qosEnv(t, envClusterPubQoS)
 	device := append([]string{simBin, "--bench-devices", "--log-level", "warn"}, strings.Fields(os.Getenv(envClusterSimFlags))...)
 	res, err := Run(context.Background(), Options{
 		Nodes: nodes, Ramp: ramp, HostCommand: []string{os.Args[0], "-test.run=^$"}, DataDir: dir,
 		BrokerURL: strings.Join(cluster.MQTTURLs(), ","), DeviceProcesses: procs, DeviceCommand: device,
-		DeviceBrokers: cluster.MQTTURLs(), SubscribeAtMostOnce: qos != "1", BrokerPIDs: pids(cluster), Timeout: time.Duration(positiveEnv(t, "EDGESET_SCALE_CLUSTER_PHASE_TIMEOUT_SECONDS", 600)) * time.Second, Progress: testWriter{t},
+		DeviceBrokers: cluster.MQTTURLs(), SubscribeAtMostOnce: subQoS == 0, PublishAtMostOnce: pubQoS == 0, BrokerPIDs: pids(cluster), Timeout: time.Duration(positiveEnv(t, "EDGESET_SCALE_CLUSTER_PHASE_TIMEOUT_SECONDS", 600)) * time.Second, Progress: testWriter{t},
 	})
 	peak := peaks()
 	if err != nil {
 		t.Fatalf("benchmark: %v", err)
 	}
-	t.Logf("nodes %d in %d device processes (ramp %.2fs, connect p50 %.3fs p99 %.3fs max %.3fs)", res.Nodes, procs,
-		res.RampSeconds, res.Fleet.ConnectSeconds.P50, res.Fleet.ConnectSeconds.P99, res.Fleet.ConnectSeconds.Max)
+	t.Logf("nodes %d in %d device processes, subscribing at QoS %d, publishing at QoS %d (ramp %.2fs, connect p50 %.3fs p99 %.3fs max %.3fs)",
+		res.Nodes, procs, subQoS, pubQoS, res.RampSeconds, res.Fleet.ConnectSeconds.P50, res.Fleet.ConnectSeconds.P99, res.Fleet.ConnectSeconds.Max)
 	t.Logf("registered after ramp   %.2fs", res.RegisterSeconds)
 	t.Logf("apply -> all running    %.2fs", res.ApplySeconds)
 	t.Logf("rollout (maxUnav. 10%%)  %.2fs", res.RolloutSeconds)
@@ -117,6 +117,56 @@ func TestScaleCluster(t *testing.T) {
 	t.Log(res.RegisterCPU.Line("register"))
 	t.Log(res.ApplyCPU.Line("apply"))
 	t.Log(res.RolloutCPU.Line("rollout"))
+	logJetStream(t, cluster, nodes)
+}
+
+// logJetStream logs what the run cost JetStream: the messages stored in
+// each MQTT stream (its last sequence, replicated to every member) per
+// device, as the first member reports them, and each member's
+// JetStream API requests and errors.
+func logJetStream(t *testing.T, c *natstest.Procs, nodes int) {
+	for i, p := range c.Procs {
+		var jsz struct {
+			API struct {
+				Total  uint64 `json:"total"`
+				Errors uint64 `json:"errors"`
+			} `json:"api"`
+			Accounts []struct {
+				Streams []struct {
+					Name  string `json:"name"`
+					State struct {
+						LastSeq uint64 `json:"last_seq"`
+					} `json:"state"`
+				} `json:"stream_detail"`
+			} `json:"account_details"`
+		}
+		if err := getJSON(p.Monitor("/jsz?accounts=true&streams=true"), &jsz); err != nil {
+			t.Logf("member s%d: %v", i, err)
+			continue
+		}
+		var streams []string
+		for _, a := range jsz.Accounts {
+			for _, st := range a.Streams {
+				streams = append(streams, fmt.Sprintf("%s %d (%.2f per device)", st.Name, st.State.LastSeq, float64(st.State.LastSeq)/float64(nodes)))
+			}
+		}
+		sort.Strings(streams)
+		t.Logf("member s%d: JetStream API %d requests, %d errors; streams it hosts: %s", i, jsz.API.Total, jsz.API.Errors, strings.Join(streams, ", "))
+	}
+}
+
+// getJSON decodes the JSON document at url into v.
+func getJSON(url string, v any) error {
+	client := http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("%s: %w", url, err)
+	}
+	return nil
 }
 
 // pids are the members' processes.
@@ -126,6 +176,19 @@ func pids(c *natstest.Procs) []int {
 		out[i] = p.PID()
 	}
 	return out
+}
+
+// qosEnv reads a QoS, 0 or 1, from name: 0 when unset.
+func qosEnv(t *testing.T, name string) int {
+	switch s := os.Getenv(name); s {
+	case "", "0":
+		return 0
+	case "1":
+		return 1
+	default:
+		t.Fatalf("%s=%q: want 0 or 1", name, s)
+		return 0
+	}
 }
 
 // positiveEnv reads a positive integer from name, def when unset.
@@ -209,19 +272,11 @@ func watchMembers(t *testing.T, c *natstest.Procs) func() []memberPeak {
 // connections is the member's client connection count (/varz), MQTT
 // clients included.
 func connections(p *natstest.Proc) (int, error) {
-	client := http.Client{Timeout: 5 * time.Second}
-	resp, err := client.Get(p.Monitor("/varz"))
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
 	var v struct {
 		Connections int `json:"connections"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
-		return 0, fmt.Errorf("%s: %w", p.Monitor("/varz"), err)
-	}
-	return v.Connections, nil
+	err := getJSON(p.Monitor("/varz"), &v)
+	return v.Connections, err
 }
 
 // goBuild builds pkg into out.

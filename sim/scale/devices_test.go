@@ -38,25 +38,30 @@ func TestSharesBalanceBrokers(t *testing.T) {
 	}
 }
 
-// TestSubscribeAtMostOnceReachesEveryDevice: the QoS a run asks of its
-// devices holds whether they run in this process or in device processes
-// (a fleet in this process once kept QoS 1 on a NATS cluster, and its
-// per-device JetStream consumers kept 1,000 devices from registering).
-func TestSubscribeAtMostOnceReachesEveryDevice(t *testing.T) {
+// TestAtMostOnceReachesEveryDevice: the QoS a run asks of its devices'
+// subscriptions and publishes holds whether they run in this process or
+// in device processes (a fleet in this process once kept QoS 1 on a NATS
+// cluster, and its per-device JetStream consumers kept 1,000 devices from
+// registering).
+func TestAtMostOnceReachesEveryDevice(t *testing.T) {
 	secret := []byte("0123456789abcdef0123456789abcdef")
+	base := []string{"edgeset-sim", "--bench-devices"}
 	tests := []struct {
-		name       string
-		atMostOnce bool
-		wantFlags  []string
+		name               string
+		subscribe, publish bool
+		wantFlags          []string
 	}{
-		{"QoS 0", true, []string{"edgeset-sim", "--bench-devices", "--subscribe-qos", "0"}},
-		{"QoS 1 (the default)", false, []string{"edgeset-sim", "--bench-devices"}},
+		{"QoS 1 (the default)", false, false, base},
+		{"subscriptions at QoS 0", true, false, append(base[:2:2], "--subscribe-qos", "0")},
+		{"publishes at QoS 0", false, true, append(base[:2:2], "--publish-qos", "0")},
+		{"both at QoS 0", true, true, append(base[:2:2], "--subscribe-qos", "0", "--publish-qos", "0")},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			o := Options{Nodes: 3, Ramp: 10, DeviceCommand: []string{"edgeset-sim", "--bench-devices"}, SubscribeAtMostOnce: tc.atMostOnce}
+			o := Options{Nodes: 3, Ramp: 10, DeviceCommand: base, SubscribeAtMostOnce: tc.subscribe, PublishAtMostOnce: tc.publish}
 			local := o.localFleet("tcp://a:1883,tcp://b:1883", secret)
-			assert.Equal(t, tc.atMostOnce, local.SubscribeAtMostOnce, "fleet in this process")
+			assert.Equal(t, tc.subscribe, local.SubscribeAtMostOnce, "fleet in this process: subscriptions")
+			assert.Equal(t, tc.publish, local.PublishAtMostOnce, "fleet in this process: publishes")
 			assert.Equal(t, []string{"tcp://a:1883", "tcp://b:1883"}, local.BrokerURLs)
 			assert.Equal(t, tc.wantFlags, o.deviceCommand(), "device process command")
 			assert.Equal(t, []string{"edgeset-sim", "--bench-devices"}, o.DeviceCommand, "DeviceCommand itself unchanged")
