@@ -86,6 +86,7 @@ func TestScaleCluster(t *testing.T) {
 	ramp := float64(positiveEnv(t, envClusterRamp, 2000))
 	base := watchMembers(t, cluster)() // the members before any device
 	peaks := watchMembers(t, cluster)
+	cpuBefore := membersCPU(t, cluster)
 	// Devices subscribe and publish at QoS 0, as docs/scale-out.md
 	// recommends on NATS (a QoS 1 subscription is a replicated JetStream
 	// consumer each, a QoS 1 publish a replicated store), in this process
@@ -98,6 +99,7 @@ func TestScaleCluster(t *testing.T) {
 		DeviceBrokers: cluster.MQTTURLs(), SubscribeAtMostOnce: subQoS == 0, PublishAtMostOnce: pubQoS == 0, BrokerPIDs: pids(cluster), Timeout: time.Duration(positiveEnv(t, "EDGESET_SCALE_CLUSTER_PHASE_TIMEOUT_SECONDS", 600)) * time.Second, Progress: testWriter{t},
 	})
 	peak := peaks()
+	cpuAfter := membersCPU(t, cluster)
 	if err != nil {
 		t.Fatalf("benchmark: %v", err)
 	}
@@ -110,9 +112,9 @@ func TestScaleCluster(t *testing.T) {
 	t.Logf("rollout MQTT bytes/node %.0f", res.RolloutBytesPerNode)
 	for i, m := range peak {
 		held := max(m.connections, 1)
-		t.Logf("broker member s%d RSS %.1f MiB before the devices, peak %.1f MiB: %.1f KiB per device it holds (%d connections at most), %.1f KiB per device of the fleet",
+		t.Logf("broker member s%d RSS %.1f MiB before the devices, peak %.1f MiB: %.1f KiB per device it holds (%d connections at most), %.1f KiB per device of the fleet; CPU %.1fs during the run",
 			i, float64(base[i].rss)/(1<<20), float64(m.rss)/(1<<20), float64(m.rss-min(m.rss, base[i].rss))/1024/float64(held), m.connections,
-			float64(m.rss-min(m.rss, base[i].rss))/1024/float64(nodes))
+			float64(m.rss-min(m.rss, base[i].rss))/1024/float64(nodes), cpuAfter[i].Sub(cpuBefore[i]).Total())
 	}
 	t.Log(res.RegisterCPU.Line("register"))
 	t.Log(res.ApplyCPU.Line("apply"))
@@ -137,6 +139,9 @@ func logJetStream(t *testing.T, c *natstest.Procs, nodes int) {
 					State struct {
 						LastSeq uint64 `json:"last_seq"`
 					} `json:"state"`
+					Cluster struct {
+						Leader string `json:"leader"`
+					} `json:"cluster"`
 				} `json:"stream_detail"`
 			} `json:"account_details"`
 		}
@@ -147,7 +152,8 @@ func logJetStream(t *testing.T, c *natstest.Procs, nodes int) {
 		var streams []string
 		for _, a := range jsz.Accounts {
 			for _, st := range a.Streams {
-				streams = append(streams, fmt.Sprintf("%s %d (%.2f per device)", st.Name, st.State.LastSeq, float64(st.State.LastSeq)/float64(nodes)))
+				streams = append(streams, fmt.Sprintf("%s %d (%.2f per device, leader %s)", st.Name, st.State.LastSeq,
+					float64(st.State.LastSeq)/float64(nodes), st.Cluster.Leader))
 			}
 		}
 		sort.Strings(streams)
@@ -167,6 +173,18 @@ func getJSON(url string, v any) error {
 		return fmt.Errorf("%s: %w", url, err)
 	}
 	return nil
+}
+
+// membersCPU reads every member's CPU time so far.
+func membersCPU(t *testing.T, c *natstest.Procs) []CPUTime {
+	out := make([]CPUTime, len(c.Procs))
+	for i, p := range c.Procs {
+		var err error
+		if out[i], err = ProcessCPU(p.PID()); err != nil {
+			t.Fatalf("member s%d: %v", i, err)
+		}
+	}
+	return out
 }
 
 // pids are the members' processes.
