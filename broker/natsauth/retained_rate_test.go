@@ -83,7 +83,7 @@ func TestRetainedPublishThroughput(t *testing.T) {
 		}
 		wg.Wait()
 		written := time.Since(start)
-		checkfor.Eventually(t, 5*time.Minute, 5*time.Millisecond, func() error {
+		checkfor.Eventually(t, 10*time.Minute, 5*time.Millisecond, func() error {
 			if d := got.Load(); d < int64(n) {
 				return fmt.Errorf("%s: %d of %d delivered", tc.name, d, n)
 			}
@@ -93,6 +93,77 @@ func TestRetainedPublishThroughput(t *testing.T) {
 		t.Logf("%s (retained stream leader s%d, subscriber on s%d): %d retained publishes sent in %s, all delivered in %s: %.0f per second",
 			tc.name, leader, tc.subscriber, n, written.Round(time.Millisecond), all.Round(time.Millisecond), float64(n)/all.Seconds())
 	}
+	for round, atMostOnce := range []bool{false, true} {
+		f.burstsOfThree(t, fmt.Sprintf("bursts/q%d/", round), n/3, atMostOnce, leader)
+	}
+}
+
+// burstsOfThree connects clients (nodes' share: 20 at a time, on the
+// servers other than the retained stream's leader) that each publish
+// three retained messages back to back, as an agent announces itself
+// (presence, status, observed state), at QoS 0 with atMostOnce; a
+// subscriber on the leader's server counts the deliveries. It logs the
+// time until all were delivered and how many of the retained copies a
+// later subscriber finds (a store that timed out is delivered but not
+// kept).
+func (f *fleet) burstsOfThree(t *testing.T, prefix string, clients int, atMostOnce bool, leader int) {
+	t.Helper()
+	var got atomic.Int64
+	f.mqttClient(t, leader, prefix+"sub", false, prefix+"+", func() { got.Add(1) })
+	var others []int
+	for i := range f.cluster.Servers {
+		if i != leader {
+			others = append(others, i)
+		}
+	}
+	waitInterest(t, f.cluster, others, natsauth.Subject(prefix+"x"))
+	start := time.Now()
+	sem := make(chan struct{}, 20)
+	var wg sync.WaitGroup
+	for i := range clients {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			c := f.mqttClient(t, others[i%len(others)], fmt.Sprintf("%sc%d", prefix, i), atMostOnce, "", nil)
+			var burst []mqttclient.Message
+			for k := range 3 {
+				burst = append(burst, mqttclient.Message{Topic: fmt.Sprintf("%s%06d-%d", prefix, i, k), Payload: make([]byte, 300), Retained: true})
+			}
+			require.NoError(t, c.PublishAll(context.Background(), burst))
+		})
+	}
+	wg.Wait()
+	checkfor.Eventually(t, 10*time.Minute, 5*time.Millisecond, func() error {
+		if d := got.Load(); d < int64(3*clients) {
+			return fmt.Errorf("%d of %d delivered", d, 3*clients)
+		}
+		return nil
+	})
+	all := time.Since(start)
+	// A later subscriber gets the retained copies, then the fence, a live
+	// message its server delivers after the replay.
+	var kept atomic.Int64
+	var fenced atomic.Bool
+	fence := prefix + "zz-fence"
+	f.mqttClientFunc(t, leader, prefix+"later", prefix+"+", func(topic string) {
+		if topic == fence {
+			fenced.Store(true)
+			return
+		}
+		kept.Add(1)
+	})
+	fencer := f.mqttClient(t, leader, prefix+"fencer", false, "", nil)
+	checkfor.Eventually(t, waitFor, 50*time.Millisecond, func() error {
+		if err := fencer.Publish(context.Background(), fence, []byte("f"), false); err != nil {
+			return err
+		}
+		if !fenced.Load() {
+			return fmt.Errorf("no fence yet")
+		}
+		return nil
+	})
+	t.Logf("QoS %d, %d connections publishing 3 retained messages back to back: all %d delivered in %s; %d retained copies kept",
+		map[bool]int{false: 1, true: 0}[atMostOnce], clients, 3*clients, all.Round(time.Millisecond), kept.Load())
 }
 
 // waitInterest waits until each of servers knows of a subscriber to
@@ -137,6 +208,22 @@ func streamLeader(t *testing.T, c *natstest.Cluster, name string) int {
 // (when set) with each message counted by received.
 func (f *fleet) mqttClient(t *testing.T, server int, id string, atMostOnce bool, filter string, received func()) *mqttclient.Client {
 	t.Helper()
+	return f.runClient(t, server, id, atMostOnce, filter, func(string) {
+		if received != nil {
+			received()
+		}
+	})
+}
+
+// mqttClientFunc is mqttClient publishing at QoS 1, handing each
+// message's topic to received.
+func (f *fleet) mqttClientFunc(t *testing.T, server int, id, filter string, received func(topic string)) *mqttclient.Client {
+	t.Helper()
+	return f.runClient(t, server, id, false, filter, received)
+}
+
+func (f *fleet) runClient(t *testing.T, server int, id string, atMostOnce bool, filter string, received func(topic string)) *mqttclient.Client {
+	t.Helper()
 	connected := make(chan struct{}, 1)
 	opts := mqttclient.Options{BrokerURLs: f.cluster.MQTTURLs()[server : server+1], ClientID: id,
 		Username: credential.ControllerUsername, Password: credential.ControllerToken(f.secret),
@@ -149,7 +236,7 @@ func (f *fleet) mqttClient(t *testing.T, server int, id string, atMostOnce bool,
 		}}
 	if filter != "" {
 		opts.Subscriptions = []mqttclient.Subscription{{Filter: filter, QoS: 0}}
-		opts.Handler = func(string, []byte) { received() }
+		opts.Handler = func(topic string, _ []byte) { received(topic) }
 		opts.NoCoalesce = func(string) bool { return true } // count every message
 		opts.EventBuffer = 1 << 20
 	}

@@ -145,7 +145,7 @@ listen: 127.0.0.1:%[10]s
 %[12]sjetstream {
   store_dir: %[2]q
   max_memory_store: 64MB
-  max_file_store: 1GB
+  max_file_store: 10GB
 }
 cluster {
   name: edgeset
