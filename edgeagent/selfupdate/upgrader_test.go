@@ -63,10 +63,10 @@ func upgradeTemplate(version string, bin Build, deadline string) schema.PodTempl
 	p := Platform()
 	return schema.PodTemplateSpec{
 		Metadata: schema.ObjectMeta{Annotations: map[string]string{
-			schema.AnnotationAgentVersion:            version,
-			schema.AnnotationAgentDigestPrefix + p:   bin.Digest,
-			schema.AnnotationAgentTrialDeadline:      deadline,
-			schema.AnnotationAgentTrialAttempts:      "2",
+			schema.AnnotationAgentVersion:          version,
+			schema.AnnotationAgentDigestPrefix + p: bin.Digest,
+			schema.AnnotationAgentTrialDeadline:    deadline,
+			schema.AnnotationAgentTrialAttempts:    "2",
 		}},
 		Spec: schema.PodSpec{Containers: []schema.Container{{Name: p, Image: schema.AgentBinaryImage(version, p, bin.Digest)}}},
 	}
