@@ -45,7 +45,7 @@ func (a *Agent) syncSelf(ctx context.Context, p *pass, k instanceKey) schema.Ins
 		a.idleSelf()
 		st = SelfStatus{Phase: schema.PhasePending, Message: "waiting for revision " + k.Revision}
 	case a.cfg.SelfUpgrade == nil:
-		st = SelfStatus{Phase: schema.PhaseRefused, Message: "this agent does not upgrade itself (it runs without a binary of its own, as a simulator or a test)"}
+		st = withoutSelfUpgrade(rev.Template)
 	default:
 		st = a.cfg.SelfUpgrade.SyncSelf(k.Revision, rev.Template, a.poke)
 	}
@@ -68,4 +68,15 @@ func (a *Agent) idleSelf() {
 	if a.cfg.SelfUpgrade != nil {
 		a.cfg.SelfUpgrade.SyncSelf("", schema.PodTemplateSpec{}, a.poke)
 	}
+}
+
+// withoutSelfUpgrade is the status of the agent's own instance on an
+// agent that cannot upgrade itself (a simulator, a test, a binary whose
+// path is unknown): the baseline revision is what it runs; any other is
+// Refused.
+func withoutSelfUpgrade(t schema.PodTemplateSpec) SelfStatus {
+	if up, err := schema.ParseAgentUpgrade(t); err == nil && up.Baseline() {
+		return SelfStatus{Phase: schema.PhaseRunning, Ready: true, Message: "agent " + schema.Version + " (the baseline revision keeps the installed agent)"}
+	}
+	return SelfStatus{Phase: schema.PhaseRefused, Message: "this agent does not upgrade itself (it runs without a binary of its own, as a simulator or a test)"}
 }
