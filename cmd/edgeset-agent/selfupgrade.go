@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -18,16 +17,18 @@ import (
 )
 
 // servesAgent reports whether args (without the program name) run the
-// agent itself, rather than a subcommand, help or the version: only then
-// does a start count as a start of a binary on trial.
+// agent itself, rather than a subcommand (always the first argument: the
+// root's flags are not inherited), help or the version: only then does a
+// start count as a start of a binary on trial.
 func servesAgent(args []string) bool {
+	if len(args) > 0 && slices.Contains([]string{"version", "enroll", "help", "completion"}, args[0]) {
+		return false
+	}
 	for _, a := range args {
 		switch {
 		case a == "--":
 			return true
-		case a == "--help" || a == "-h" || a == "--version" || a == "-v" || strings.HasPrefix(a, "--version="):
-			return false
-		case !strings.HasPrefix(a, "-") && slices.Contains([]string{"version", "enroll", "help", "completion"}, a):
+		case a == "--help" || a == "-h" || a == "--version" || a == "-v":
 			return false
 		}
 	}
