@@ -232,7 +232,8 @@ func (d *device) status(context.Context) schema.NodeStatus {
 	return schema.NodeStatus{
 		Labels: labels, Taints: d.profile.Taints,
 		Conditions: []schema.NodeCondition{{Type: schema.NodeReady, Status: schema.ConditionTrue}},
-		Info:       schema.NodeInfo{AgentVersion: schema.Version},
+		Info: schema.NodeInfo{AgentVersion: schema.Version, OS: labels[schema.LabelOS], Arch: labels[schema.LabelArch],
+			Runtime: "sim"},
 	}
 }
 
