@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/viper"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/edgeset/edgeset/edgeagent"
@@ -64,7 +63,7 @@ func newRootCmdBoot(stderr io.Writer, boot *selfupdate.Boot) *cobra.Command {
 // newCommand builds the command with its flags, environment and config
 // file bound; runFn receives the merged configuration.
 func newCommand(runFn func(ctx context.Context, fc fileConfig, source string) error) *cobra.Command {
-	v := viper.New()
+	v := cliconfig.New(envNames)
 	cmd := &cobra.Command{
 		Use:   "edgeset-agent",
 		Short: "Run the edgeset agent: announce this device and run its daemons",
@@ -73,8 +72,9 @@ its labels, taints, capacity and health, and runs the daemons the controller
 assigns to it through the container runtime, also while the broker is away.
 
 Every flag is also a key of the config file (--config) and an environment
-variable: --node-name is node-name and EDGESET_NODE_NAME. Precedence: flag,
-environment, config file, default.`,
+variable: --node-name is node-name and EDGESET_NODE_NAME (but the node token
+is EDGESET_NODE_TOKEN or EDGESET_NODE_TOKEN_FILE: EDGESET_TOKEN is edgesetctl's
+API token). Precedence: flag, environment, config file, default.`,
 		Version:       schema.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
