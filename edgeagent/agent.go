@@ -73,6 +73,9 @@ type Config struct {
 	// SeccompProfileDir holds the profiles of seccompProfile type
 	// Localhost; default DefaultSeccompProfileDir, the kubelet's.
 	SeccompProfileDir string
+	// SelfUpgrade, when set, upgrades the agent's own binary for the
+	// reserved daemonset schema.AgentDaemonSet (selfupgrade.go).
+	SelfUpgrade SelfUpgrader
 
 	// republished, when set, is called on the agent's goroutine after it
 	// reported again for a republished desired state (handleDesired); a

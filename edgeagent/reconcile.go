@@ -57,8 +57,17 @@ func (a *Agent) reconcile(ctx context.Context) time.Duration {
 	keep := a.removeLeftovers(ctx, desired, groups, surplus)
 	p := &pass{now: now, failures: a.probes.takeFailures(), active: map[probeKey]bool{}}
 	statuses := make([]schema.InstanceStatus, 0, len(desired)+len(keep))
+	self := false
 	for _, k := range desired {
+		if k.DaemonSet == schema.AgentDaemonSet { // never a container; validation allows no surge pair
+			self = true
+			statuses = append(statuses, a.syncSelf(ctx, p, k))
+			continue
+		}
 		statuses = append(statuses, a.syncInstance(ctx, p, k, groups[k], false))
+	}
+	if !self {
+		a.idleSelf()
 	}
 	for _, k := range keep {
 		statuses = append(statuses, a.syncInstance(ctx, p, k, groups[k], true))

@@ -129,6 +129,7 @@ func ValidateDaemonSet(ds *DaemonSet) error {
 		errs.add("spec.revisionHistoryLimit", "must be >= 0, not %d", *l)
 	}
 	validateRollout(&errs, ds)
+	validateAgentDaemonSet(&errs, ds)
 	return errs.err()
 }
 

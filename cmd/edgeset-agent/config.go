@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/edgeset/edgeset/edgeagent"
+	"github.com/edgeset/edgeset/edgeagent/selfupdate"
 	"github.com/edgeset/edgeset/internal/cliconfig"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
@@ -169,6 +170,8 @@ type settings struct {
 	telemetry bool
 	// images: fetch images from the controller (image-url); zero: off.
 	images imageSettings
+	// boot is what selfupdate.Start found; nil: no self-upgrade.
+	boot *selfupdate.Boot
 }
 
 // resolve validates fc and turns it into settings, reporting every problem,

@@ -13,26 +13,49 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/edgeset/edgeset/edgeagent"
+	"github.com/edgeset/edgeset/edgeagent/selfupdate"
 	"github.com/edgeset/edgeset/internal/cliconfig"
 	"github.com/edgeset/edgeset/schema"
 )
 
 func main() {
-	if err := newRootCmd(os.Stderr).Execute(); err != nil {
+	// The trial record comes first, before the flags and the config are
+	// read: a new version that cannot read them must still count its
+	// starts and roll back (edgeagent/selfupdate).
+	var boot *selfupdate.Boot
+	if servesAgent(os.Args[1:]) {
+		var err error
+		if boot, err = startSelf(os.Stderr); errors.Is(err, selfupdate.ErrRestart) {
+			os.Exit(selfupdate.ExitRestart)
+		}
+	}
+	err := newRootCmdBoot(os.Stderr, boot).Execute()
+	if errors.Is(err, selfupdate.ErrRestart) {
+		fmt.Fprintln(os.Stderr, "edgeset-agent: restarting into another agent binary")
+		os.Exit(selfupdate.ExitRestart)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "edgeset-agent:", err)
 		os.Exit(1)
 	}
 }
 
-// newRootCmd is the edgeset-agent command: load, resolve, run.
-func newRootCmd(stderr io.Writer) *cobra.Command {
+// newRootCmd is the edgeset-agent command: load, resolve, run, without
+// self-upgrade.
+func newRootCmd(stderr io.Writer) *cobra.Command { return newRootCmdBoot(stderr, nil) }
+
+// newRootCmdBoot is newRootCmd that upgrades the agent from boot
+// (selfupdate.Start's; nil: no self-upgrade).
+func newRootCmdBoot(stderr io.Writer, boot *selfupdate.Boot) *cobra.Command {
 	return newCommand(func(ctx context.Context, fc fileConfig, source string) error {
 		s, err := fc.resolve(os.Hostname)
 		if err != nil {
 			return fmt.Errorf("config (%s): %w", source, err)
 		}
+		s.boot = boot
 		return run(ctx, s, source, stderr)
 	})
 }
@@ -66,7 +89,7 @@ API token). Precedence: flag, environment, config file, default.`,
 	}
 	addFlags(cmd.Flags())
 	cliconfig.Bind(v, cmd.Flags())
-	cmd.AddCommand(newEnrollCmd())
+	cmd.AddCommand(newEnrollCmd(), newVersionCmd())
 	return cmd
 }
 
@@ -84,6 +107,13 @@ func run(ctx context.Context, s settings, source string, stderr io.Writer) error
 		return err
 	}
 	defer closeRT()
+	upgrader, err := newUpgrader(s.boot, s.images, s.node.Agent.NodeName, log)
+	if err != nil {
+		return err
+	}
+	if upgrader != nil {
+		s.node.Agent.SelfUpgrade = upgrader
+	}
 	node, err := newNode(s, rt, log)
 	if err != nil {
 		return err
@@ -91,7 +121,10 @@ func run(ctx context.Context, s settings, source string, stderr io.Writer) error
 	log.Info("edgeset-agent starting", "version", schema.Version, "node", s.node.Agent.NodeName, "config", source,
 		"broker", strings.Join(s.node.MQTT.BrokerURLs, ","), "runtime", s.runtime, "data", s.node.Agent.DataDir)
 	start := time.Now()
-	err = runNode(ctx, node, rt, s.metricsAddr, log)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return runNode(gctx, node, rt, s.metricsAddr, log) })
+	g.Go(func() error { return runUpgrader(gctx, upgrader) })
+	err = g.Wait()
 	log.Info("edgeset-agent stopped", "uptime", time.Since(start).Round(time.Second))
 	if errors.Is(err, context.Canceled) {
 		return nil
