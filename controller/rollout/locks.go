@@ -98,8 +98,8 @@ func (p *pass) judgeLock(v *nodeView) {
 	}
 	p.st.StaleLocks = putTime(p.st.StaleLocks, v.Name, l.since)
 	p.events = append(p.events, Event{Reason: ReasonUpdateLockStale, Node: v.Name, Warning: true,
-		Message: fmt.Sprintf("update lock on node %s held since %s, longer than %s: `edgesetctl rollout resume --force` overrides it",
-			v.Name, l.since.UTC().Format(time.RFC3339), p.s.UpdateLockStaleAfter)})
+		Message: fmt.Sprintf("update lock held since %s, longer than updateLockStaleAfterSeconds (%s): `rollout resume --force` overrides it",
+			l.since.UTC().Format(time.RFC3339), p.s.UpdateLockStaleAfter)})
 }
 
 // yieldDeferred gives back the place of a node whose agent deferred its

@@ -627,3 +627,13 @@ func TestSampleCountsNodesWaitingForAWindow(t *testing.T) {
 	assert.Equal(t, 6, s.Waiting)
 	assert.Equal(t, s.Total, s.Updated+s.Updating+s.Waiting+s.Offline+s.Failed)
 }
+
+// TestSampleCountsNodesHeldByLock: nodes held by their update lock wait
+// too, so the counts add up.
+func TestSampleCountsNodesHeldByLock(t *testing.T) {
+	ds := api.DaemonSet{}
+	ds.Status.Rollout = &api.RolloutStatus{Total: 10, Updated: 3, Updating: 1, Waiting: 2, WaitingForWindow: 1, HeldByLock: 3, StaleLocks: 1}
+	s := sampleOf(&ds)
+	assert.Equal(t, 6, s.Waiting)
+	assert.Equal(t, s.Total, s.Updated+s.Updating+s.Waiting+s.Offline+s.Failed)
+}
