@@ -235,7 +235,7 @@ func TestUpdateLockOnlyWhileRunning(t *testing.T) {
 		require.NoError(t, h.rt.Crash(c.ID, 1))
 	}
 	h.waitInstance(lockDS, h.v1.Hash, phaseIs(schema.PhaseCrashLoopBackOff))
-	h.clock.Advance(time.Minute) // past the restart back-off
+	h.clock.Advance(time.Minute)              // past the restart back-off
 	h.waitInstance(lockDS, h.v1.Hash, noLock) // restarted after its crash
 	_, err := os.Stat(h.lockFile(h.v1))
 	assert.True(t, errors.Is(err, os.ErrNotExist), "the crashed daemon's lock was removed: %v", err)
