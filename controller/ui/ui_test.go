@@ -276,6 +276,22 @@ func TestRolloutAction(t *testing.T) {
 	assert.Contains(t, page, `data-state="monitoring/exporter" id="ds-state">paused<`)
 }
 
+// TestDaemonSetPageShowsUpdateLocks: the daemonset page says how many
+// nodes their update lock holds, and each held instance since when.
+func TestDaemonSetPageShowsUpdateLocks(t *testing.T) {
+	u := newTestUI(t, Options{})
+	c := u.signIn()
+	since := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+	u.fake.mu.Lock()
+	ds := &u.fake.dss[0]
+	ds.Status.Rollout.HeldByLock, ds.Status.Rollout.StaleLocks = 1, 1
+	ds.Instances[2].UpdateLock = &api.UpdateLock{HeldSince: since, Stale: true}
+	u.fake.mu.Unlock()
+	page := readBody(t, u.do(http.MethodGet, "/ui/daemonsets/monitoring/exporter", nil, c, nil))
+	assert.Contains(t, page, `<dd id="update-locks">1 nodes held by their update lock, 1 stale`)
+	assert.Contains(t, page, "held by update lock since 2026-11-29T09:00:00Z (stale); ")
+}
+
 var externalRE = regexp.MustCompile(`(?i)(src|href|action)="(https?:)?//`)
 
 func TestEveryViewRenders(t *testing.T) {
