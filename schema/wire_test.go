@@ -106,7 +106,7 @@ func wireCases() []wireCase {
 			Instances: []InstanceStatus{
 				{DaemonSet: "edge/agent", Revision: "0123456789abcdef0123", Phase: PhaseRunning, Ready: true, ReadySince: &t1,
 					UpdateLock: &UpdateLockStatus{HeldSince: t0, Deferred: true}},
-				{DaemonSet: "edge/agent", Revision: hash, Phase: PhasePending, Message: "update deferred: held by its update lock since 2025-06-01T08:00:00Z"},
+				{DaemonSet: "edge/agent", Revision: hash, Phase: PhasePending, Message: "update deferred: the instance of revision 0123456789 holds its update lock (since 2025-06-01T08:00:00Z)"},
 			},
 		}, decoderFor(DecodeObservedState)},
 		{"configmap", ConfigMapMessage{SchemaVersion: WireVersion, Hash: ConfigMapHash(sampleConfigMap()), ConfigMap: sampleConfigMap()}, decoderFor(DecodeConfigMapMessage)},
