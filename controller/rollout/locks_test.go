@@ -414,8 +414,9 @@ func (sm *sim) stepChecked(t *testing.T) {
 		if e.Reason != ReasonUpdateLockStale {
 			continue
 		}
-		require.False(t, seen[e.Message], "stale lock reported twice: %s", e.Message)
-		seen[e.Message] = true
+		key := e.Node + ": " + e.Message
+		require.False(t, seen[key], "stale lock reported twice: %s", key)
+		seen[key] = true
 	}
 }
 
