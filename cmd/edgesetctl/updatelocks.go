@@ -110,14 +110,20 @@ func heldNote(ds api.DaemonSet) string {
 	if r == nil || r.HeldByLock == 0 && r.StaleLocks == 0 {
 		return ""
 	}
-	s := fmt.Sprintf("; %d held by an update lock", r.HeldByLock)
-	if held := heldNodes(ds.Instances, 3); held != "" {
-		s += " (" + held + ")"
+	var s string
+	if r.HeldByLock > 0 {
+		s = fmt.Sprintf("; %d held by an update lock", r.HeldByLock)
+		if held := heldNodes(ds.Instances, 3); held != "" {
+			s += " (" + held + ")"
+		}
+		s += ","
+	} else {
+		s = ";" // stale locks of nodes held by something else too (a closed window)
 	}
 	if r.StaleLocks > 0 {
-		s += fmt.Sprintf(", %d stale: `edgesetctl rollout resume ds %s -n %s --force` overrides them", r.StaleLocks, ds.Name, ds.Namespace)
+		s += fmt.Sprintf(" %d stale: `edgesetctl rollout resume ds %s -n %s --force` overrides them", r.StaleLocks, ds.Name, ds.Namespace)
 	}
-	return s
+	return strings.TrimSuffix(s, ",")
 }
 
 // heldNodes lists up to limit nodes whose instance reports a held lock,

@@ -106,3 +106,29 @@ func TestCLIUpdateLock(t *testing.T) {
 	nodeEvents := c.ok("events", "--for", "node/gw-0")
 	assert.Contains(t, nodeEvents, "UpdateLockOverridden")
 }
+
+func TestHeldNote(t *testing.T) {
+	since := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+	ds := func(held, stale int, ins ...api.Instance) api.DaemonSet {
+		return api.DaemonSet{Namespace: "edge", Name: "flasher", Instances: ins,
+			Status: api.DaemonSetStatus{Rollout: &api.RolloutStatus{HeldByLock: held, StaleLocks: stale}}}
+	}
+	locked := func(node string, l api.UpdateLock) api.Instance { return api.Instance{Node: node, UpdateLock: &l} }
+	tests := []struct {
+		name string
+		ds   api.DaemonSet
+		want string
+	}{
+		{"none", ds(0, 0), ""},
+		{"held", ds(1, 0, locked("gw-1", api.UpdateLock{HeldSince: since})), "; 1 held by an update lock (gw-1 since 2026-11-29T09:00:00Z)"},
+		{"stale only (its window is closed)", ds(0, 1, locked("gw-1", api.UpdateLock{HeldSince: since, Stale: true})),
+			"; 1 stale: `edgesetctl rollout resume ds flasher -n edge --force` overrides them"},
+		{"more than three, the overridden left out", ds(5, 0, locked("a", api.UpdateLock{HeldSince: since}), locked("b", api.UpdateLock{HeldSince: since}),
+			locked("c", api.UpdateLock{HeldSince: since, Overridden: true}), locked("d", api.UpdateLock{HeldSince: since}),
+			locked("e", api.UpdateLock{HeldSince: since}), locked("f", api.UpdateLock{HeldSince: since})),
+			"; 5 held by an update lock (a since 2026-11-29T09:00:00Z; b since 2026-11-29T09:00:00Z; d since 2026-11-29T09:00:00Z; 2 more)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { assert.Equal(t, tc.want, heldNote(tc.ds)) })
+	}
+}
