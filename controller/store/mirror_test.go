@@ -203,6 +203,7 @@ var (
 		"PutEnrollment": true, "UpdateEnrollment": true, "DeleteEnrollment": true,
 		"Probe": true, "Update": true,
 		"PutUser": true, "DeleteUser": true, "AppendAudit": true, "FinishAudit": true, "BumpNodeEpoch": true,
+		"PutKeySet": true,
 	}
 	readMethods = map[string]bool{
 		"Backup": true, "ListConfigMaps": true, "ListSecrets": true, "GetConfigMap": true, "GetSecret": true,
@@ -212,6 +213,7 @@ var (
 		"GetRevision": true, "RevisionsByHash": true, "ListRevisions": true, "GetRolloutParts": true,
 		"Available": true, "Path": true, "Close": true, "FailWrites": true, "View": true,
 		"ListEnrollments": true, "ListUsers": true, "ListAudit": true, "NodeEpochs": true,
+		"KeySet": true,
 	}
 )
 
@@ -332,4 +334,9 @@ func TestReplicateMirrorsEveryWrite(t *testing.T) {
 	must(err)
 	_, err = s.BumpNodeEpoch("n1")
 	must(err)
+	must(s.PutKeySet([]byte(`{"version":1}`)))
+	must(s.PutKeySet([]byte(`{"version":2}`)))
+	env, err := s.KeySet()
+	must(err)
+	assert.Equal(t, `{"version":2}`, string(env))
 }
