@@ -23,9 +23,9 @@ var (
 // max; a repeated one (Seq already handed out or held) is dropped. Not
 // safe for concurrent use.
 type inputSequencer struct {
-	next int                        // the Seq handed out next
-	held map[int]schema.ExecInput   // arrived early, by Seq
-	max  int                        // bound of held
+	next int                      // the Seq handed out next
+	held map[int]schema.ExecInput // arrived early, by Seq
+	max  int                      // bound of held
 }
 
 func newInputSequencer(max int) *inputSequencer {

@@ -202,7 +202,7 @@ var (
 		"PutConfigMap": true, "PutSecret": true, "DeleteConfigMap": true, "DeleteSecret": true,
 		"PutEnrollment": true, "UpdateEnrollment": true, "DeleteEnrollment": true,
 		"Probe": true, "Update": true,
-		"PutUser": true, "DeleteUser": true, "AppendAudit": true, "FinishAudit": true, "BumpNodeEpoch": true,
+		"PutUser": true, "DeleteUser": true, "AppendAudit": true, "FinishAudit": true, "NoteAudit": true, "BumpNodeEpoch": true,
 		"PutKeySet": true,
 	}
 	readMethods = map[string]bool{
@@ -328,6 +328,7 @@ func TestReplicateMirrorsEveryWrite(t *testing.T) {
 	for range 3 { // the third trims the first
 		seq, err := s.AppendAudit(audit.Entry{Time: t0, User: "ci"}, ret, t0)
 		must(err)
+		must(s.NoteAudit(seq, "node=gw-1 command=[\"sh\"]"))
 		must(s.FinishAudit(seq, 200, "", time.Millisecond))
 	}
 	_, err = s.BumpNodeEpoch("n1")
