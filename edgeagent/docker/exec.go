@@ -108,7 +108,7 @@ func (r *Runtime) execCopy(ctx context.Context, execID string, tty bool, size cl
 	if tty && (size.Width > 0 || size.Height > 0) {
 		// Engines before API 1.42 ignore the console size of the create
 		// and start calls: size the terminal as docker exec does.
-		_, _ = r.cli.ExecResize(ctx, execID, client.ExecResizeOptions{Height: size.Height, Width: size.Width})
+		_, _ = r.cli.ExecResize(ctx, execID, client.ExecResizeOptions(size))
 	}
 	if resize != nil {
 		done := make(chan struct{})
