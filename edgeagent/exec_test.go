@@ -341,6 +341,13 @@ func TestExecServerInteractiveEnds(t *testing.T) {
 		_, _, last := session(t, conn, "deaf")
 		assert.Contains(t, last.Error, "exec input overflow")
 	})
+	t.Run("local policy", func(t *testing.T) {
+		s, conn := startExecServer(t, edgeagent.ExecServerOptions{Execer: newReplExecer(), Allow: false})
+		s.Handle(execRequest(t, schema.ExecRequest{ID: "denied", StdinStream: true, TTY: true}))
+		_, _, last := session(t, conn, "denied")
+		assert.Contains(t, last.Error, "allow-exec")
+		assert.Zero(t, conn.subscriptions(schema.ExecInputTopic(testNode, "denied")), "a refused session reads no input")
+	})
 	t.Run("runtime without sessions", func(t *testing.T) {
 		s, conn := startExecServer(t, edgeagent.ExecServerOptions{Execer: &scriptedExecer{}, Allow: true})
 		s.Handle(execRequest(t, schema.ExecRequest{ID: "old", TTY: true}))
