@@ -154,6 +154,7 @@ func rolloutView(ro rollout.Status, e *dsEntry) *api.RolloutStatus {
 		PauseReason: pauseReason(ro, e), RolledBack: ro.RolledBack, RolledBackFrom: ro.RolledBackFrom,
 		CanaryWaiting: ro.CanaryWaiting, Strategy: strategyName(e), RollbackReason: ro.RollbackReason,
 		WaitingForWindow: ro.WaitingForWindow, NextWindow: timePtr(ro.NextWindow),
+		HeldByLock: ro.HeldByLock, StaleLocks: ro.StaleLocks,
 	}
 }
 
@@ -348,6 +349,7 @@ func (c *Controller) ListInstances(ctx context.Context) ([]api.Instance, error) 
 // daemonset.
 func (c *Controller) instances() []api.Instance {
 	var out []api.Instance
+	locks := c.state.lockEntries()
 	c.state.eachNode(func(node string, cur reconcile.NodeDesired, obs schema.ObservedState) {
 		st, _ := c.registry.State(node)
 		for _, d := range cur.Instances {
@@ -355,6 +357,7 @@ func (c *Controller) instances() []api.Instance {
 			if o := findObserved(obs, d); o != nil {
 				in.Phase, in.Ready, in.Restarts, in.Message = o.Phase, o.Ready, o.Restarts, o.Message
 			}
+			in.UpdateLock = locks[d.DaemonSet].view(node, reportedLock(obs, d.DaemonSet))
 			out = append(out, in)
 		}
 	})

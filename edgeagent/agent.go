@@ -73,6 +73,13 @@ type Config struct {
 	// SeccompProfileDir holds the profiles of seccompProfile type
 	// Localhost; default DefaultSeccompProfileDir, the kubelet's.
 	SeccompProfileDir string
+	// SelfUpgrade, when set, upgrades the agent's own binary for the
+	// reserved daemonset schema.AgentDaemonSet (selfupgrade.go).
+	SelfUpgrade SelfUpgrader
+	// UpdateLockPoll is how often the update locks of the running
+	// instances that opt in are looked at between passes; default
+	// DefaultUpdateLockPoll.
+	UpdateLockPoll time.Duration
 
 	// republished, when set, is called on the agent's goroutine after it
 	// reported again for a republished desired state (handleDesired); a
@@ -102,6 +109,9 @@ func (c Config) withDefaults() Config {
 	if c.SeccompProfileDir == "" {
 		c.SeccompProfileDir = DefaultSeccompProfileDir
 	}
+	if c.UpdateLockPoll <= 0 {
+		c.UpdateLockPoll = DefaultUpdateLockPoll
+	}
 	return c
 }
 
@@ -127,7 +137,9 @@ type Agent struct {
 	probes *prober
 	runs   *runHistory // starts of each container's last two runs, for logs --previous
 	hooks  *hooks
-	wake   chan struct{} // capacity 1: a pending request for a pass
+	// lockWatch polls the update locks between passes (lockwatch.go).
+	lockWatch *lockWatcher
+	wake      chan struct{} // capacity 1: a pending request for a pass
 
 	inboxMu sync.Mutex        // guards inbox
 	inbox   map[string][]byte // latest payload per topic, not yet processed
@@ -156,6 +168,9 @@ type Agent struct {
 	volumes    *writtenVolumes
 	retries    map[string]retry // missing objects' next re-subscription
 	trust      *trustState      // nil in the insecure mode (Config.TrustRoot)
+	// deferrals are the updates deferred by an update lock, by daemonset
+	// (updatelock.go), as persisted.
+	deferrals map[string]deferral
 }
 
 // retry is when a missing object's topic is subscribed to again, and the
@@ -193,6 +208,7 @@ func New(cfg Config, rt Runtime, conn Conn) (*Agent, error) {
 	a.probes = newProber(rt, a.poke, a.log, cfg.ProbeDial)
 	a.runs = newRunHistory()
 	a.hooks = newHooks(a.probes.runHandler, a.poke)
+	a.lockWatch = newLockWatcher(cfg.UpdateLockPoll, a.poke)
 	if cfg.KubeletLogDir != "" {
 		if a.klogs, err = NewKubeletLogs(cfg.KubeletLogDir); err != nil {
 			_ = store.close()
@@ -260,6 +276,10 @@ func (a *Agent) PreviousRunSince(id string, current time.Time) (time.Time, bool)
 func (a *Agent) restore(st localState) {
 	a.applied = st.applied
 	a.restarts = st.restarts
+	a.deferrals = st.deferrals
+	if a.deferrals == nil {
+		a.deferrals = map[string]deferral{}
+	}
 	for h, rev := range st.revisions {
 		if h != rev.Hash || schema.TemplateHash(rev.Template) != h {
 			a.log.Warn("dropping corrupt cached revision", "revision", h)
@@ -286,6 +306,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { a.watchRuntime(gctx); return nil })
 	g.Go(func() error { a.loop(gctx); return nil })
+	g.Go(func() error { a.lockWatch.Run(gctx); return nil })
 	err := g.Wait()
 	a.probes.stopAll()
 	a.hooks.stopAll()

@@ -129,7 +129,10 @@ func NewNode(opts NodeOptions, rt Runtime) (*Node, error) {
 	m.OnConnect = n.onConnect
 	m.OnConnectionLost = n.onConnectionLost
 	requests, execs := schema.NodeTopic(name, schema.TopicLogsRequest), schema.NodeTopic(name, schema.TopicExecRequest)
-	m.NoCoalesce = func(topic string) bool { return topic == requests || topic == execs }
+	inputs := schema.NodeTopic(name, schema.TopicExecInputPrefix)
+	m.NoCoalesce = func(topic string) bool {
+		return topic == requests || topic == execs || strings.HasPrefix(topic, inputs) // every exec input chunk counts
+	}
 	if m.Logger == nil {
 		m.Logger = n.log
 	}
@@ -229,6 +232,10 @@ func (n *Node) handle(topic string, payload []byte) {
 		return
 	case n.exec.Topic():
 		n.exec.Handle(payload)
+		return
+	}
+	if n.exec.IsInputTopic(topic) {
+		n.exec.HandleInput(topic, payload)
 		return
 	}
 	n.agent.HandleMessage(topic, payload)

@@ -93,6 +93,11 @@ type RolloutPolicy struct {
 	// MaintenanceWindows, when set, confine switches to a new revision to
 	// the windows that select each node (rollout_schedule.go).
 	MaintenanceWindows []MaintenanceWindow `json:"maintenanceWindows,omitempty"`
+	// UpdateLockStaleAfterSeconds: an update lock (UpdateLockAnnotation)
+	// held longer than this is reported stale, and `edgesetctl rollout
+	// resume --force` may override it. Zero: never stale. Unset:
+	// DefaultUpdateLockStaleAfter.
+	UpdateLockStaleAfterSeconds *int32 `json:"updateLockStaleAfterSeconds,omitempty"`
 }
 
 // CanaryPolicy updates a first group of nodes and waits for promotion.

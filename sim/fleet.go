@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -64,6 +65,10 @@ type Options struct {
 	// PublishAtMostOnce publishes at QoS 0 instead of 1
 	// (edgeagent.NodeOptions.PublishAtMostOnce): set it on a NATS cluster.
 	PublishAtMostOnce bool
+	// TrustRoot, when set, is the fleet root every device pins: each then
+	// verifies what the controller signs (edgeagent.Config.TrustRoot), as
+	// a real agent enrolled in a signing fleet does.
+	TrustRoot ed25519.PublicKey
 	// Logger receives the agents' warnings; default discard.
 	Logger *slog.Logger
 }
@@ -182,7 +187,8 @@ func (f *Fleet) newDevice(i int) (*device, error) {
 		d.link.src = net.TCPAddrFromAddrPort(netip.AddrPortFrom(f.opts.SourceAddrs[i%n], 0))
 	}
 	d.node, err = edgeagent.NewNode(edgeagent.NodeOptions{
-		Agent: edgeagent.Config{NodeName: name, Ephemeral: true, Logger: f.opts.Logger, ProbeDial: dialDaemon},
+		Agent: edgeagent.Config{NodeName: name, Ephemeral: true, Logger: f.opts.Logger, ProbeDial: dialDaemon,
+			TrustRoot: f.opts.TrustRoot},
 		MQTT: mqttclient.Options{
 			BrokerURLs: f.opts.brokersOf(i), OrderedBrokers: true, Password: token, KeepAlive: f.opts.KeepAlive,
 			Backoff: f.opts.Backoff, FirstConnectJitter: -1, Dial: d.link.Dial,
@@ -236,7 +242,8 @@ func (d *device) status(context.Context) schema.NodeStatus {
 	return schema.NodeStatus{
 		Labels: labels, Taints: d.profile.Taints,
 		Conditions: []schema.NodeCondition{{Type: schema.NodeReady, Status: schema.ConditionTrue}},
-		Info:       schema.NodeInfo{AgentVersion: schema.Version},
+		Info: schema.NodeInfo{AgentVersion: schema.Version, OS: labels[schema.LabelOS], Arch: labels[schema.LabelArch],
+			Runtime: "sim"},
 	}
 }
 

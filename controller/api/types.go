@@ -154,6 +154,26 @@ type RolloutStatus struct {
 	// of their windows opens (absent when none ever does).
 	WaitingForWindow int        `json:"waitingForWindow,omitempty"`
 	NextWindow       *time.Time `json:"nextWindow,omitempty"`
+	// HeldByLock counts the nodes on an older revision whose instance
+	// holds its update lock: the rollout passes them over until it is
+	// released. StaleLocks counts the nodes whose lock has been held longer
+	// than spec.rollout.updateLockStaleAfterSeconds; `edgesetctl rollout
+	// resume --force` overrides those (the instances say which).
+	HeldByLock int `json:"heldByLock,omitempty"`
+	StaleLocks int `json:"staleLocks,omitempty"`
+}
+
+// UpdateLock is an instance's update lock as the controller sees it.
+type UpdateLock struct {
+	// HeldSince is when the daemon took the lock, on the device's clock.
+	HeldSince time.Time `json:"heldSince"`
+	// Deferred: the agent deferred an update of the instance because of
+	// the lock.
+	Deferred bool `json:"deferred,omitempty"`
+	// Stale: held longer than the daemonset allows; Overridden: an
+	// operator overrode it, so the node is updated despite it.
+	Stale      bool `json:"stale,omitempty"`
+	Overridden bool `json:"overridden,omitempty"`
 }
 
 // Instance is one daemon instance on one node: desired and observed.
@@ -167,6 +187,10 @@ type Instance struct {
 	Message   string     `json:"message,omitempty"`
 	Online    bool       `json:"online"`
 	LastSeen  *time.Time `json:"lastSeen,omitempty"`
+	// UpdateLock is the update lock the node reports for the daemonset
+	// (on this instance, or on the older one it keeps while it defers
+	// its update); nil while none is held.
+	UpdateLock *UpdateLock `json:"updateLock,omitempty"`
 }
 
 // Node is a node's effective model (announced merged with overrides and the

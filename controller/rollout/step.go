@@ -73,6 +73,9 @@ type nodeView struct {
 	// windowClosed: the node waits on an older revision and none of its
 	// maintenance windows is open.
 	windowClosed bool
+	// heldByLock: the node stays on an older revision whose instance
+	// holds its update lock (locks.go).
+	heldByLock bool
 }
 
 func newPass(now time.Time, s Strategy, st State, nodes []Node) *pass {
@@ -146,6 +149,7 @@ func (p *pass) detectFailures() {
 // detectFailure is detectFailures for one node: it reads and writes only
 // that node's entries of the state (and appends its events).
 func (p *pass) detectFailure(v *nodeView) {
+	p.judgeLock(v)
 	at, updated := p.st.AssignedAt[v.Name]
 	if !v.onTarget || !updated || v.offline {
 		return

@@ -59,7 +59,7 @@ func TestAtMostOnceReachesEveryDevice(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			o := Options{Nodes: 3, Ramp: 10, DeviceCommand: base, SubscribeAtMostOnce: tc.subscribe, PublishAtMostOnce: tc.publish}
-			local := o.localFleet("tcp://a:1883,tcp://b:1883", secret)
+			local := o.localFleet("tcp://a:1883,tcp://b:1883", secret, nil)
 			assert.Equal(t, tc.subscribe, local.SubscribeAtMostOnce, "fleet in this process: subscriptions")
 			assert.Equal(t, tc.publish, local.PublishAtMostOnce, "fleet in this process: publishes")
 			assert.Equal(t, []string{"tcp://a:1883", "tcp://b:1883"}, local.BrokerURLs)
