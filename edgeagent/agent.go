@@ -216,7 +216,7 @@ func New(cfg Config, rt Runtime, conn Conn) (*Agent, error) {
 		}
 	}
 	if cfg.TrustRoot != nil {
-		a.trust = newTrustState(cfg.TrustRoot, cfg.DataDir, cfg.Ephemeral, a.log.Error)
+		a.trust = newTrustState(cfg.TrustRoot, cfg.DataDir, cfg.Ephemeral, a.now(), a.log.Error)
 	}
 	a.restore(st)
 	return a, nil
@@ -336,6 +336,7 @@ func (a *Agent) loop(ctx context.Context) {
 		case <-timer.C:
 		}
 		a.processInbox(ctx)
+		a.reportRequestRefusals(ctx)
 		next := a.reconcile(ctx)
 		if at := a.resubscribeMissing(ctx); !at.IsZero() {
 			next = min(next, max(at.Sub(a.now()), 0))
