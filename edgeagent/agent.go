@@ -68,7 +68,8 @@ type Config struct {
 	// the agent itself; default 10 s.
 	ConnTimeout time.Duration
 	// TrustRoot, when set, is the pinned fleet root key: the agent then
-	// accepts only signed documents (trust.go). Nil is the insecure mode.
+	// accepts only signed documents (trust.go) and signed requests
+	// (signedrequests.go). Nil is the insecure mode.
 	TrustRoot ed25519.PublicKey
 	// SeccompProfileDir holds the profiles of seccompProfile type
 	// Localhost; default DefaultSeccompProfileDir, the kubelet's.
