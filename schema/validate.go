@@ -572,6 +572,7 @@ func validateRollout(errs *fieldErrors, ds *DaemonSet) {
 	}
 	validateIntOrPercent(errs, field+".failureThreshold", r.FailureThreshold)
 	validateSchedulePolicy(errs, field, r)
+	validatePrefetchPolicy(errs, field, r.Prefetch)
 	if c := r.Canary; c != nil {
 		if validateIntOrPercent(errs, field+".canary.nodes", c.Nodes) && (c.Nodes == nil || isZero(c.Nodes)) {
 			errs.add(field+".canary.nodes", "required: at least one node or a percentage above 0%%")

@@ -275,6 +275,7 @@ func validateDesiredState(errs *fieldErrors, m *DesiredState) {
 	}
 	validateObjectRefs(errs, "configMaps", m.ConfigMaps)
 	validateObjectRefs(errs, "secrets", m.Secrets)
+	validatePrefetchAsks(errs, m.Prefetch)
 }
 
 // validateObjectRefs checks config object references: a namespace, a
@@ -316,6 +317,7 @@ func validateObservedState(errs *fieldErrors, m *ObservedState) {
 			errs.add(f+".restarts", "must be >= 0, not %d", in.Restarts)
 		}
 	}
+	validatePrefetchStatuses(errs, m.Prefetch)
 }
 
 // instancePhases are the phases an agent may report.
