@@ -52,6 +52,9 @@ type Strategy struct {
 	// the times a window that selects it is open (at most
 	// schema.MaxMaintenanceWindows; the rest are ignored).
 	Windows []window.Window
+	// Prefetch, when set, has every node download the target's images
+	// before it switches (prefetch.go).
+	Prefetch *Prefetch
 }
 
 // TopologyBudget is spec.rollout.maxUnavailablePerTopology resolved: the
@@ -117,6 +120,7 @@ func applyPolicy(s *Strategy, r *schema.RolloutPolicy) {
 		w, _ := window.New(spec)
 		s.Windows = append(s.Windows, w)
 	}
+	s.Prefetch = prefetchFromSpec(r)
 }
 
 // Instance is what a node reports for one revision of the daemonset.
@@ -142,6 +146,15 @@ type Node struct {
 	// Labels are the node's labels: what the strategy's topology key and
 	// windows' node selectors read (Step and Tracker keep no reference).
 	Labels map[string]string
+	// CanPrefetch: the node's agent prefetches (it announces
+	// schema.LabelPrefetch). One that does not switches without.
+	CanPrefetch bool
+	// Prefetching is the revision the node is asked to prefetch, as
+	// published ("" for none).
+	Prefetching string
+	// Prefetched are the revisions whose images the node reports present
+	// (its finished prefetches).
+	Prefetched []string
 
 	// resolved: a Tracker filled domain, domainID and windows from the
 	// labels it was Set with; Step reads Labels otherwise.
@@ -149,6 +162,10 @@ type Node struct {
 	domain   string
 	domainID uint32
 	windows  uint16
+	// pfDomain and pfDomainID: the node's prefetch domain, resolved by a
+	// Tracker.
+	pfDomain   string
+	pfDomainID uint32
 }
 
 // State is the persisted progress of a daemonset's rollout.
@@ -219,6 +236,10 @@ const (
 	// PhaseWaitingForWindow: on an older revision, and no maintenance
 	// window that selects it is open. Not failed, and no deadline runs.
 	PhaseWaitingForWindow Phase = "WaitingForWindow"
+	// PhaseWaitingForPrefetch: on an older revision, serving, and its
+	// download of the target's images is not done (spec.rollout.prefetch).
+	// Not failed, and no deadline runs.
+	PhaseWaitingForPrefetch Phase = "WaitingForPrefetch"
 )
 
 // Status counts nodes by phase.
@@ -249,6 +270,10 @@ type Status struct {
 	// waits for one).
 	WaitingForWindow int       `json:"waitingForWindow,omitempty"`
 	NextWindow       time.Time `json:"nextWindow,omitzero"`
+	// WaitingForPrefetch counts the nodes in PhaseWaitingForPrefetch;
+	// Prefetch counts the downloads (zero without spec.rollout.prefetch).
+	WaitingForPrefetch int            `json:"waitingForPrefetch,omitempty"`
+	Prefetch           PrefetchCounts `json:"prefetch,omitzero"`
 }
 
 // Event reasons emitted by Step.
@@ -273,9 +298,12 @@ type Decision struct {
 	// Assign gives, for every node passed in, the revisions it must run,
 	// sorted (at most two: a surge pair).
 	Assign map[string][]string
-	State  State
-	Status Status
-	Events []Event
+	// Prefetch gives, for every node passed in that is to prefetch, the
+	// revision (the target); a node absent prefetches nothing.
+	Prefetch map[string]string
+	State    State
+	Status   Status
+	Events   []Event
 	// RequeueAt is the earliest time the decision may change with no new
 	// input (a minReadySeconds or deadline expiring); zero if none.
 	RequeueAt time.Time
