@@ -141,6 +141,11 @@ func TestGoldenTables(t *testing.T) {
 			(&lineProgress{key: "edge/gateway", out: w}).update(windowedDaemonSet())
 			return nil
 		}},
+		{"describe-daemonset-prefetch", func(w *bytes.Buffer) error { writeDaemonSet(w, prefetchingDaemonSet(), nil); return nil }},
+		{"rollout-progress-prefetch", func(w *bytes.Buffer) error {
+			(&lineProgress{key: "edge/camera", out: w}).update(prefetchingDaemonSet())
+			return nil
+		}},
 		{"rollout-progress", func(w *bytes.Buffer) error {
 			(&lineProgress{key: "monitoring/node-exporter", out: w}).update(ds[0])
 			return nil
