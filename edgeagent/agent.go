@@ -73,6 +73,9 @@ type Config struct {
 	// SeccompProfileDir holds the profiles of seccompProfile type
 	// Localhost; default DefaultSeccompProfileDir, the kubelet's.
 	SeccompProfileDir string
+	// PrefetchReportInterval is how often at most a prefetch's progress is
+	// published; default DefaultPrefetchReportInterval.
+	PrefetchReportInterval time.Duration
 
 	// republished, when set, is called on the agent's goroutine after it
 	// reported again for a republished desired state (handleDesired); a
@@ -102,6 +105,9 @@ func (c Config) withDefaults() Config {
 	if c.SeccompProfileDir == "" {
 		c.SeccompProfileDir = DefaultSeccompProfileDir
 	}
+	if c.PrefetchReportInterval <= 0 {
+		c.PrefetchReportInterval = DefaultPrefetchReportInterval
+	}
 	return c
 }
 
@@ -127,7 +133,10 @@ type Agent struct {
 	probes *prober
 	runs   *runHistory // starts of each container's last two runs, for logs --previous
 	hooks  *hooks
-	wake   chan struct{} // capacity 1: a pending request for a pass
+	// prefetch downloads the revisions the desired state asks to prefetch
+	// (prefetch.go); its own goroutine, its own lock.
+	prefetch *prefetcher
+	wake     chan struct{} // capacity 1: a pending request for a pass
 
 	inboxMu sync.Mutex        // guards inbox
 	inbox   map[string][]byte // latest payload per topic, not yet processed
@@ -193,6 +202,7 @@ func New(cfg Config, rt Runtime, conn Conn) (*Agent, error) {
 	a.probes = newProber(rt, a.poke, a.log, cfg.ProbeDial)
 	a.runs = newRunHistory()
 	a.hooks = newHooks(a.probes.runHandler, a.poke)
+	a.prefetch = newPrefetcher(a.prefetchPull, a.publishPrefetch, a.now, cfg.RestartBackoff, cfg.PrefetchReportInterval, a.log)
 	if cfg.KubeletLogDir != "" {
 		if a.klogs, err = NewKubeletLogs(cfg.KubeletLogDir); err != nil {
 			_ = store.close()
@@ -286,6 +296,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { a.watchRuntime(gctx); return nil })
 	g.Go(func() error { a.loop(gctx); return nil })
+	g.Go(func() error { return a.prefetch.Run(gctx) })
 	err := g.Wait()
 	a.probes.stopAll()
 	a.hooks.stopAll()
@@ -445,7 +456,9 @@ func (a *Agent) Observed() (schema.ObservedState, bool) {
 	if a.observed == nil {
 		return schema.ObservedState{}, false
 	}
-	return *a.observed, true
+	obs := *a.observed
+	obs.Prefetch = a.prefetch.reportedStatus()
+	return obs, true
 }
 
 func (a *Agent) desiredTopic() string { return schema.NodeTopic(a.cfg.NodeName, schema.TopicDesired) }

@@ -229,6 +229,7 @@ func (d *device) status(context.Context) schema.NodeStatus {
 		labels[k] = v
 	}
 	labels[schema.LabelHostname] = d.name
+	labels[schema.LabelPrefetch] = "true" // its agent prefetches
 	return schema.NodeStatus{
 		Labels: labels, Taints: d.profile.Taints,
 		Conditions: []schema.NodeCondition{{Type: schema.NodeReady, Status: schema.ConditionTrue}},
