@@ -19,7 +19,10 @@ import (
 	"github.com/edgeset/edgeset/schema"
 )
 
-var _ edgeagent.Runtime = (*Runtime)(nil)
+var (
+	_ edgeagent.Runtime        = (*Runtime)(nil)
+	_ edgeagent.ProgressPuller = (*Runtime)(nil)
+)
 
 // ErrEventOverflow ends an event subscription whose buffer filled up; the
 // subscriber re-subscribes and resynchronises, as with a real engine.
