@@ -71,9 +71,9 @@ type member struct {
 	online       bool
 	dirty        bool
 	waiting      uint8  // the waiting heaps that hold its name (flagWaiting...)
+	canPrefetch  bool   // (in what would be padding)
 	windows      uint16 // the maintenance windows that select it
 	domain       uint32 // its topology domain, interned in Tracker.domains
-	canPrefetch  bool
 	prefetching  uint32 // interned revision it is asked to prefetch ("" for none)
 	pfDomain     uint32 // its prefetch site, interned in Tracker.domains
 	part         part
