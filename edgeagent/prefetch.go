@@ -134,7 +134,7 @@ func (p *prefetcher) poke() {
 	}
 }
 
-// reported returns the prefetch reports the observed state carries,
+// reportedStatus returns the prefetch reports the observed state carries,
 // sorted by daemonset; nil when none is asked for.
 func (p *prefetcher) reportedStatus() []schema.PrefetchStatus {
 	p.mu.Lock()
