@@ -155,6 +155,7 @@ func rolloutView(ro rollout.Status, e *dsEntry) *api.RolloutStatus {
 		CanaryWaiting: ro.CanaryWaiting, Strategy: strategyName(e), RollbackReason: ro.RollbackReason,
 		WaitingForWindow: ro.WaitingForWindow, NextWindow: timePtr(ro.NextWindow),
 		WaitingForPrefetch: ro.WaitingForPrefetch, Prefetch: prefetchView(ro.Prefetch, e),
+		HeldByLock: ro.HeldByLock, StaleLocks: ro.StaleLocks,
 	}
 }
 
@@ -349,6 +350,7 @@ func (c *Controller) ListInstances(ctx context.Context) ([]api.Instance, error) 
 // daemonset.
 func (c *Controller) instances() []api.Instance {
 	var out []api.Instance
+	locks := c.state.lockEntries()
 	c.state.eachNode(func(node string, cur reconcile.NodeDesired, obs schema.ObservedState) {
 		st, _ := c.registry.State(node)
 		for _, d := range cur.Instances {
@@ -357,6 +359,7 @@ func (c *Controller) instances() []api.Instance {
 				in.Phase, in.Ready, in.Restarts, in.Message = o.Phase, o.Ready, o.Restarts, o.Message
 			}
 			in.Prefetch = instancePrefetch(cur, obs, d.DaemonSet)
+			in.UpdateLock = locks[d.DaemonSet].view(node, reportedLock(obs, d.DaemonSet))
 			out = append(out, in)
 		}
 	})

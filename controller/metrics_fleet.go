@@ -166,7 +166,8 @@ func (f *fleetCollector) collectDaemonSets(gauge gaugeFunc) {
 			gauge(d.desc, float64(d.get(&v.status)), labels...)
 		}
 		ro := v.status.Rollout
-		for phase, n := range map[string]int{"updated": ro.Updated, "updating": ro.Updating, "waiting": ro.Waiting, "waiting_for_window": ro.WaitingForWindow, "waiting_for_prefetch": ro.WaitingForPrefetch, "offline": ro.Offline, "failed": ro.Failed} {
+		for phase, n := range map[string]int{"updated": ro.Updated, "updating": ro.Updating, "waiting": ro.Waiting, "waiting_for_window": ro.WaitingForWindow,
+			"held_by_lock": ro.HeldByLock, "waiting_for_prefetch": ro.WaitingForPrefetch, "offline": ro.Offline, "failed": ro.Failed} {
 			gauge(f.rolloutNodes, float64(n), append(labels, phase)...)
 		}
 		paused := ro.Paused || v.entry.rollout.OperatorPaused

@@ -82,6 +82,9 @@ type dsEntry struct {
 	// before states were stored in parts; the next write of the rollout
 	// state replaces it (loadRollout).
 	rolloutWhole bool
+	// locks are rollout's update lock entries, copied for API reads
+	// (updatelocks.go): set with rollout.
+	locks lockEntries
 }
 
 // orphan reports whether the daemonset was deleted leaving its instances.
@@ -179,6 +182,7 @@ func newEntry(st *store.Store, rec store.DaemonSetRecord, grace time.Duration) (
 	if e.rollout, _, e.rolloutWhole, err = loadRollout(st, rec.Key()); err != nil {
 		return nil, err
 	}
+	e.locks = lockEntriesOf(e.rollout)
 	return e, nil
 }
 

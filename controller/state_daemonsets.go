@@ -49,6 +49,20 @@ func (fs *fleetState) views() []dsView {
 	return out
 }
 
+// lockEntries returns the update lock entries of every daemonset's
+// rollout that has some, by key.
+func (fs *fleetState) lockEntries() map[string]lockEntries {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	out := map[string]lockEntries{}
+	for key, e := range fs.daemonsets {
+		if e.locks.stale != nil || e.locks.overrides != nil {
+			out[key] = e.locks
+		}
+	}
+	return out
+}
+
 // managedKeys returns the keys of the daemonsets that are not orphaned,
 // sorted.
 func (fs *fleetState) managedKeys() []string {
@@ -96,7 +110,7 @@ func (fs *fleetState) putEntry(e *dsEntry) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if old, ok := fs.daemonsets[key]; ok && old.rollout.Target != "" {
-		e.rollout, e.rolloutWhole = old.rollout, old.rolloutWhole
+		e.rollout, e.rolloutWhole, e.locks = old.rollout, old.rolloutWhole, old.locks
 	}
 	fs.daemonsets[key] = e
 	fs.markDaemonSetLocked(key)
@@ -168,6 +182,7 @@ func (fs *fleetState) putRolloutLocked(key string, st rollout.State) bool {
 	}
 	next := *e
 	next.rollout, next.rolloutWhole = st, false // a whole record's first write replaced it
+	next.locks = lockEntriesOf(st)
 	fs.daemonsets[key] = &next
 	return true
 }

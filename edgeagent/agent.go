@@ -76,6 +76,13 @@ type Config struct {
 	// PrefetchReportInterval is how often at most a prefetch's progress is
 	// published; default DefaultPrefetchReportInterval.
 	PrefetchReportInterval time.Duration
+	// SelfUpgrade, when set, upgrades the agent's own binary for the
+	// reserved daemonset schema.AgentDaemonSet (selfupgrade.go).
+	SelfUpgrade SelfUpgrader
+	// UpdateLockPoll is how often the update locks of the running
+	// instances that opt in are looked at between passes; default
+	// DefaultUpdateLockPoll.
+	UpdateLockPoll time.Duration
 
 	// republished, when set, is called on the agent's goroutine after it
 	// reported again for a republished desired state (handleDesired); a
@@ -108,6 +115,9 @@ func (c Config) withDefaults() Config {
 	if c.PrefetchReportInterval <= 0 {
 		c.PrefetchReportInterval = DefaultPrefetchReportInterval
 	}
+	if c.UpdateLockPoll <= 0 {
+		c.UpdateLockPoll = DefaultUpdateLockPoll
+	}
 	return c
 }
 
@@ -136,7 +146,9 @@ type Agent struct {
 	// prefetch downloads the revisions the desired state asks to prefetch
 	// (prefetch.go); its own goroutine, its own lock.
 	prefetch *prefetcher
-	wake     chan struct{} // capacity 1: a pending request for a pass
+	// lockWatch polls the update locks between passes (lockwatch.go).
+	lockWatch *lockWatcher
+	wake      chan struct{} // capacity 1: a pending request for a pass
 
 	inboxMu sync.Mutex        // guards inbox
 	inbox   map[string][]byte // latest payload per topic, not yet processed
@@ -165,6 +177,9 @@ type Agent struct {
 	volumes    *writtenVolumes
 	retries    map[string]retry // missing objects' next re-subscription
 	trust      *trustState      // nil in the insecure mode (Config.TrustRoot)
+	// deferrals are the updates deferred by an update lock, by daemonset
+	// (updatelock.go), as persisted.
+	deferrals map[string]deferral
 }
 
 // retry is when a missing object's topic is subscribed to again, and the
@@ -203,6 +218,7 @@ func New(cfg Config, rt Runtime, conn Conn) (*Agent, error) {
 	a.runs = newRunHistory()
 	a.hooks = newHooks(a.probes.runHandler, a.poke)
 	a.prefetch = newPrefetcher(a.prefetchPull, a.publishPrefetch, a.now, cfg.RestartBackoff, cfg.PrefetchReportInterval, a.log)
+	a.lockWatch = newLockWatcher(cfg.UpdateLockPoll, a.poke)
 	if cfg.KubeletLogDir != "" {
 		if a.klogs, err = NewKubeletLogs(cfg.KubeletLogDir); err != nil {
 			_ = store.close()
@@ -270,6 +286,10 @@ func (a *Agent) PreviousRunSince(id string, current time.Time) (time.Time, bool)
 func (a *Agent) restore(st localState) {
 	a.applied = st.applied
 	a.restarts = st.restarts
+	a.deferrals = st.deferrals
+	if a.deferrals == nil {
+		a.deferrals = map[string]deferral{}
+	}
 	for h, rev := range st.revisions {
 		if h != rev.Hash || schema.TemplateHash(rev.Template) != h {
 			a.log.Warn("dropping corrupt cached revision", "revision", h)
@@ -297,6 +317,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	g.Go(func() error { a.watchRuntime(gctx); return nil })
 	g.Go(func() error { a.loop(gctx); return nil })
 	g.Go(func() error { return a.prefetch.Run(gctx) })
+	g.Go(func() error { a.lockWatch.Run(gctx); return nil })
 	err := g.Wait()
 	a.probes.stopAll()
 	a.hooks.stopAll()

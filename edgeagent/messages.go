@@ -74,6 +74,7 @@ func (a *Agent) handleDesired(ctx context.Context, b []byte) bool {
 		a.log.Warn("rejecting desired state for another node", "topic", a.desiredTopic(), "for", ds.Node)
 		return true
 	}
+	a.selfConnected()
 	if a.desired != nil && ds.Generation == a.desired.Generation {
 		a.reportAgain(ctx)
 		return true

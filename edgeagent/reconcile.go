@@ -54,15 +54,30 @@ func (a *Agent) reconcile(ctx context.Context) time.Duration {
 	a.runs.observe(list)
 	groups, surplus := inventory(list)
 	desired := a.desiredInstances()
-	keep := a.removeLeftovers(ctx, desired, groups, surplus)
+	gate := a.gateUpdates(ctx, groups)
+	keep := a.removeLeftovers(ctx, desired, groups, surplus, gate)
 	p := &pass{now: now, failures: a.probes.takeFailures(), active: map[probeKey]bool{}}
 	statuses := make([]schema.InstanceStatus, 0, len(desired)+len(keep))
+	self := false
 	for _, k := range desired {
+		if k.DaemonSet == schema.AgentDaemonSet { // never a container; validation allows no surge pair
+			self = true
+			statuses = append(statuses, a.syncSelf(ctx, p, k))
+			continue
+		}
+		if d, deferred := gate[k.DaemonSet]; deferred && groups[k] == nil {
+			statuses = append(statuses, a.deferredStatus(k, d, now))
+			continue
+		}
 		statuses = append(statuses, a.syncInstance(ctx, p, k, groups[k], false))
+	}
+	if !self {
+		a.idleSelf()
 	}
 	for _, k := range keep {
 		statuses = append(statuses, a.syncInstance(ctx, p, k, groups[k], true))
 	}
+	a.reportLocks(statuses, groups, gate)
 	a.probes.retain(p.active)
 	a.hooks.retain(liveContainers(statuses))
 	a.forget(append(desired, keep...))
@@ -75,8 +90,9 @@ func (a *Agent) reconcile(ctx context.Context) time.Duration {
 }
 
 // removeLeftovers removes surplus containers and instances no longer
-// desired, and returns the undesired instances kept (see planLeftovers).
-func (a *Agent) removeLeftovers(ctx context.Context, desired []instanceKey, groups map[instanceKey]containerGroup, surplus []ContainerState) []instanceKey {
+// desired, and returns the undesired instances kept (see planLeftovers;
+// the gate keeps those whose update waits for their lock).
+func (a *Agent) removeLeftovers(ctx context.Context, desired []instanceKey, groups map[instanceKey]containerGroup, surplus []ContainerState, gate lockGate) []instanceKey {
 	if a.desired == nil {
 		// Never told anything (fresh or wiped data dir): unknown is not
 		// empty, so nothing is removed until a desired state arrives.
@@ -87,6 +103,11 @@ func (a *Agent) removeLeftovers(ctx context.Context, desired []instanceKey, grou
 	}
 	keep, remove := planLeftovers(desired, a.hasRevision, groups)
 	for _, k := range remove {
+		if gate.keeps(k) {
+			keep = append(keep, k)
+			sortKeys(keep)
+			continue
+		}
 		a.log.Info("removing instance no longer desired", "daemonSet", k.DaemonSet, "revision", k.Revision)
 		a.removeGroup(ctx, groups[k])
 	}

@@ -168,6 +168,7 @@ func (s *instanceSync) startOne(ctx context.Context, sl slot) bool {
 	if !c.StartedAt.IsZero() {
 		s.a.clearTerminationLog(c)
 	}
+	s.a.clearLeftoverLock(s.inst.key, s.found)
 	if err := s.a.rt.Start(ctx, c.ID); err != nil {
 		msg := fmt.Sprintf("start container %s: %v", c.Name, err)
 		if errors.Is(err, ErrUnavailable) {

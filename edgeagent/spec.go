@@ -126,7 +126,10 @@ type instancePlan struct {
 	fsGroup  *int64
 	subPaths []subPathSetup
 	termLogs []string
-	written  *writtenVolumes
+	// lockDir is the instance's update lock directory, when its template
+	// opts in (lockfile.go).
+	lockDir string
+	written *writtenVolumes
 	// binds are the hostPath mounts of each container, by container name.
 	binds map[string][]hostBind
 }
@@ -201,6 +204,11 @@ func (p *instancePlan) prepare(now time.Time) error {
 	for _, path := range p.termLogs {
 		if err := prepareTerminationLog(path); err != nil {
 			return fmt.Errorf("termination log %s: %w", path, err)
+		}
+	}
+	if p.lockDir != "" {
+		if err := prepareLockDir(p.lockDir); err != nil {
+			return err
 		}
 	}
 	p.bindResolved(r)
@@ -310,6 +318,10 @@ func (b *containerBuilder) build(p *instancePlan, path string, c schema.Containe
 		}
 		s.Mounts = append(s.Mounts, Mount{Source: logPath, Target: target})
 		p.termLogs = append(p.termLogs, logPath)
+		if b.t.UpdateLockEnabled() {
+			p.lockDir = updateLockDir(ic.DataDir, ic.PodUID())
+			s.Mounts = append(s.Mounts, Mount{Source: p.lockDir, Target: schema.UpdateLockDir})
+		}
 	}
 	if s.NanoCPUs, s.Memory, err = limits(c.Resources.Limits); err != nil {
 		return ContainerSpec{}, wrap(err)

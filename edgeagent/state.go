@@ -25,7 +25,9 @@ const StateFile = "agent.db"
 // by its content hash), the generation the reconciler last applied, and
 // the restart count of each instance that has restarted (by
 // restartsKey), so that an agent restart neither resets RESTARTS nor
-// renames the kubelet-style log links named by it.
+// renames the kubelet-style log links named by it; and the updates an
+// update lock deferred, by daemonset, so that a restarted agent still
+// waits for the controller's answer (updatelock.go).
 type localState struct {
 	desired    *schema.DesiredState
 	revisions  map[string]schema.Revision
@@ -33,11 +35,12 @@ type localState struct {
 	secrets    map[string]schema.Secret
 	applied    uint64
 	restarts   map[string]int32
+	deferrals  map[string]deferral
 }
 
 func newLocalState() localState {
 	return localState{revisions: map[string]schema.Revision{}, configMaps: map[string]schema.ConfigMap{},
-		secrets: map[string]schema.Secret{}, restarts: map[string]int32{}}
+		secrets: map[string]schema.Secret{}, restarts: map[string]int32{}, deferrals: map[string]deferral{}}
 }
 
 // restartsKey is an instance's key in localState.restarts:
@@ -56,6 +59,8 @@ type stateStore interface {
 	saveApplied(gen uint64) error
 	// saveRestarts replaces the persisted restart counts with restarts.
 	saveRestarts(restarts map[string]int32) error
+	// saveDeferrals replaces the persisted deferred updates with d.
+	saveDeferrals(d map[string]deferral) error
 	close() error
 }
 
@@ -65,6 +70,7 @@ var (
 	bucketConfigMaps = []byte("configmaps")
 	bucketSecrets    = []byte("secrets")
 	bucketRestarts   = []byte("restarts")
+	bucketDeferrals  = []byte("deferrals")
 	keyDesired       = []byte("desired")
 	keyApplied       = []byte("applied")
 )
@@ -86,7 +92,7 @@ func openBoltStore(dir string) (s *boltStore, setAside string, err error) {
 		return nil, setAside, fmt.Errorf("open agent state %s: %w", p, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketRevisions, bucketConfigMaps, bucketSecrets, bucketRestarts} {
+		for _, b := range [][]byte{bucketMeta, bucketRevisions, bucketConfigMaps, bucketSecrets, bucketRestarts, bucketDeferrals} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -121,6 +127,9 @@ func (s *boltStore) load() (localState, error) {
 			return err
 		}
 		if err := loadBucket(tx.Bucket(bucketRestarts), "restart count", st.restarts); err != nil {
+			return err
+		}
+		if err := loadBucket(tx.Bucket(bucketDeferrals), "deferred update", st.deferrals); err != nil {
 			return err
 		}
 		return loadBucket(tx.Bucket(bucketSecrets), "secret", st.secrets)
@@ -254,6 +263,32 @@ func (s *boltStore) saveRestarts(restarts map[string]int32) error {
 	return nil
 }
 
+func (s *boltStore) saveDeferrals(d map[string]deferral) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.DeleteBucket(bucketDeferrals); err != nil {
+			return err
+		}
+		b, err := tx.CreateBucket(bucketDeferrals)
+		if err != nil {
+			return err
+		}
+		for ds, v := range d {
+			raw, err := json.Marshal(v)
+			if err != nil {
+				return err
+			}
+			if err := b.Put([]byte(ds), raw); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("save deferred updates to %s: %w", s.path, err)
+	}
+	return nil
+}
+
 func (s *boltStore) close() error {
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close agent state %s: %w", s.path, err)
@@ -296,7 +331,7 @@ func (m *memoryStore) load() (localState, error) {
 	return localState{
 		desired: m.st.desired, revisions: maps.Clone(m.st.revisions), applied: m.st.applied,
 		configMaps: maps.Clone(m.st.configMaps), secrets: maps.Clone(m.st.secrets),
-		restarts: maps.Clone(m.st.restarts),
+		restarts: maps.Clone(m.st.restarts), deferrals: maps.Clone(m.st.deferrals),
 	}, nil
 }
 
@@ -350,6 +385,13 @@ func (m *memoryStore) saveRestarts(restarts map[string]int32) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.st.restarts = maps.Clone(restarts)
+	return nil
+}
+
+func (m *memoryStore) saveDeferrals(d map[string]deferral) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.st.deferrals = maps.Clone(d)
 	return nil
 }
 

@@ -96,6 +96,11 @@ type RolloutPolicy struct {
 	// Prefetch downloads a new revision's images on every node before
 	// the rollout switches it (rollout_prefetch.go).
 	Prefetch *PrefetchPolicy `json:"prefetch,omitempty"`
+	// UpdateLockStaleAfterSeconds: an update lock (UpdateLockAnnotation)
+	// held longer than this is reported stale, and `edgesetctl rollout
+	// resume --force` may override it. Zero: never stale. Unset:
+	// DefaultUpdateLockStaleAfter.
+	UpdateLockStaleAfterSeconds *int32 `json:"updateLockStaleAfterSeconds,omitempty"`
 }
 
 // CanaryPolicy updates a first group of nodes and waits for promotion.

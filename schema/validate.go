@@ -129,6 +129,7 @@ func ValidateDaemonSet(ds *DaemonSet) error {
 		errs.add("spec.revisionHistoryLimit", "must be >= 0, not %d", *l)
 	}
 	validateRollout(&errs, ds)
+	validateAgentDaemonSet(&errs, ds)
 	return errs.err()
 }
 
@@ -262,6 +263,7 @@ func (s *LabelSelector) Matches(labels map[string]string) bool {
 func validatePodTemplate(errs *fieldErrors, field string, t *PodTemplateSpec, nodeLabels bool) {
 	validateLabels(errs, field+".metadata.labels", t.Metadata.Labels)
 	validateAnnotations(errs, field+".metadata.annotations", t.Metadata.Annotations)
+	validateUpdateLock(errs, field, t)
 	validatePodSpec(errs, field+".spec", &t.Spec, nodeLabels)
 }
 
@@ -571,6 +573,9 @@ func validateRollout(errs *fieldErrors, ds *DaemonSet) {
 		}
 	}
 	validateIntOrPercent(errs, field+".failureThreshold", r.FailureThreshold)
+	if s := r.UpdateLockStaleAfterSeconds; s != nil && *s < 0 {
+		errs.add(field+".updateLockStaleAfterSeconds", "must be >= 0 (0: never stale), not %d", *s)
+	}
 	validateSchedulePolicy(errs, field, r)
 	validatePrefetchPolicy(errs, field, r.Prefetch)
 	if c := r.Canary; c != nil {

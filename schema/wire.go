@@ -87,6 +87,12 @@ type DesiredInstance struct {
 	DaemonSet string `json:"daemonSet"`
 	// Revision is the content hash of the template (see Revision.Hash).
 	Revision string `json:"revision"`
+	// OverrideUpdateLock, when set (an RFC 3339 instant, FormatLockInstant),
+	// lets the agent replace the daemonset's other instances on the node
+	// even though their update lock is held, if it was taken at or before
+	// this instant: an operator overrode a stale lock (`edgesetctl rollout
+	// resume --force`). A lock taken later is respected.
+	OverrideUpdateLock string `json:"overrideUpdateLock,omitempty"`
 }
 
 // Revision is one immutable template of a daemonset, published retained on
@@ -144,6 +150,11 @@ type InstanceStatus struct {
 	LastExitCode *int32     `json:"lastExitCode,omitempty"`
 	Message      string     `json:"message,omitempty"`
 	ContainerIDs []string   `json:"containerIDs,omitempty"`
+	// UpdateLock is the instance's update lock, present while it is held
+	// (or while an update it deferred awaits the controller's answer);
+	// only instances whose template opts in (UpdateLockAnnotation) have
+	// one.
+	UpdateLock *UpdateLockStatus `json:"updateLock,omitempty"`
 }
 
 // Event types.

@@ -272,6 +272,11 @@ func validateDesiredState(errs *fieldErrors, m *DesiredState) {
 		f := fmt.Sprintf("instances[%d]", i)
 		validateDaemonSetKey(errs, f+".daemonSet", in.DaemonSet)
 		validateRevisionHash(errs, f+".revision", in.Revision)
+		if o := in.OverrideUpdateLock; o != "" {
+			if _, err := ParseLockInstant(o); err != nil {
+				errs.add(f+".overrideUpdateLock", "invalid instant %q: want RFC 3339", o)
+			}
+		}
 	}
 	validateObjectRefs(errs, "configMaps", m.ConfigMaps)
 	validateObjectRefs(errs, "secrets", m.Secrets)
@@ -316,6 +321,7 @@ func validateObservedState(errs *fieldErrors, m *ObservedState) {
 		if in.Restarts < 0 {
 			errs.add(f+".restarts", "must be >= 0, not %d", in.Restarts)
 		}
+		validateUpdateLockStatus(errs, f+".updateLock", in.UpdateLock)
 	}
 	validatePrefetchStatuses(errs, m.Prefetch)
 }
@@ -361,7 +367,8 @@ func validateRevision(errs *fieldErrors, m *Revision) {
 func validInstance(in *InstanceStatus) bool {
 	ns, name, ok := strings.Cut(in.DaemonSet, "/")
 	return ok && IsDNS1123Label(ns) && IsDNS1123Subdomain(name) && isRevisionHash(in.Revision) &&
-		slices.Contains(instancePhases, in.Phase) && in.Restarts >= 0
+		slices.Contains(instancePhases, in.Phase) && in.Restarts >= 0 &&
+		(in.UpdateLock == nil || !in.UpdateLock.HeldSince.IsZero())
 }
 
 func validateDaemonSetKey(errs *fieldErrors, field, key string) {

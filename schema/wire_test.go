@@ -107,6 +107,18 @@ func wireCases() []wireCase {
 			Instances: []InstanceStatus{{DaemonSet: "edge/agent", Revision: "0123456789abcdef0123", Phase: PhaseRunning, Ready: true, ReadySince: &t1}},
 			Prefetch:  []PrefetchStatus{{DaemonSet: "edge/agent", Revision: hash, BytesDone: 812 << 10, BytesTotal: 1000 << 10}},
 		}, decoderFor(DecodeObservedState)},
+		{"desired-state-lock-override", DesiredState{
+			SchemaVersion: WireVersion, Node: "pi-01", Generation: 44,
+			Instances: []DesiredInstance{{DaemonSet: "edge/agent", Revision: hash, OverrideUpdateLock: FormatLockInstant(t0)}},
+		}, decoderFor(DecodeDesiredState)},
+		{"observed-state-lock", ObservedState{
+			SchemaVersion: WireVersion, Node: "pi-01", ObservedGeneration: 44,
+			Instances: []InstanceStatus{
+				{DaemonSet: "edge/agent", Revision: "0123456789abcdef0123", Phase: PhaseRunning, Ready: true, ReadySince: &t1,
+					UpdateLock: &UpdateLockStatus{HeldSince: t0, Deferred: true}},
+				{DaemonSet: "edge/agent", Revision: hash, Phase: PhasePending, Message: "update deferred: the instance of revision 0123456789 holds its update lock (since 2025-06-01T08:00:00Z)"},
+			},
+		}, decoderFor(DecodeObservedState)},
 		{"configmap", ConfigMapMessage{SchemaVersion: WireVersion, Hash: ConfigMapHash(sampleConfigMap()), ConfigMap: sampleConfigMap()}, decoderFor(DecodeConfigMapMessage)},
 		{"secret", SecretMessage{SchemaVersion: WireVersion, Node: "pi-01", Hash: SecretHash(sampleSecret()), Secret: sampleSecret()}, decoderFor(DecodeSecretMessage)},
 	}
@@ -210,6 +222,8 @@ func TestWireDecodeRejects(t *testing.T) {
 		{"bad revision hash", decoderFor(DecodeDesiredState), []byte(`{"schemaVersion":1,"node":"a","generation":1,"instances":[{"daemonSet":"a/b","revision":"XYZ"}]}`), `instances[0].revision: invalid revision hash "XYZ"`, nil},
 		{"negative generation", decoderFor(DecodeDesiredState), []byte(`{"schemaVersion":1,"node":"a","generation":-1,"instances":[]}`), "generation: must be uint64", nil},
 		{"bad phase", decoderFor(DecodeObservedState), []byte(`{"schemaVersion":1,"node":"a","observedGeneration":1,"instances":[{"daemonSet":"a/b","revision":"0123456789abcdef0123","phase":"Sleeping","ready":false,"restarts":0}]}`), `instances[0].phase: unsupported phase "Sleeping"`, nil},
+		{"lock without heldSince", decoderFor(DecodeObservedState), []byte(`{"schemaVersion":1,"node":"a","observedGeneration":1,"instances":[{"daemonSet":"a/b","revision":"0123456789abcdef0123","phase":"Running","ready":true,"restarts":0,"updateLock":{"deferred":true}}]}`), `instances[0].updateLock.heldSince: required`, nil},
+		{"bad lock override", decoderFor(DecodeDesiredState), []byte(`{"schemaVersion":1,"node":"a","generation":1,"instances":[{"daemonSet":"a/b","revision":"0123456789abcdef0123","overrideUpdateLock":"yesterday"}]}`), `instances[0].overrideUpdateLock: invalid instant "yesterday"`, nil},
 		{"event without time", decoderFor(DecodeNodeEvent), []byte(`{"schemaVersion":1,"node":"a","time":"0001-01-01T00:00:00Z","type":"Normal","reason":"Started"}`), "time: required", nil},
 		{"event bad type", decoderFor(DecodeNodeEvent), []byte(`{"schemaVersion":1,"node":"a","time":"2025-01-01T00:00:00Z","type":"Error","reason":"X"}`), `type: unsupported type "Error"`, nil},
 		{"revision hash mismatch", decoderFor(DecodeRevision), tamperedJSON, "revision hash does not match template", ErrHashMismatch},

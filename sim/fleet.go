@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -61,6 +62,10 @@ type Options struct {
 	// (edgeagent.NodeOptions.SubscribeAtMostOnce): set it on a NATS
 	// cluster.
 	SubscribeAtMostOnce bool
+	// TrustRoot, when set, is the fleet root every device pins: each then
+	// verifies what the controller signs (edgeagent.Config.TrustRoot), as
+	// a real agent enrolled in a signing fleet does.
+	TrustRoot ed25519.PublicKey
 	// Logger receives the agents' warnings; default discard.
 	Logger *slog.Logger
 	// RecordDowntime has every device record each switch of a daemon from
@@ -187,7 +192,8 @@ func (f *Fleet) newDevice(i int) (*device, error) {
 		d.link.src = net.TCPAddrFromAddrPort(netip.AddrPortFrom(f.opts.SourceAddrs[i%n], 0))
 	}
 	d.node, err = edgeagent.NewNode(edgeagent.NodeOptions{
-		Agent: edgeagent.Config{NodeName: name, Ephemeral: true, Logger: f.opts.Logger, ProbeDial: dialDaemon},
+		Agent: edgeagent.Config{NodeName: name, Ephemeral: true, Logger: f.opts.Logger, ProbeDial: dialDaemon,
+			TrustRoot: f.opts.TrustRoot},
 		MQTT: mqttclient.Options{
 			BrokerURLs: f.opts.brokersOf(i), OrderedBrokers: true, Password: token, KeepAlive: f.opts.KeepAlive,
 			Backoff: f.opts.Backoff, FirstConnectJitter: -1, Dial: d.link.Dial,
@@ -244,7 +250,8 @@ func (d *device) status(context.Context) schema.NodeStatus {
 	return schema.NodeStatus{
 		Labels: labels, Taints: d.profile.Taints,
 		Conditions: []schema.NodeCondition{{Type: schema.NodeReady, Status: schema.ConditionTrue}},
-		Info:       schema.NodeInfo{AgentVersion: schema.Version},
+		Info: schema.NodeInfo{AgentVersion: schema.Version, OS: labels[schema.LabelOS], Arch: labels[schema.LabelArch],
+			Runtime: "sim"},
 	}
 }
 

@@ -51,7 +51,7 @@ func TestFleetRunsDaemonSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shape, err := ParseShape([]byte("seed: 7\nlabels:\n  role: {gateway: 1}\n  site: {a: 0.5, b: 0.5}\n"))
+	shape, err := ParseShape([]byte("seed: 7\nlabels:\n  role: {gateway: 1}\n  site: {a: 0.5, b: 0.5}\n  kubernetes.io/arch: {arm64: 1}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +87,9 @@ func TestFleetRunsDaemonSet(t *testing.T) {
 	}
 	if nodes[0].Labels["site"] == "" || nodes[0].Labels["role"] != "gateway" {
 		t.Errorf("node %s labels %v, want role=gateway and a site", nodes[0].Name, nodes[0].Labels)
+	}
+	if info := nodes[0].Info; info.Arch != "arm64" || info.Runtime != "sim" || info.AgentVersion == "" {
+		t.Errorf("node %s info %+v, want the arch of its labels, runtime sim and a version (get nodes -o wide shows them)", nodes[0].Name, info)
 	}
 	checkfor.Eventually(t, 10*time.Second, 50*time.Millisecond, func() error {
 		if s := f.Snapshot(); s.Ready != 20 || s.Connected != 20 {

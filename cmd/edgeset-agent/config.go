@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/edgeset/edgeset/edgeagent"
+	"github.com/edgeset/edgeset/edgeagent/selfupdate"
 	"github.com/edgeset/edgeset/internal/cliconfig"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
@@ -169,6 +170,8 @@ type settings struct {
 	telemetry bool
 	// images: fetch images from the controller (image-url); zero: off.
 	images imageSettings
+	// boot is what selfupdate.Start found; nil: no self-upgrade.
+	boot *selfupdate.Boot
 }
 
 // resolve validates fc and turns it into settings, reporting every problem,
@@ -302,12 +305,25 @@ func (fc fileConfig) brokerURLs() ([]string, error) {
 	return out, errors.Join(errs...)
 }
 
+// envNames are the agent's keys whose environment variable is not
+// EDGESET_ and the key: EDGESET_TOKEN and EDGESET_TOKEN_FILE are
+// edgesetctl's API token, which an agent started from the same shell must
+// not take for its node token and send to the broker.
+var envNames = map[string]string{
+	"token":      "EDGESET_NODE_TOKEN",
+	"token-file": "EDGESET_NODE_TOKEN_FILE",
+}
+
 // token returns the node token from token or token-file. One of them is
 // required unless a client certificate identifies the node.
 func (fc fileConfig) token() (string, error) {
 	secret, err := secretValue("token", fc.Token, "token-file", fc.TokenFile)
 	if err == nil && secret == "" && fc.CertFile == "" {
-		err = errors.New("token: required (or token-file, or cert-file for mutual TLS); mint one with `edgesetctl token create NODE`")
+		msg := "token: required (or token-file, or cert-file for mutual TLS); mint one with `edgesetctl token create NODE`"
+		if os.Getenv("EDGESET_TOKEN") != "" || os.Getenv("EDGESET_TOKEN_FILE") != "" {
+			msg += "; EDGESET_TOKEN and EDGESET_TOKEN_FILE are edgesetctl's API token, not read by the agent: its environment variables are EDGESET_NODE_TOKEN and EDGESET_NODE_TOKEN_FILE"
+		}
+		err = errors.New(msg)
 	}
 	return secret, err
 }

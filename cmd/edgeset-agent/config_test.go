@@ -284,3 +284,25 @@ func TestParseLabelsAndTaints(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []schema.Taint{{Key: "example.com/gpu", Value: "nvidia", Effect: "PreferNoSchedule"}}, taints)
 }
+
+// TestNodeTokenEnvironment: the node token is read from EDGESET_NODE_TOKEN
+// (or _FILE), never from EDGESET_TOKEN, edgesetctl's API token: an agent
+// started from an operator's shell must not send that to the broker, and
+// one left without a token says which variable it reads.
+func TestNodeTokenEnvironment(t *testing.T) {
+	t.Setenv("EDGESET_TOKEN", "operator-api-token")
+	t.Setenv("EDGESET_TOKEN_FILE", writeFile(t, "admin.token", "operator-api-token\n"))
+	fc, err := parseCmd(t, "--node-name", "gw-1")
+	require.NoError(t, err)
+	require.Empty(t, fc.Token)
+	require.Empty(t, fc.TokenFile)
+	_, err = fc.token()
+	require.ErrorContains(t, err, "EDGESET_NODE_TOKEN")
+
+	t.Setenv("EDGESET_NODE_TOKEN_FILE", writeFile(t, "node.token", "node-token\n"))
+	fc, err = parseCmd(t, "--node-name", "gw-1")
+	require.NoError(t, err)
+	token, err := fc.token()
+	require.NoError(t, err)
+	require.Equal(t, "node-token", token)
+}

@@ -7,8 +7,9 @@
 // daemons keep running while the broker is away.
 //
 // Every flag is also a config file key and an EDGESET_ environment variable
-// (--node-name, node-name, EDGESET_NODE_NAME); precedence is flag,
-// environment, file, default. Unknown file keys are an error. See
+// (--node-name, node-name, EDGESET_NODE_NAME), except the node token's:
+// EDGESET_NODE_TOKEN and EDGESET_NODE_TOKEN_FILE, since EDGESET_TOKEN is
+// edgesetctl's API token. Precedence is flag, environment, file, default. Unknown file keys are an error. See
 // configs/agent.yaml for every key and configs/edgeset-agent.service for a
 // systemd unit.
 //

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgeset/edgeset/internal/cliconfig"
 	"github.com/spf13/pflag"
-	"github.com/spf13/viper"
 )
 
 // TestConfigurationDocReproducesAgentYAML keeps docs/configuration.md in
@@ -30,7 +30,7 @@ func TestConfigurationDocReproducesAgentYAML(t *testing.T) {
 // --config path with no unknown key, and every flag is documented in it.
 func TestDocumentedAgentConfigLoads(t *testing.T) {
 	cmd := newRootCmd(io.Discard)
-	v := viper.New()
+	v := cliconfig.New(envNames)
 	if err := v.BindPFlags(cmd.Flags()); err != nil {
 		t.Fatal(err)
 	}

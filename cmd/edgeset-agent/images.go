@@ -38,15 +38,30 @@ func (fc fileConfig) imageSettings(token string) (imageSettings, error) {
 }
 
 // imageFetcher returns the fetcher of s for node, loading through rt, or
-// nil when image-url is not set.
+// nil when image-url is not set or rt loads no images (the fake runtime,
+// which pulls every image itself: image-url then serves only the agent's
+// own upgrades).
 func imageFetcher(s imageSettings, node, dataDir string, rt edgeagent.Runtime) (edgeagent.ImageFetcher, error) {
 	if s.url == "" {
 		return nil, nil
 	}
 	loader, ok := rt.(imagefetch.Loader)
 	if !ok {
-		return nil, errors.New("image-url: this runtime cannot load images (use runtime docker)")
+		return nil, nil
 	}
+	client, err := imageClient(s)
+	if err != nil {
+		return nil, err
+	}
+	return imagefetch.New(imagefetch.Options{
+		URL: s.url, Node: node, Token: s.token, Dir: filepath.Join(dataDir, "images"),
+		Loader: loader, Client: client,
+	})
+}
+
+// imageClient is the HTTP client of fetches from the controller: its TLS
+// verified with image-ca-file when set.
+func imageClient(s imageSettings) (*http.Client, error) {
 	client := &http.Client{}
 	if s.caFile != "" {
 		pem, err := os.ReadFile(s.caFile)
@@ -59,8 +74,5 @@ func imageFetcher(s imageSettings, node, dataDir string, rt edgeagent.Runtime) (
 		}
 		client.Transport = &http.Transport{Proxy: http.ProxyFromEnvironment, TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
 	}
-	return imagefetch.New(imagefetch.Options{
-		URL: s.url, Node: node, Token: s.token, Dir: filepath.Join(dataDir, "images"),
-		Loader: loader, Client: client,
-	})
+	return client, nil
 }

@@ -13,27 +13,49 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/viper"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/edgeset/edgeset/edgeagent"
+	"github.com/edgeset/edgeset/edgeagent/selfupdate"
 	"github.com/edgeset/edgeset/internal/cliconfig"
 	"github.com/edgeset/edgeset/schema"
 )
 
 func main() {
-	if err := newRootCmd(os.Stderr).Execute(); err != nil {
+	// The trial record comes first, before the flags and the config are
+	// read: a new version that cannot read them must still count its
+	// starts and roll back (edgeagent/selfupdate).
+	var boot *selfupdate.Boot
+	if servesAgent(os.Args[1:]) {
+		var err error
+		if boot, err = startSelf(os.Stderr); errors.Is(err, selfupdate.ErrRestart) {
+			os.Exit(selfupdate.ExitRestart)
+		}
+	}
+	err := newRootCmdBoot(os.Stderr, boot).Execute()
+	if errors.Is(err, selfupdate.ErrRestart) {
+		fmt.Fprintln(os.Stderr, "edgeset-agent: restarting into another agent binary")
+		os.Exit(selfupdate.ExitRestart)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "edgeset-agent:", err)
 		os.Exit(1)
 	}
 }
 
-// newRootCmd is the edgeset-agent command: load, resolve, run.
-func newRootCmd(stderr io.Writer) *cobra.Command {
+// newRootCmd is the edgeset-agent command: load, resolve, run, without
+// self-upgrade.
+func newRootCmd(stderr io.Writer) *cobra.Command { return newRootCmdBoot(stderr, nil) }
+
+// newRootCmdBoot is newRootCmd that upgrades the agent from boot
+// (selfupdate.Start's; nil: no self-upgrade).
+func newRootCmdBoot(stderr io.Writer, boot *selfupdate.Boot) *cobra.Command {
 	return newCommand(func(ctx context.Context, fc fileConfig, source string) error {
 		s, err := fc.resolve(os.Hostname)
 		if err != nil {
 			return fmt.Errorf("config (%s): %w", source, err)
 		}
+		s.boot = boot
 		return run(ctx, s, source, stderr)
 	})
 }
@@ -41,7 +63,7 @@ func newRootCmd(stderr io.Writer) *cobra.Command {
 // newCommand builds the command with its flags, environment and config
 // file bound; runFn receives the merged configuration.
 func newCommand(runFn func(ctx context.Context, fc fileConfig, source string) error) *cobra.Command {
-	v := viper.New()
+	v := cliconfig.New(envNames)
 	cmd := &cobra.Command{
 		Use:   "edgeset-agent",
 		Short: "Run the edgeset agent: announce this device and run its daemons",
@@ -50,8 +72,9 @@ its labels, taints, capacity and health, and runs the daemons the controller
 assigns to it through the container runtime, also while the broker is away.
 
 Every flag is also a key of the config file (--config) and an environment
-variable: --node-name is node-name and EDGESET_NODE_NAME. Precedence: flag,
-environment, config file, default.`,
+variable: --node-name is node-name and EDGESET_NODE_NAME (but the node token
+is EDGESET_NODE_TOKEN or EDGESET_NODE_TOKEN_FILE: EDGESET_TOKEN is edgesetctl's
+API token). Precedence: flag, environment, config file, default.`,
 		Version:       schema.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -66,7 +89,7 @@ environment, config file, default.`,
 	}
 	addFlags(cmd.Flags())
 	cliconfig.Bind(v, cmd.Flags())
-	cmd.AddCommand(newEnrollCmd())
+	cmd.AddCommand(newEnrollCmd(), newVersionCmd())
 	return cmd
 }
 
@@ -84,6 +107,13 @@ func run(ctx context.Context, s settings, source string, stderr io.Writer) error
 		return err
 	}
 	defer closeRT()
+	upgrader, err := newUpgrader(s.boot, s.images, s.node.Agent.NodeName, log)
+	if err != nil {
+		return err
+	}
+	if upgrader != nil {
+		s.node.Agent.SelfUpgrade = upgrader
+	}
 	node, err := newNode(s, rt, log)
 	if err != nil {
 		return err
@@ -91,7 +121,10 @@ func run(ctx context.Context, s settings, source string, stderr io.Writer) error
 	log.Info("edgeset-agent starting", "version", schema.Version, "node", s.node.Agent.NodeName, "config", source,
 		"broker", strings.Join(s.node.MQTT.BrokerURLs, ","), "runtime", s.runtime, "data", s.node.Agent.DataDir)
 	start := time.Now()
-	err = runNode(ctx, node, rt, s.metricsAddr, log)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return runNode(gctx, node, rt, s.metricsAddr, log) })
+	g.Go(func() error { return runUpgrader(gctx, upgrader) })
+	err = g.Wait()
 	log.Info("edgeset-agent stopped", "uptime", time.Since(start).Round(time.Second))
 	if errors.Is(err, context.Canceled) {
 		return nil

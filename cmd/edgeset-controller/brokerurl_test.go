@@ -5,7 +5,6 @@ import (
 	"os"
 	"testing"
 
-	"github.com/spf13/viper"
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgeset/edgeset/internal/cliconfig"
@@ -33,7 +32,7 @@ func TestBrokerURLList(t *testing.T) {
 			}
 			cmd := newRootCmd(io.Discard)
 			require.NoError(t, cmd.Flags().Parse(tc.args))
-			v := viper.New()
+			v := cliconfig.New(nil)
 			cliconfig.Bind(v, cmd.Flags())
 			if tc.file != "" {
 				path := t.TempDir() + "/controller.yaml"

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/viper"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -20,7 +19,7 @@ func TestHAKeysLoad(t *testing.T) {
 	t.Setenv("EDGESET_CONTROLLER_ID", "ctl-2")
 	cmd := newRootCmd(io.Discard)
 	require.NoError(t, cmd.Flags().Parse([]string{"--store", "etcd", "--etcd-endpoints", "http://e1:2379,http://e2:2379"}))
-	v := viper.New()
+	v := cliconfig.New(nil)
 	cliconfig.Bind(v, cmd.Flags())
 	path := t.TempDir() + "/controller.yaml"
 	require.NoError(t, os.WriteFile(path, []byte("leader-lease-ttl: 6s\nbroker-url: tcp://mqtt:1883\n"), 0o600))

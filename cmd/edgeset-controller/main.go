@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
 	// Maintenance windows name IANA zones: the zone database is built in
 	// (about 450 KB) so that a controller on a minimal image, without
 	// /usr/share/zoneinfo, evaluates them as everywhere else.
@@ -44,7 +45,7 @@ type fileConfig struct {
 }
 
 func newRootCmd(stderr io.Writer) *cobra.Command {
-	v := viper.New()
+	v := cliconfig.New(nil)
 	cmd := &cobra.Command{
 		Use:   "edgeset-controller",
 		Short: "Run the edgeset controller: embedded MQTT broker, store, reconcile loop and HTTP API",

@@ -7,11 +7,11 @@ import (
 	"testing"
 
 	"github.com/spf13/pflag"
-	"github.com/spf13/viper"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgeset/edgeset/controller"
+	"github.com/edgeset/edgeset/internal/cliconfig"
 )
 
 // TestDocumentedConfigLoads: configs/controller.yaml, the reference of
@@ -20,7 +20,7 @@ import (
 // docs/configuration.md reproduces the file.
 func TestDocumentedConfigLoads(t *testing.T) {
 	cmd := newRootCmd(io.Discard)
-	v := viper.New()
+	v := cliconfig.New(nil)
 	require.NoError(t, v.BindPFlags(cmd.Flags()))
 	v.Set("config", "../../configs/controller.yaml")
 	cfg, source, err := loadConfig(v)
@@ -49,7 +49,7 @@ func TestDocumentedConfigLoads(t *testing.T) {
 func TestUnknownConfigKeyIsNamed(t *testing.T) {
 	path := t.TempDir() + "/bad.yaml"
 	require.NoError(t, os.WriteFile(path, []byte("data-dir: x\nmqtt-adress: 127.0.0.1:1\n"), 0o600))
-	v := viper.New()
+	v := cliconfig.New(nil)
 	require.NoError(t, v.BindPFlags(newRootCmd(io.Discard).Flags()))
 	v.Set("config", path)
 	_, _, err := loadConfig(v)
@@ -70,7 +70,7 @@ func TestBareNumberDurationIsRefused(t *testing.T) {
 	} {
 		path := t.TempDir() + "/bad.yaml"
 		require.NoError(t, os.WriteFile(path, []byte(tc.file), 0o600))
-		v := viper.New()
+		v := cliconfig.New(nil)
 		require.NoError(t, v.BindPFlags(newRootCmd(io.Discard).Flags()))
 		v.Set("config", path)
 		_, _, err := loadConfig(v)
@@ -80,7 +80,7 @@ func TestBareNumberDurationIsRefused(t *testing.T) {
 	}
 	path := t.TempDir() + "/good.yaml"
 	require.NoError(t, os.WriteFile(path, []byte("data-dir: x\nmqtt-connect-timeout: 10s\n"), 0o600))
-	v := viper.New()
+	v := cliconfig.New(nil)
 	require.NoError(t, v.BindPFlags(newRootCmd(io.Discard).Flags()))
 	v.Set("config", path)
 	cfg, _, err := loadConfig(v)

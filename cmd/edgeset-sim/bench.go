@@ -13,14 +13,14 @@ import (
 
 // runHost is the benchmark's controller subprocess: it serves until ctx
 // ends or its stdin closes (the benchmark exited).
-func runHost(ctx context.Context, dir string, stdout io.Writer) error {
+func runHost(ctx context.Context, dir string, signing bool, stdout io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		cancel()
 	}()
-	return scale.Host(ctx, dir, scale.HostOptions{}, stdout)
+	return scale.Host(ctx, dir, scale.HostOptions{Signing: signing}, stdout)
 }
 
 // runBenchDevices is one device process of the benchmark: its share of
@@ -39,8 +39,12 @@ func runBench(ctx context.Context, f flags, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	host := []string{exe, "--controller-host"}
+	if f.signing {
+		host = []string{exe, "--signing", "--controller-host"}
+	}
 	res, err := scale.Run(ctx, scale.Options{
-		Nodes: f.nodes, Ramp: f.ramp, HostCommand: []string{exe, "--controller-host"},
+		Nodes: f.nodes, Ramp: f.ramp, HostCommand: host, Signing: f.signing,
 		DeviceProcesses: f.deviceProcesses, DeviceCommand: []string{exe, "--bench-devices", "--log-level", f.logLevel},
 		CPUProfile: f.cpuProfile, Progress: stdout,
 	})

@@ -66,3 +66,45 @@ func TestBenchDeviceProcesses(t *testing.T) {
 	assert.Equal(t, nodes, instances, "the merged snapshot counts one instance per device")
 	assert.Equal(t, nodes, ready)
 }
+
+// TestBenchSigning runs a small signed benchmark, its devices in this
+// process and in two device processes: every device pins the run's fleet
+// root and applies only what the controller signed under it, so the
+// apply and rollout complete only if the host signs, its key is
+// delegated and the root reaches every device.
+func TestBenchSigning(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a controller and device processes")
+	}
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	t.Setenv(envAsMain, "1")
+	for _, procs := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d device processes", procs), func(t *testing.T) {
+			const nodes = 20
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			res, err := scale.Run(ctx, scale.Options{
+				Nodes: nodes, Ramp: 500, HostCommand: []string{exe, "--signing", "--controller-host"}, Signing: true,
+				DeviceProcesses: procs, DeviceCommand: []string{exe, "--bench-devices"}, Timeout: time.Minute,
+			})
+			require.NoError(t, err)
+			assert.Equal(t, nodes, res.Fleet.Final.Announced)
+			assert.Positive(t, res.ApplySeconds)
+			assert.Positive(t, res.RolloutSeconds)
+		})
+	}
+}
+
+// TestBenchSigningNeedsASigningHost: a signed benchmark against a host
+// that does not sign says so instead of waiting for devices that refuse
+// everything.
+func TestBenchSigningNeedsASigningHost(t *testing.T) {
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	t.Setenv(envAsMain, "1")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = scale.Run(ctx, scale.Options{Nodes: 1, HostCommand: []string{exe, "--controller-host"}, Signing: true})
+	require.ErrorContains(t, err, "does not sign")
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/edgeset/edgeset/schema"
+	"github.com/edgeset/edgeset/signing"
 	"github.com/edgeset/edgeset/sim"
 	"github.com/edgeset/edgeset/sim/scale"
 )
@@ -33,10 +34,11 @@ type flags struct {
 	brokerURLs                                             []string
 	secretFile, tokenFile, fleetFile, reportFile           string
 	namePrefix, sourceRange, logLevel, hostDir, cpuProfile string
+	trustRoot                                              string
 	nodes, deviceProcesses, subscribeQoS                   int
 	ramp                                                   float64
 	duration, interval, keepAlive                          time.Duration
-	bench, benchDevices, summary, version                  bool
+	bench, benchDevices, summary, version, signing         bool
 	// args are the report files of --summary.
 	args []string
 }
@@ -62,6 +64,8 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.BoolVar(&f.bench, "bench", false, "run the scale benchmark (controller subprocess plus --nodes devices) instead")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "with --bench: write the controller's CPU profile of each phase here, the phase before the extension (cpu.pprof: cpu.register.pprof, cpu.apply.pprof, cpu.rollout.pprof)")
 	fs.IntVar(&f.deviceProcesses, "device-processes", 1, "with --bench: run the devices in this many processes, each its share (one process may hold 20,000 open files)")
+	fs.BoolVar(&f.signing, "signing", false, "with --bench: the controller signs what it publishes and every device pins a fleet root made for the run and verifies each document")
+	fs.StringVar(&f.trustRoot, "trust-root", "", `the fleet root every device pins ("ed25519:BASE64", as edgesetctl keys show prints it): the devices verify what the controller signs`)
 	fs.BoolVar(&f.benchDevices, "bench-devices", false, "internal: run one device process of the benchmark")
 	fs.BoolVar(&f.summary, "summary", false, "print min / median / max of the --bench --report files given as arguments, per fleet size")
 	fs.StringVar(&f.hostDir, "controller-host", "", "internal: run the benchmark's controller host in this data directory")
@@ -92,7 +96,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "edgeset-sim", schema.Version)
 		return nil
 	case f.hostDir != "":
-		return runHost(ctx, f.hostDir, stdout)
+		return runHost(ctx, f.hostDir, f.signing, stdout)
 	case f.summary:
 		return runSummary(f.args, stdout)
 	case f.bench:
@@ -158,6 +162,11 @@ func fleetOptions(f flags) (sim.Options, error) {
 		}
 	} else if opts.Shape, err = sim.ParseShape(nil); err != nil {
 		return opts, err
+	}
+	if f.trustRoot != "" {
+		if opts.TrustRoot, err = signing.ParsePublicKey(f.trustRoot); err != nil {
+			return opts, fmt.Errorf("--trust-root: %w", err)
+		}
 	}
 	switch {
 	case f.secretFile != "" && f.tokenFile != "":

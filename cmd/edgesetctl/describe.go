@@ -160,6 +160,9 @@ func writeDaemonSet(w io.Writer, d api.DaemonSet, events []api.Event) {
 	field(w, "Node-Selector", mapString(spec.Template.Spec.NodeSelector))
 	field(w, "Strategy", strategyString(spec))
 	writeSchedule(w, spec.Rollout)
+	if lock := updateLockField(spec); lock != "" {
+		field(w, "Update lock", lock)
+	}
 	field(w, "Min ready", fmt.Sprintf("%ds", spec.MinReadySeconds))
 	field(w, "Revision", fmt.Sprintf("%d (%s), generation %d", d.CurrentRevision, d.CurrentHash, d.Generation))
 	listField(w, "Uses", configUses(spec.Template.References()))
@@ -172,7 +175,7 @@ func writeDaemonSet(w io.Writer, d api.DaemonSet, events []api.Event) {
 		st.DesiredNumberScheduled, st.CurrentNumberScheduled, st.NumberReady, st.UpdatedNumberScheduled,
 		st.NumberAvailable, st.NumberMisscheduled, st.NodesOffline))
 	if r := st.Rollout; r != nil {
-		field(w, "Rollout", rolloutSummary(*r, d.Instances))
+		field(w, "Rollout", rolloutSummary(*r, d.Instances)+heldNote(d))
 	}
 	writeInstances(w, d.Instances, true)
 	writeEvents(w, events)
@@ -270,7 +273,7 @@ func writeInstances(w io.Writer, ins []api.Instance, byNode bool) {
 		if byNode {
 			who = in.Node
 		}
-		msg := in.Message
+		msg := instanceMessage(in)
 		if pf := instancePrefetch(in.Prefetch); pf != "" {
 			msg = strings.TrimPrefix(msg+"; "+pf, "; ")
 		}

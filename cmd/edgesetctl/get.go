@@ -338,9 +338,13 @@ func printInstances(w io.Writer, format string, ins []api.Instance) error {
 	}
 	t := newTable(w, headers...)
 	for _, in := range ins {
-		cells := []string{in.Node, in.DaemonSet, shortHash(in.Revision), in.Phase, yesNo(in.Ready), strconv.Itoa(int(in.Restarts)), yesNo(in.Online)}
+		phase := in.Phase
+		if in.UpdateLock != nil {
+			phase += " (locked)"
+		}
+		cells := []string{in.Node, in.DaemonSet, shortHash(in.Revision), phase, yesNo(in.Ready), strconv.Itoa(int(in.Restarts)), yesNo(in.Online)}
 		if format == outputWide {
-			cells = append(cells, orNone(in.Message))
+			cells = append(cells, orNone(instanceMessage(in)))
 		}
 		t.row(cells...)
 	}

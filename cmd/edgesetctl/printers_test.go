@@ -90,6 +90,30 @@ func windowedDaemonSet() api.DaemonSet {
 	return ds
 }
 
+// lockedDaemonSet is a daemonset whose template opts into the update
+// lock, two of its nodes held by their lock (one stale, one deferred), a
+// third overridden.
+func lockedDaemonSet() api.DaemonSet {
+	ds := goldenDaemonSets()[0]
+	ds.Namespace, ds.Name, ds.Manifest.APIVersion = "edge", "flasher", schema.APIVersionEdgeset
+	ds.Manifest.Spec.Template.Metadata.Annotations = map[string]string{schema.UpdateLockAnnotation: "true"}
+	stale := int32(1800)
+	ds.Manifest.Spec.Rollout = &schema.RolloutPolicy{UpdateLockStaleAfterSeconds: &stale}
+	ds.Status.Rollout = &api.RolloutStatus{Strategy: "RollingUpdate", Target: ds.CurrentHash, Total: 4, Updated: 1, Updating: 1,
+		HeldByLock: 2, StaleLocks: 1, MaxUnavailable: 1}
+	old := "1f0c3b2a9d8e7f6a5b4c"
+	ds.Instances = []api.Instance{
+		{Node: "gw-1", DaemonSet: "edge/flasher", Revision: ds.CurrentHash, Phase: "Running", Ready: true, Online: true},
+		{Node: "gw-2", DaemonSet: "edge/flasher", Revision: old, Phase: "Running", Ready: true, Online: true,
+			UpdateLock: &api.UpdateLock{HeldSince: fixedNow.Add(-3 * time.Hour), Stale: true}},
+		{Node: "gw-3", DaemonSet: "edge/flasher", Revision: old, Phase: "Running", Ready: true, Online: true,
+			UpdateLock: &api.UpdateLock{HeldSince: fixedNow.Add(-5 * time.Minute), Deferred: true}},
+		{Node: "gw-4", DaemonSet: "edge/flasher", Revision: ds.CurrentHash, Phase: "Pending", Online: true, Message: "waiting for revision",
+			UpdateLock: &api.UpdateLock{HeldSince: fixedNow.Add(-4 * time.Hour), Stale: true, Overridden: true}},
+	}
+	return ds
+}
+
 func goldenEvents() []api.Event {
 	return []api.Event{
 		{Seq: 7, Time: fixedNow.Add(-90 * time.Second), Type: "Normal", Reason: "Scheduled", Object: "daemonset/monitoring/node-exporter", Message: "node gw-berlin-1: revision 8232a8846ff7bc935bb3"},
@@ -146,6 +170,13 @@ func TestGoldenTables(t *testing.T) {
 			(&lineProgress{key: "edge/camera", out: w}).update(prefetchingDaemonSet())
 			return nil
 		}},
+		{"describe-daemonset-locks", func(w *bytes.Buffer) error { writeDaemonSet(w, lockedDaemonSet(), nil); return nil }},
+		{"rollout-progress-locks", func(w *bytes.Buffer) error {
+			(&lineProgress{key: "edge/flasher", out: w}).update(lockedDaemonSet())
+			return nil
+		}},
+		{"get-instances-locks", func(w *bytes.Buffer) error { return printInstances(w, outputTable, lockedDaemonSet().Instances) }},
+		{"get-instances-locks-wide", func(w *bytes.Buffer) error { return printInstances(w, outputWide, lockedDaemonSet().Instances) }},
 		{"rollout-progress", func(w *bytes.Buffer) error {
 			(&lineProgress{key: "monitoring/node-exporter", out: w}).update(ds[0])
 			return nil

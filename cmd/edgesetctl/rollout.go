@@ -37,7 +37,7 @@ revision an automatic rollback rejected.`,
 		newRolloutHistoryCmd(s, &namespace),
 		newRolloutUndoCmd(s, &namespace),
 		newRolloutActionCmd(s, &namespace, api.RolloutPause, "Stop starting new batches (nodes already updating finish)", "paused"),
-		newRolloutActionCmd(s, &namespace, api.RolloutResume, "Resume a paused rollout (also after a failure pause)", "resumed"),
+		newRolloutResumeCmd(s, &namespace),
 		newRolloutActionCmd(s, &namespace, api.RolloutRestart, "Roll the current template out again as a new revision", "restarted"),
 		newRolloutActionCmd(s, &namespace, api.RolloutPromote, "Let a canary rollout go on to every node", "promoted"),
 		newRolloutActionCmd(s, &namespace, api.RolloutRetry, "Roll out again the revision an automatic rollback rejected", "retried"),
@@ -246,7 +246,7 @@ func progressLine(key string, ds api.DaemonSet) string {
 	}
 	line := fmt.Sprintf("Waiting for daemonset %q rollout to finish: %d of %d nodes updated and available (%d updating, %d waiting, %d offline, %d failed)",
 		key, r.Updated, r.Total, r.Updating, r.Waiting, r.Offline, r.Failed)
-	line += windowNote(*r) + prefetchNote(*r, ds.Instances)
+	line += windowNote(*r) + heldNote(ds) + prefetchNote(*r, ds.Instances)
 	if r.Paused {
 		line += "; paused: " + r.PauseReason
 	}
@@ -287,8 +287,8 @@ func (b *barProgress) update(ds api.DaemonSet) {
 			progressbar.OptionSetDescription(b.key), progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(false))
 	}
 	b.bar.ChangeMax(max(r.Total, 1))
-	b.bar.Describe(fmt.Sprintf("%s: %d updating, %d waiting, %d offline, %d failed%s%s", b.key, r.Updating, r.Waiting, r.Offline, r.Failed,
-		windowNote(*r), prefetchNote(*r, ds.Instances)))
+	b.bar.Describe(fmt.Sprintf("%s: %d updating, %d waiting, %d offline, %d failed%s%s%s", b.key, r.Updating, r.Waiting, r.Offline, r.Failed,
+		windowNote(*r), heldNote(ds), prefetchNote(*r, ds.Instances)))
 	_ = b.bar.Set(r.Updated)
 }
 

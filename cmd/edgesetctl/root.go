@@ -52,6 +52,7 @@ var commands = []func(*streams) *cobra.Command{
 	newAuditCmd,
 	newEnrollmentCmd,
 	newImageCmd,
+	newAgentCmd,
 	newVersionCmd,
 }
 

@@ -58,7 +58,7 @@ const (
 
 	PermDaemonSetsApply   Permission = "daemonsets.apply" // apply of any manifest (DaemonSet, ConfigMap, Secret)
 	PermDaemonSetsDelete  Permission = "daemonsets.delete"
-	PermDaemonSetsRollout Permission = "daemonsets.rollout" // pause, resume, undo, restart, instance deletion
+	PermDaemonSetsRollout Permission = "daemonsets.rollout" // pause, resume (with --force: override stale update locks), undo, restart, instance deletion
 	PermConfigDelete      Permission = "configmaps.delete"
 	PermSecretsDelete     Permission = "secrets.delete"
 	PermNodesUpdate       Permission = "nodes.update" // label, taint, cordon

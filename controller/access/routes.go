@@ -56,6 +56,7 @@ var Routes = []Rule{
 	{Pattern: "POST /api/v1/apply", Permission: PermDaemonSetsApply, NamespacesInBody: true},
 	{Pattern: "DELETE /api/v1/daemonsets/{namespace}/{name}", Permission: PermDaemonSetsDelete},
 	{Pattern: "POST /api/v1/daemonsets/{namespace}/{name}/rollout", Permission: PermDaemonSetsRollout},
+	{Pattern: "POST /api/v1/daemonsets/{namespace}/{name}/rollout/force", Permission: PermDaemonSetsRollout},
 	{Pattern: "DELETE /api/v1/daemonsets/{namespace}/{name}/instances/{node}", Permission: PermDaemonSetsRollout},
 	{Pattern: "GET /api/v1/daemonsets/{namespace}/{name}/logs", Permission: PermLogsRead},
 	{Pattern: "PATCH /api/v1/nodes/{name}", Permission: PermNodesUpdate},

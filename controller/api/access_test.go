@@ -78,6 +78,10 @@ func (b *callBackend) Rollout(context.Context, string, RolloutRequest) (DaemonSe
 	b.called("rollout")
 	return DaemonSet{}, nil
 }
+func (b *callBackend) ForceRollout(context.Context, string, string) (DaemonSet, error) {
+	b.called("forceRollout")
+	return DaemonSet{}, nil
+}
 func (b *callBackend) RolloutHistory(context.Context, string) ([]Revision, error) {
 	b.called("history")
 	return []Revision{}, nil
@@ -304,6 +308,7 @@ func TestRolesOverHTTP(t *testing.T) {
 		{"GET", "/api/v1/secrets/team-a/s", "", access.PermSecretsRead},
 		{"POST", "/api/v1/apply", manifest, access.PermDaemonSetsApply},
 		{"POST", "/api/v1/daemonsets/team-a/web/rollout", `{"action":"pause"}`, access.PermDaemonSetsRollout},
+		{"POST", "/api/v1/daemonsets/team-a/web/rollout/force?node=gw-1", "", access.PermDaemonSetsRollout},
 		{"PATCH", "/api/v1/nodes/gw-1", `{"labels":{"a":"b"}}`, access.PermNodesUpdate},
 		{"DELETE", "/api/v1/daemonsets/team-a/web", "", access.PermDaemonSetsDelete},
 		{"GET", "/api/v1/daemonsets/team-a/web/logs?node=gw-1", "", access.PermLogsRead},

@@ -120,6 +120,17 @@ func (c *Client) Rollout(ctx context.Context, key string, req RolloutRequest) (D
 	return out, c.doJSON(ctx, http.MethodPost, "/daemonsets/"+escapeKey(key)+"/rollout", body, &out)
 }
 
+// ForceRollout resumes a daemonset's rollout and overrides the stale
+// update locks of its nodes, or of node alone when it is not empty.
+func (c *Client) ForceRollout(ctx context.Context, key, node string) (DaemonSet, error) {
+	path := "/daemonsets/" + escapeKey(key) + "/rollout/force"
+	if node != "" {
+		path += "?node=" + url.QueryEscape(node)
+	}
+	var out DaemonSet
+	return out, c.doJSON(ctx, http.MethodPost, path, nil, &out)
+}
+
 // RolloutHistory lists a daemonset's revisions, oldest first.
 func (c *Client) RolloutHistory(ctx context.Context, key string) ([]Revision, error) {
 	var out []Revision

@@ -52,6 +52,9 @@ type Backend interface {
 	// OnDelete the node then moves to the current revision.
 	DeleteInstance(ctx context.Context, key, node string) error
 	Rollout(ctx context.Context, key string, req RolloutRequest) (DaemonSet, error)
+	// ForceRollout resumes a rollout and overrides the stale update locks
+	// of its nodes (of node alone, when not empty).
+	ForceRollout(ctx context.Context, key, node string) (DaemonSet, error)
 	RolloutHistory(ctx context.Context, key string) ([]Revision, error)
 	Events(ctx context.Context, f EventFilter) ([]Event, error)
 	Version(ctx context.Context) VersionInfo
@@ -143,6 +146,7 @@ func (s *Server) routes() {
 	s.handle("GET "+p+"/daemonsets/{namespace}/{name}", s.getDaemonSet)
 	s.handle("DELETE "+p+"/daemonsets/{namespace}/{name}", s.deleteDaemonSet)
 	s.handle("POST "+p+"/daemonsets/{namespace}/{name}/rollout", s.rollout)
+	s.handle("POST "+p+"/daemonsets/{namespace}/{name}/rollout/force", s.forceRollout)
 	s.handle("GET "+p+"/daemonsets/{namespace}/{name}/revisions", s.revisions)
 	s.handle("DELETE "+p+"/daemonsets/{namespace}/{name}/instances/{node}", s.deleteInstance)
 	s.mux.HandleFunc("GET "+p+"/daemonsets/{namespace}/{name}/logs", s.logs)
@@ -264,6 +268,13 @@ func (s *Server) rollout(_ http.ResponseWriter, r *http.Request) (any, error) {
 		return nil, err
 	}
 	return s.backend.Rollout(r.Context(), dsKey(r), req)
+}
+
+// forceRollout is `rollout resume --force [--node NODE]`: the node, if
+// any, is the query's node parameter, so that the audit log's path says
+// which.
+func (s *Server) forceRollout(_ http.ResponseWriter, r *http.Request) (any, error) {
+	return s.backend.ForceRollout(r.Context(), dsKey(r), r.URL.Query().Get("node"))
 }
 
 func (s *Server) revisions(_ http.ResponseWriter, r *http.Request) (any, error) {

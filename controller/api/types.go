@@ -159,6 +159,13 @@ type RolloutStatus struct {
 	// Prefetch counts the downloads (spec.rollout.prefetch only).
 	WaitingForPrefetch int              `json:"waitingForPrefetch,omitempty"`
 	Prefetch           *RolloutPrefetch `json:"prefetch,omitempty"`
+	// HeldByLock counts the nodes on an older revision whose instance
+	// holds its update lock: the rollout passes them over until it is
+	// released. StaleLocks counts the nodes whose lock has been held longer
+	// than spec.rollout.updateLockStaleAfterSeconds; `edgesetctl rollout
+	// resume --force` overrides those (the instances say which).
+	HeldByLock int `json:"heldByLock,omitempty"`
+	StaleLocks int `json:"staleLocks,omitempty"`
 }
 
 // RolloutPrefetch counts a rollout's downloads under spec.rollout.prefetch:
@@ -171,6 +178,19 @@ type RolloutPrefetch struct {
 	Done        int `json:"done"`
 	Downloading int `json:"downloading"`
 	Unsupported int `json:"unsupported,omitempty"`
+}
+
+// UpdateLock is an instance's update lock as the controller sees it.
+type UpdateLock struct {
+	// HeldSince is when the daemon took the lock, on the device's clock.
+	HeldSince time.Time `json:"heldSince"`
+	// Deferred: the agent deferred an update of the instance because of
+	// the lock.
+	Deferred bool `json:"deferred,omitempty"`
+	// Stale: held longer than the daemonset allows; Overridden: an
+	// operator overrode it, so the node is updated despite it.
+	Stale      bool `json:"stale,omitempty"`
+	Overridden bool `json:"overridden,omitempty"`
 }
 
 // Instance is one daemon instance on one node: desired and observed.
@@ -187,6 +207,10 @@ type Instance struct {
 	// Prefetch is the node's download of the daemonset's next revision,
 	// as its agent last reported it, while its desired state asks for one.
 	Prefetch *InstancePrefetch `json:"prefetch,omitempty"`
+	// UpdateLock is the update lock the node reports for the daemonset
+	// (on this instance, or on the older one it keeps while it defers
+	// its update); nil while none is held.
+	UpdateLock *UpdateLock `json:"updateLock,omitempty"`
 }
 
 // InstancePrefetch is one node's download of a revision's images.

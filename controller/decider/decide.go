@@ -213,6 +213,7 @@ func (d *Decider) newPlanner(now time.Time) {
 		st := reconcile.DaemonSetState{Key: ds.Key, CurrentRevision: ds.Revision, MinReadySeconds: ds.MinReadySeconds, Orphan: ds.Orphan}
 		if !ds.Orphan {
 			st.Policy = ds.Policy
+			st.UpdateLockOverride = ds.lockOverride
 		}
 		states = append(states, st)
 	}
@@ -324,10 +325,28 @@ func sameInstance(a, b *schema.InstanceStatus) bool {
 	if a.Revision != b.Revision || a.Ready != b.Ready || a.Phase != b.Phase || a.Message != b.Message {
 		return false
 	}
-	if (a.ReadySince == nil) != (b.ReadySince == nil) {
+	if (a.ReadySince == nil) != (b.ReadySince == nil) || (a.UpdateLock == nil) != (b.UpdateLock == nil) {
+		return false
+	}
+	if a.UpdateLock != nil && (!a.UpdateLock.HeldSince.Equal(b.UpdateLock.HeldSince) || a.UpdateLock.Deferred != b.UpdateLock.Deferred) {
 		return false
 	}
 	return a.ReadySince == nil || a.ReadySince.Equal(*b.ReadySince)
+}
+
+// lockOverride is the update lock override ds's rollout state gives node
+// (schema.DesiredInstance.OverrideUpdateLock), "" for none. Stage three
+// calls it after the rollout step, from any of its goroutines: it only
+// reads the tracker's state.
+func (ds *daemonSet) lockOverride(node string) string {
+	if ds.tracker == nil {
+		return ""
+	}
+	at, ok := ds.tracker.State().LockOverrides[node]
+	if !ok {
+		return ""
+	}
+	return schema.FormatLockInstant(at)
 }
 
 // rolloutNode describes node n for the rollout of daemonset ds, given the
@@ -356,6 +375,9 @@ func rolloutNode(n *node, ds *daemonSet, have []schema.DesiredInstance) rollout.
 		inst := rollout.Instance{Revision: obs.Revision, Ready: obs.Ready, Phase: obs.Phase, Message: obs.Message}
 		if obs.ReadySince != nil {
 			inst.ReadySince = *obs.ReadySince
+		}
+		if l := obs.UpdateLock; l != nil {
+			inst.LockedSince, inst.LockDeferred = l.HeldSince, l.Deferred
 		}
 		rn.Observed = append(rn.Observed, inst)
 	}

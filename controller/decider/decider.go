@@ -378,7 +378,7 @@ func strategyEqual(a, b rollout.Strategy) bool {
 		a.MinReady == b.MinReady && a.OfflineGrace == b.OfflineGrace && a.ProgressDeadline == b.ProgressDeadline &&
 		ptrEqual(a.FailureThreshold, b.FailureThreshold) && a.AutoRollback == b.AutoRollback && a.Paused == b.Paused &&
 		ptrEqual(a.CanaryNodes, b.CanaryNodes) && a.CanaryAutoPromote == b.CanaryAutoPromote &&
-		rollout.ScheduleEqual(a, b)
+		a.UpdateLockStaleAfter == b.UpdateLockStaleAfter && rollout.ScheduleEqual(a, b)
 }
 
 func ptrEqual[T comparable](a, b *T) bool {
@@ -389,7 +389,8 @@ func ptrEqual[T comparable](a, b *T) bool {
 // lengths are compared first.
 func stateEqual(a, b rollout.State) bool {
 	if len(a.AssignedAt) != len(b.AssignedAt) || len(a.Failed) != len(b.Failed) ||
-		len(a.Pending) != len(b.Pending) || len(a.Away) != len(b.Away) {
+		len(a.Pending) != len(b.Pending) || len(a.Away) != len(b.Away) ||
+		len(a.StaleLocks) != len(b.StaleLocks) || len(a.LockOverrides) != len(b.LockOverrides) {
 		return false
 	}
 	if a.Target != b.Target || a.Stable != b.Stable || a.Previous != b.Previous || a.Paused != b.Paused ||
@@ -399,5 +400,7 @@ func stateEqual(a, b rollout.State) bool {
 		return false
 	}
 	return maps.EqualFunc(a.AssignedAt, b.AssignedAt, time.Time.Equal) && maps.Equal(a.Failed, b.Failed) &&
-		maps.Equal(a.Pending, b.Pending) && maps.Equal(a.Away, b.Away)
+		maps.Equal(a.Pending, b.Pending) && maps.Equal(a.Away, b.Away) &&
+		maps.EqualFunc(a.StaleLocks, b.StaleLocks, time.Time.Equal) &&
+		maps.EqualFunc(a.LockOverrides, b.LockOverrides, time.Time.Equal)
 }

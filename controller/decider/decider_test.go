@@ -80,6 +80,12 @@ func (w *world) randomDaemonSet(name string) DaemonSet {
 			spec.Rollout.Canary = &schema.CanaryPolicy{Nodes: ptr(schema.FromInt(1)), AutoPromoteSeconds: int32(30 * r.IntN(2))}
 		}
 	}
+	if r.IntN(2) == 0 {
+		if spec.Rollout == nil {
+			spec.Rollout = &schema.RolloutPolicy{}
+		}
+		spec.Rollout.UpdateLockStaleAfterSeconds = ptr(int32(30 * r.IntN(3)))
+	}
 	if r.IntN(3) == 0 {
 		if spec.Rollout == nil {
 			spec.Rollout = &schema.RolloutPolicy{}
@@ -189,10 +195,12 @@ func (w *world) event(inc *Decider) {
 			ds.Policy, ds.MinReadySeconds = w.ds[key].Policy, w.ds[key].MinReadySeconds
 		}
 		w.setDaemonSet(inc, ds)
-	case k < 70 && len(keys) > 0: // pause, resume, promote
+	case k < 70 && len(keys) > 0: // pause, resume, promote, override stale locks
 		ds := w.ds[keys[r.IntN(len(keys))]]
 		st := ds.Rollout
-		switch r.IntN(3) {
+		switch r.IntN(4) {
+		case 3:
+			st, _ = st.OverrideStaleLocks()
 		case 0:
 			st.OperatorPaused = true
 		case 1:
@@ -262,15 +270,27 @@ func (w *world) report(n Node) []schema.InstanceStatus {
 			st.Ready = true
 			st.ReadySince = ptr(w.now.Add(-time.Duration(w.r.IntN(60)) * time.Second))
 		}
+		w.drawLock(&st)
 		out = append(out, st)
 		if w.r.IntN(5) == 0 { // an instance the agent still runs, or made up
 			old := st
 			old.Revision = fmt.Sprintf("rev%d", w.r.IntN(w.revisions+3))
 			old.Ready, old.ReadySince = true, ptr(w.now.Add(-time.Hour))
+			old.UpdateLock = nil
+			w.drawLock(&old)
 			out = append(out, old)
 		}
 	}
 	return out
+}
+
+// drawLock gives one instance in three an update lock, taken a moment
+// or long ago, deferred one time in three.
+func (w *world) drawLock(st *schema.InstanceStatus) {
+	if w.r.IntN(3) != 0 {
+		return
+	}
+	st.UpdateLock = &schema.UpdateLockStatus{HeldSince: w.now.Add(-time.Duration(w.r.IntN(120)) * time.Second), Deferred: w.r.IntN(3) == 0}
 }
 
 // apply applies a decision as the controller does: desired states stored
@@ -307,7 +327,31 @@ func (w *world) apply(inc *Decider, d Decision) {
 // inputs: desired states, forgotten nodes, changes, rollout states and
 // status, every daemonset's status, and when to decide again.
 func TestIncrementalAgreesWithFull(t *testing.T) {
-	forSeeds(t, []uint64{15546503270317506972, 8241316212141004908, 9602539200330895152}, agreeOver)
+	var locks lockCounts
+	forSeeds(t, []uint64{15546503270317506972, 8241316212141004908, 9602539200330895152}, func(t *testing.T, seed uint64, steps int) {
+		agreeOver(t, seed, steps, &locks)
+	})
+	t.Logf("update locks: %+v", locks)
+	require.NotZero(t, locks.held, "no node was held by its update lock")
+	require.NotZero(t, locks.stale, "no update lock became stale")
+	require.NotZero(t, locks.overrides, "no desired state carried an update lock override")
+}
+
+// lockCounts counts what update locks did over the decisions compared.
+type lockCounts struct{ held, stale, overrides int }
+
+func (c *lockCounts) count(d Decision) {
+	for _, r := range d.Rollouts {
+		c.held += r.Status.HeldByLock
+		c.stale += r.Status.StaleLocks
+	}
+	for _, nd := range d.Desired {
+		for _, in := range nd.Instances {
+			if in.OverrideUpdateLock != "" {
+				c.overrides++
+			}
+		}
+	}
 }
 
 // forSeeds runs check over 300 steps of each of seeds 1 to 16, then of
@@ -342,11 +386,12 @@ func walk(t *testing.T, seed uint64, steps int, check func(where string, w *worl
 
 // agreeOver compares, at every step of one seeded sequence, the
 // incremental decision with a full one.
-func agreeOver(t *testing.T, seed uint64, steps int) {
+func agreeOver(t *testing.T, seed uint64, steps int, locks *lockCounts) {
 	walk(t, seed, steps, func(where string, w *world, inc *Decider) {
 		full := New()
 		w.feedAll(full)
 		a, b := inc.Decide(w.now), full.Decide(w.now)
+		locks.count(a)
 		require.Equal(t, members(full), members(inc), "%s: members", where)
 		requireSameDecision(t, where, inc, a, b)
 		require.Equal(t, full.Status(), inc.Status(), "%s: status", where)

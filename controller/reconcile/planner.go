@@ -249,7 +249,7 @@ func (p *Planner) AssembleWithPrefetch(pl *Placement, had bool, revs func(k int)
 		}
 		start := len(p.instances)
 		if d.Runs {
-			p.appendRevisions(k, revs)
+			p.appendRevisions(k, revs, pl.node, d.Have)
 			p.appendPrefetch(k, prefetch)
 		}
 		placed := p.instances[start:]
@@ -263,23 +263,40 @@ func (p *Planner) AssembleWithPrefetch(pl *Placement, had bool, revs func(k int)
 	p.assembleDesired(pl.cur, had, out)
 }
 
-// appendRevisions appends the instances of daemonset k that revs picks.
-func (p *Planner) appendRevisions(k int, revs func(k int) []string) {
+// appendRevisions appends the instances of daemonset k that revs picks
+// for node, which has the instances have: an instance it has stays as it
+// is, a new one carries the daemonset's update lock override for node.
+func (p *Planner) appendRevisions(k int, revs func(k int) []string, node string, have []schema.DesiredInstance) {
 	ds := &p.ds[k]
 	if revs == nil {
-		p.instances = append(p.instances, schema.DesiredInstance{DaemonSet: ds.Key, Revision: ds.CurrentRevision})
+		p.instances = append(p.instances, p.instance(ds, ds.CurrentRevision, node, have))
 		return
 	}
 	picked := revs(k)
 	if len(picked) == 1 { // the rule: nothing to sort
-		p.instances = append(p.instances, schema.DesiredInstance{DaemonSet: ds.Key, Revision: picked[0]})
+		p.instances = append(p.instances, p.instance(ds, picked[0], node, have))
 		return
 	}
 	p.revisions = append(p.revisions[:0], picked...)
 	slices.Sort(p.revisions)
 	for _, rev := range slices.Compact(p.revisions) {
-		p.instances = append(p.instances, schema.DesiredInstance{DaemonSet: ds.Key, Revision: rev})
+		p.instances = append(p.instances, p.instance(ds, rev, node, have))
 	}
+}
+
+// instance is node's desired instance of revision rev of ds: the one it
+// has, or a new one with the update lock override ds gives node.
+func (p *Planner) instance(ds *DaemonSetState, rev, node string, have []schema.DesiredInstance) schema.DesiredInstance {
+	for _, in := range have {
+		if in.Revision == rev {
+			return in
+		}
+	}
+	in := schema.DesiredInstance{DaemonSet: ds.Key, Revision: rev}
+	if ds.UpdateLockOverride != nil {
+		in.OverrideUpdateLock = ds.UpdateLockOverride(node)
+	}
+	return in
 }
 
 // appendPrefetch appends daemonset k's prefetch ask, if any.

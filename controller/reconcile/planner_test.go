@@ -275,6 +275,40 @@ func TestPlaceAssemble(t *testing.T) {
 	assert.Empty(t, res.Updated)
 }
 
+// TestAssembleUpdateLockOverride: an instance a node is newly asked to
+// run carries the update lock override its daemonset gives the node; one
+// it already runs keeps what it has, override or none.
+func TestAssembleUpdateLockOverride(t *testing.T) {
+	logs := compile(t, dsSpec{name: "logs", revision: "r2"})
+	logs.UpdateLockOverride = func(node string) string {
+		if node == "n1" {
+			return "2026-01-01T00:00:00Z"
+		}
+		return ""
+	}
+	p := NewPlanner(t0, []DaemonSetState{logs}, Configs{})
+	n1, n2 := node("n1", gateway), node("n2", gateway)
+	var pl Placement
+	var res NodeResult
+	overridden := schema.DesiredInstance{DaemonSet: "default/logs", Revision: "r2", OverrideUpdateLock: "2026-01-01T00:00:00Z"}
+
+	p.Place(&n1, desired(1, inst("logs", "r1")), &pl)
+	p.Assemble(&pl, true, nil, nil, true, &res)
+	assert.Equal(t, desired(2, overridden), res.Desired, "newly asked: the override")
+
+	p.Place(&n2, desired(1, inst("logs", "r1")), &pl)
+	p.Assemble(&pl, true, nil, nil, true, &res)
+	assert.Equal(t, desired(2, inst("logs", "r2")), res.Desired, "no override for this node")
+
+	p.Place(&n1, desired(2, overridden), &pl)
+	p.Assemble(&pl, true, nil, nil, true, &res)
+	assert.False(t, res.Changed, "kept with its override")
+
+	p.Place(&n1, desired(3, inst("logs", "r2")), &pl)
+	p.Assemble(&pl, true, nil, nil, true, &res)
+	assert.False(t, res.Changed, "kept without one: an override travels with a new assignment only")
+}
+
 // TestPlaceAssembleSteadyDoesNotAllocate: a node whose desired state does
 // not change costs no allocation once the Placement and NodeResult have
 // grown, config objects included.

@@ -62,6 +62,11 @@ type DaemonSetState struct {
 	// Nil means every such node runs CurrentRevision at once; the rollout
 	// package supplies one that paces an update.
 	Revisions RevisionFunc
+	// UpdateLockOverride, when set, gives for a node the override of an
+	// update lock (schema.DesiredInstance.OverrideUpdateLock) an operator
+	// allowed there, "" for none. It is attached to the instances a node
+	// is newly asked to run; those it already runs keep theirs.
+	UpdateLockOverride func(node string) string
 }
 
 // NodeDesired is a node's desired state as published: the generation, the

@@ -34,12 +34,17 @@ func (p *pass) assignOne(v *nodeView) (waiting bool) {
 		p.set(v, p.fallback())
 	case v.offline:
 		p.keep(v)
+	case p.yieldDeferred(v):
 	case v.onTarget:
 		p.settle(v)
 	default:
 		p.keep(v)
 		if !p.s.OnDelete && !p.maintenanceOpen(v) {
 			v.windowClosed = true
+			return false
+		}
+		if _, held := p.heldLock(v); held {
+			v.heldByLock = true
 			return false
 		}
 		return !v.pf.has(pfWaits)
@@ -271,6 +276,9 @@ func (p *pass) count(v *nodeView) {
 	if phase == PhaseWaitingForWindow {
 		p.countWindows(p.viewWindows(v), 1)
 	}
+	if p.staleLock(v.Name) {
+		p.status.StaleLocks++
+	}
 }
 
 // phaseOf is where a node stands once assigned the given revisions, and
@@ -290,6 +298,8 @@ func (p *pass) phaseOf(v *nodeView, assigned []string) (phase Phase, unavailable
 		phase = PhaseUpdating
 	case v.windowClosed:
 		phase = PhaseWaitingForWindow
+	case v.heldByLock:
+		phase = PhaseHeldByLock
 	case v.pf.has(pfWaits):
 		phase = PhaseWaitingForPrefetch
 	default:
@@ -312,6 +322,8 @@ func (st *Status) add(phase Phase, unavailable bool, delta int) {
 		st.Waiting += delta
 	case PhaseWaitingForWindow:
 		st.WaitingForWindow += delta
+	case PhaseHeldByLock:
+		st.HeldByLock += delta
 	case PhaseWaitingForPrefetch:
 		st.WaitingForPrefetch += delta
 	}
@@ -364,6 +376,8 @@ func cloneState(st State) State {
 	st.Failed = maps.Clone(st.Failed)
 	st.Pending = maps.Clone(st.Pending)
 	st.Away = maps.Clone(st.Away)
+	st.StaleLocks = maps.Clone(st.StaleLocks)
+	st.LockOverrides = maps.Clone(st.LockOverrides)
 	return st
 }
 

@@ -6,14 +6,16 @@ import (
 )
 
 // NodeEntry is what a State records of one node: its entries in the
-// per-node maps (AssignedAt, Failed, Pending, Away), so that a state can be
+// per-node maps (AssignedAt, Failed, Pending, Away, StaleLocks,
+// LockOverrides), so that a state can be
 // stored as a Head and one small record per node, and a pass rewrites only
 // the nodes it changed.
 //
 // An AssignedAt entry is present when AssignedAt is not zero, an Away entry
 // when Away is true (Step reads only its value, so a false one is the same
-// as none); Failed and Pending entries carry their presence, since an empty
-// reason is still an entry.
+// as none), a StaleLock or LockOverride entry when it is not zero (a lock
+// is never taken at the zero time); Failed and Pending entries carry their
+// presence, since an empty reason is still an entry.
 type NodeEntry struct {
 	AssignedAt time.Time `json:"at,omitzero"`
 	Failed     string    `json:"f,omitempty"`
@@ -21,31 +23,38 @@ type NodeEntry struct {
 	Pending    string    `json:"p,omitempty"`
 	HasPending bool      `json:"hp,omitempty"`
 	Away       bool      `json:"w,omitempty"`
+	// StaleLock and LockOverride: when the node's stale lock was taken,
+	// and when the lock an operator overrode was.
+	StaleLock    time.Time `json:"sl,omitzero"`
+	LockOverride time.Time `json:"lo,omitzero"`
 }
 
 // IsZero reports whether e records nothing: the node has no entry.
 func (e NodeEntry) IsZero() bool {
-	return e.AssignedAt.IsZero() && !e.HasFailed && !e.HasPending && !e.Away
+	return e.AssignedAt.IsZero() && !e.HasFailed && !e.HasPending && !e.Away && e.StaleLock.IsZero() && e.LockOverride.IsZero()
 }
 
 // Equal reports whether e and o record the same, instants compared with
 // time.Time.Equal.
 func (e NodeEntry) Equal(o NodeEntry) bool {
 	return e.AssignedAt.Equal(o.AssignedAt) && e.HasFailed == o.HasFailed && e.Failed == o.Failed &&
-		e.HasPending == o.HasPending && e.Pending == o.Pending && e.Away == o.Away
+		e.HasPending == o.HasPending && e.Pending == o.Pending && e.Away == o.Away &&
+		e.StaleLock.Equal(o.StaleLock) && e.LockOverride.Equal(o.LockOverride)
 }
 
 // Head is st without its per-node maps: what is stored beside the nodes'
 // entries. Its fields are st's; its maps are nil.
 func (st State) Head() State {
 	st.AssignedAt, st.Failed, st.Pending, st.Away = nil, nil, nil, nil
+	st.StaleLocks, st.LockOverrides = nil, nil
 	return st
 }
 
 // HasEntries reports whether any of st's per-node maps holds an entry (a
 // state whose maps are all nil or empty has none).
 func (st State) HasEntries() bool {
-	return len(st.AssignedAt) > 0 || len(st.Failed) > 0 || len(st.Pending) > 0 || len(st.Away) > 0
+	return len(st.AssignedAt) > 0 || len(st.Failed) > 0 || len(st.Pending) > 0 || len(st.Away) > 0 ||
+		len(st.StaleLocks) > 0 || len(st.LockOverrides) > 0
 }
 
 // Entry returns node's entries in st; ok is false when it has none.
@@ -54,6 +63,8 @@ func (st State) Entry(node string) (e NodeEntry, ok bool) {
 	e.Failed, e.HasFailed = st.Failed[node]
 	e.Pending, e.HasPending = st.Pending[node]
 	e.Away = st.Away[node]
+	e.StaleLock = st.StaleLocks[node]
+	e.LockOverride = st.LockOverrides[node]
 	return e, !e.IsZero()
 }
 
@@ -82,6 +93,18 @@ func (st *State) SetEntry(node string, e NodeEntry) {
 	} else {
 		delete(st.Away, node)
 	}
+	setTime(&st.StaleLocks, node, e.StaleLock)
+	setTime(&st.LockOverrides, node, e.LockOverride)
+}
+
+// setTime puts t as node's entry in *m, or removes the entry when t is
+// zero.
+func setTime(m *map[string]time.Time, node string, t time.Time) {
+	if t.IsZero() {
+		delete(*m, node)
+		return
+	}
+	*m = put(*m, node, t)
 }
 
 func put[V any](m map[string]V, k string, v V) map[string]V {
@@ -121,8 +144,9 @@ func (st State) EntryNodes() []string {
 	return out
 }
 
-// eachOtherEntryNode calls fn for every node of st's Failed, Pending and
-// Away maps, in no order; a node may come more than once.
+// eachOtherEntryNode calls fn for every node of st's Failed, Pending, Away,
+// StaleLocks and LockOverrides maps, in no order; a node may come more
+// than once.
 func eachOtherEntryNode(st *State, fn func(node string)) {
 	for node := range st.Failed {
 		fn(node)
@@ -131,6 +155,12 @@ func eachOtherEntryNode(st *State, fn func(node string)) {
 		fn(node)
 	}
 	for node := range st.Away {
+		fn(node)
+	}
+	for node := range st.StaleLocks {
+		fn(node)
+	}
+	for node := range st.LockOverrides {
 		fn(node)
 	}
 }
@@ -147,7 +177,7 @@ func changedEntries(before, after State) (changed []string, all bool) {
 		}
 		seen[node] = true
 		e := entriesOf(&after, node)
-		if e.hasAssignedAt || e.hasFailed || e.hasPending || e.hasAway {
+		if e.held() {
 			held++
 		}
 		if !entriesOf(&before, node).equal(e) {

@@ -31,6 +31,12 @@ func randomEntriesState(rng *rand.Rand) State {
 	if !maybe() {
 		st.Away = map[string]bool{}
 	}
+	if !maybe() {
+		st.StaleLocks = map[string]time.Time{}
+	}
+	if !maybe() {
+		st.LockOverrides = map[string]time.Time{}
+	}
 	reasons := []string{"", "not yet available", "Failed: exit 1"}
 	for k := range nodes {
 		node := fmt.Sprintf("n%02d", k)
@@ -45,6 +51,12 @@ func randomEntriesState(rng *rand.Rand) State {
 		}
 		if st.Away != nil && maybe() {
 			st.Away[node] = true
+		}
+		if st.StaleLocks != nil && maybe() {
+			st.StaleLocks[node] = t0.Add(-time.Duration(rng.IntN(1e6)) * time.Millisecond)
+		}
+		if st.LockOverrides != nil && maybe() {
+			st.LockOverrides[node] = t0.Add(-time.Duration(rng.IntN(1e6)) * time.Millisecond)
 		}
 	}
 	return st
@@ -81,6 +93,8 @@ func TestPropertyEntriesRebuildState(t *testing.T) {
 				require.True(t, maps.Equal(st.Failed, got.Failed), "%s: failed", where)
 				require.True(t, maps.Equal(st.Pending, got.Pending), "%s: pending", where)
 				require.True(t, maps.Equal(st.Away, got.Away), "%s: away", where)
+				require.True(t, maps.EqualFunc(st.StaleLocks, got.StaleLocks, time.Time.Equal), "%s: staleLocks", where)
+				require.True(t, maps.EqualFunc(st.LockOverrides, got.LockOverrides, time.Time.Equal), "%s: lockOverrides", where)
 			}
 		}
 	}
@@ -102,8 +116,11 @@ func TestSetEntry(t *testing.T) {
 			NodeEntry{AssignedAt: at},
 			State{AssignedAt: map[string]time.Time{"n": at, "o": t0}, Failed: map[string]string{}}},
 		{"zero removes from every map", State{AssignedAt: map[string]time.Time{"n": t0}, Failed: map[string]string{"n": "x"},
-			Pending: map[string]string{"n": ""}, Away: map[string]bool{"n": true, "o": true}},
+			Pending: map[string]string{"n": ""}, Away: map[string]bool{"n": true, "o": true},
+			StaleLocks: map[string]time.Time{"n": t0}, LockOverrides: map[string]time.Time{"n": t0}},
 			NodeEntry{}, State{Away: map[string]bool{"o": true}}},
+		{"a lock's entries alone", State{}, NodeEntry{StaleLock: t0, LockOverride: t0},
+			State{StaleLocks: map[string]time.Time{"n": t0}, LockOverrides: map[string]time.Time{"n": t0}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

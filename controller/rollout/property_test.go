@@ -30,6 +30,7 @@ type simNode struct {
 	askedAt     time.Time
 	images      map[string]bool
 	prefetched  []string
+	lock        simLock // the daemon's update lock and the agent's answer to it
 }
 
 type sim struct {
@@ -43,6 +44,7 @@ type sim struct {
 	flapProb  float64
 	lateProb  float64 // an agent's report reaches the controller a step late
 	lastEvent []Event
+	locks     lockBehaviour // how daemons take and release update locks (locks_test.go)
 }
 
 func newSim(seed uint64, n int, s Strategy) *sim {
@@ -65,6 +67,7 @@ func (sm *sim) observe(n *simNode) []Instance {
 	var out []Instance
 	for rev, started := range n.running {
 		in := Instance{Revision: rev, Phase: schema.PhaseRunning}
+		n.lock.report(&in)
 		if rev == sm.bad {
 			in.Phase, in.Message = schema.PhaseCrashLoopBackOff, "exit 1"
 		} else if !sm.now.Before(started.Add(sm.readyIn)) {
@@ -82,6 +85,11 @@ func (sm *sim) tick() {
 	for _, n := range sm.nodes {
 		sm.flap(n)
 		if !n.online {
+			continue
+		}
+		sm.driveLock(n)
+		if sm.deferForLock(n) {
+			n.reported = sm.observe(n)
 			continue
 		}
 		sm.apply(n)
@@ -136,6 +144,9 @@ func (sm *sim) step(t *testing.T) Decision {
 	sm.st = restartFromStore(t, d.State)
 	sm.lastEvent = append(sm.lastEvent, d.Events...)
 	for _, n := range sm.nodes {
+		if revs := d.Assign[n.name]; !slices.Equal(revs, n.assigned) {
+			n.lock.override = sm.st.LockOverrides[n.name] // as the decider attaches it to a new assignment
+		}
 		n.assigned = d.Assign[n.name]
 		sm.ask(n, d.Prefetch[n.name])
 	}

@@ -3,8 +3,8 @@
 // maxUnavailable, maxSurge and minReadySeconds as in Kubernetes, OnDelete,
 // and edgeset's extensions for fleets with unreliable links (offline nodes
 // neither stall nor escape a rollout, progress deadlines, a failure
-// threshold with automatic rollback, pause, canary, per-site budgets and
-// maintenance windows).
+// threshold with automatic rollback, pause, canary, per-site budgets,
+// maintenance windows and device-side update locks).
 //
 // Step is a pure function of (strategy, persisted state, node facts, now):
 // no I/O, no clock, no logger. The controller persists the returned State and
@@ -52,6 +52,10 @@ type Strategy struct {
 	// the times a window that selects it is open (at most
 	// schema.MaxMaintenanceWindows; the rest are ignored).
 	Windows []window.Window
+	// UpdateLockStaleAfter: an update lock held longer than this is
+	// reported stale (State.StaleLocks, ReasonUpdateLockStale), and an
+	// operator may override it. Zero: never stale.
+	UpdateLockStaleAfter time.Duration
 	// Prefetch, when set, has every node download the target's images
 	// before it switches (prefetch.go).
 	Prefetch *Prefetch
@@ -74,6 +78,8 @@ func FromSpec(spec *schema.DaemonSetSpec, defaultOfflineGrace time.Duration) Str
 		MaxUnavailable: schema.FromInt(1),
 		MinReady:       time.Duration(spec.MinReadySeconds) * time.Second,
 		OfflineGrace:   defaultOfflineGrace,
+
+		UpdateLockStaleAfter: schema.DefaultUpdateLockStaleAfter,
 	}
 	u := spec.UpdateStrategy
 	s.OnDelete = u.Type == schema.OnDeleteStrategy
@@ -97,6 +103,9 @@ func applyPolicy(s *Strategy, r *schema.RolloutPolicy) {
 	}
 	if r.ProgressDeadlineSeconds != nil {
 		s.ProgressDeadline = time.Duration(*r.ProgressDeadlineSeconds) * time.Second
+	}
+	if r.UpdateLockStaleAfterSeconds != nil {
+		s.UpdateLockStaleAfter = time.Duration(*r.UpdateLockStaleAfterSeconds) * time.Second
 	}
 	s.FailureThreshold = r.FailureThreshold
 	s.AutoRollback = r.AutoRollback
@@ -130,6 +139,13 @@ type Instance struct {
 	ReadySince time.Time
 	Phase      string
 	Message    string
+	// LockedSince is when the instance's update lock was taken, as its
+	// agent reports it; zero while the lock is not held. LockDeferred:
+	// the agent deferred replacing the instance because of the lock, and
+	// waits for a new assignment before it acts again
+	// (schema.UpdateLockStatus).
+	LockedSince  time.Time
+	LockDeferred bool
 }
 
 // Node is one node that should run the daemonset, as the controller sees it.
@@ -210,6 +226,16 @@ type State struct {
 	CanaryAvailableSince time.Time `json:"canaryAvailableSince,omitzero"`
 	// Complete: Target reached every reachable node.
 	Complete bool `json:"complete,omitempty"`
+	// StaleLocks holds the nodes whose update lock, on an instance the
+	// rollout would replace, has been held longer than the strategy's
+	// UpdateLockStaleAfter, each with when it was taken (an event said so
+	// once per lock).
+	StaleLocks map[string]time.Time `json:"staleLocks,omitempty"`
+	// LockOverrides holds the nodes whose stale lock an operator
+	// overrode, each with when that lock was taken: such a node moves
+	// under the budget as if the lock were free, and its agent is told to
+	// break a lock taken then or before. A lock taken later holds again.
+	LockOverrides map[string]time.Time `json:"lockOverrides,omitempty"`
 }
 
 // Retarget starts rolling out target. The stable revision (the last one
@@ -236,6 +262,11 @@ const (
 	// PhaseWaitingForWindow: on an older revision, and no maintenance
 	// window that selects it is open. Not failed, and no deadline runs.
 	PhaseWaitingForWindow Phase = "WaitingForWindow"
+	// PhaseHeldByLock: on an older revision whose instance holds its
+	// update lock (not overridden): the rollout passes it over, spending
+	// no budget on it, until the lock is released. Not failed, and no
+	// deadline runs.
+	PhaseHeldByLock Phase = "HeldByLock"
 	// PhaseWaitingForPrefetch: on an older revision, serving, and its
 	// download of the target's images is not done (spec.rollout.prefetch).
 	// Not failed, and no deadline runs.
@@ -270,6 +301,10 @@ type Status struct {
 	// waits for one).
 	WaitingForWindow int       `json:"waitingForWindow,omitempty"`
 	NextWindow       time.Time `json:"nextWindow,omitzero"`
+	// HeldByLock counts the nodes in PhaseHeldByLock; StaleLocks the nodes
+	// whose lock is stale (State.StaleLocks), whatever their phase.
+	HeldByLock int `json:"heldByLock,omitempty"`
+	StaleLocks int `json:"staleLocks,omitempty"`
 	// WaitingForPrefetch counts the nodes in PhaseWaitingForPrefetch;
 	// Prefetch counts the downloads (zero without spec.rollout.prefetch).
 	WaitingForPrefetch int            `json:"waitingForPrefetch,omitempty"`
@@ -283,6 +318,9 @@ const (
 	ReasonRollback       = "RolloutRollback"
 	ReasonComplete       = "RolloutComplete"
 	ReasonCanaryWaiting  = "RolloutCanaryWaiting"
+	// ReasonUpdateLockStale: a node's update lock has been held longer
+	// than the strategy allows (once per lock).
+	ReasonUpdateLockStale = "RolloutUpdateLockStale"
 )
 
 // Event is something an operator should hear about.

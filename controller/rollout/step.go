@@ -76,6 +76,9 @@ type nodeView struct {
 	// windowClosed: the node waits on an older revision and none of its
 	// maintenance windows is open.
 	windowClosed bool
+	// heldByLock: the node stays on an older revision whose instance
+	// holds its update lock (locks.go).
+	heldByLock bool
 	// pf is the node's prefetch standing (prefetch.go).
 	pf prefetchFlags
 }
@@ -151,6 +154,7 @@ func (p *pass) detectFailures() {
 // detectFailure is detectFailures for one node: it reads and writes only
 // that node's entries of the state (and appends its events).
 func (p *pass) detectFailure(v *nodeView) {
+	p.judgeLock(v)
 	at, updated := p.st.AssignedAt[v.Name]
 	if !v.onTarget || !updated || v.offline {
 		return

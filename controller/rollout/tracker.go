@@ -89,11 +89,13 @@ type overflow struct {
 
 // observation is an Instance in compact form.
 type observation struct {
-	message    string
-	readySince int64
-	revision   uint32
-	phase      uint32
-	ready      bool
+	message      string
+	readySince   int64
+	lockedSince  int64 // noTime while the lock is not held
+	revision     uint32
+	phase        uint32
+	ready        bool
+	lockDeferred bool
 }
 
 func (m *member) assignedLen() int {
@@ -143,8 +145,8 @@ func (m *member) setFacts(n *Node, s *Strategy, names, domains *interner) {
 	m.nObserved = uint8(min(len(n.Observed), 1))
 	for k := range n.Observed {
 		in := &n.Observed[k]
-		o := observation{message: in.Message, readySince: nanos(in.ReadySince),
-			revision: names.id(in.Revision), phase: names.id(in.Phase), ready: in.Ready}
+		o := observation{message: in.Message, readySince: nanos(in.ReadySince), lockedSince: nanos(in.LockedSince),
+			revision: names.id(in.Revision), phase: names.id(in.Phase), ready: in.Ready, lockDeferred: in.LockDeferred}
 		if k == 0 {
 			m.observed = o
 			continue
@@ -432,6 +434,9 @@ func (p *pass) decideOne(v *nodeView) part {
 	out := p.out[v.Name]
 	phase, unavailable := p.phaseOf(v, out)
 	pt := makePart(phase, unavailable, waiting, v.available, len(out) > 1, slices.Contains(out, p.st.Target))
+	if p.staleLock(v.Name) {
+		pt.flags |= flagStaleLock
+	}
 	pt.windows, pt.domain = v.Node.windows, v.Node.domainID // a tracker's nodes are resolved
 	pt.pf, pt.pfDomain = v.pf, v.Node.pfDomainID
 	return pt
@@ -690,7 +695,8 @@ func (t *Tracker) appendNode(m *member, revs []string, obs []Instance) (Node, []
 	for k := range m.observedLen() {
 		o := m.observedAt(k)
 		obs = append(obs, Instance{Revision: t.names.str(o.revision), Ready: o.ready,
-			ReadySince: fromNanos(o.readySince), Phase: t.names.str(o.phase), Message: o.message})
+			ReadySince: fromNanos(o.readySince), Phase: t.names.str(o.phase), Message: o.message,
+			LockedSince: fromNanos(o.lockedSince), LockDeferred: o.lockDeferred})
 	}
 	n.Observed = obs[start:len(obs):len(obs)]
 	t.prefetchNode(m, &n)

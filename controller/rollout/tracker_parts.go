@@ -24,12 +24,13 @@ const (
 	codeUpdating
 	codeWaiting
 	codeWaitingForWindow
+	codeHeldByLock
 	codeWaitingForPrefetch
 )
 
 var phaseOfCode = [...]Phase{codeOffline: PhaseOffline, codeUpdated: PhaseUpdated, codeFailed: PhaseFailed,
 	codeUpdating: PhaseUpdating, codeWaiting: PhaseWaiting, codeWaitingForWindow: PhaseWaitingForWindow,
-	codeWaitingForPrefetch: PhaseWaitingForPrefetch}
+	codeHeldByLock: PhaseHeldByLock, codeWaitingForPrefetch: PhaseWaitingForPrefetch}
 
 // Flags of a part.
 const (
@@ -38,6 +39,7 @@ const (
 	flagWaitingUnavailable                   // waits on an older revision, unavailable
 	flagSurging                              // assigned a surge pair
 	flagOnTarget                             // assigned the target
+	flagStaleLock                            // its update lock is stale (State.StaleLocks)
 )
 
 func makePart(phase Phase, unavailable, waiting, available, surging, onTarget bool) part {
@@ -62,7 +64,7 @@ func makePart(phase Phase, unavailable, waiting, available, surging, onTarget bo
 
 // totals sums parts: the status counts and what update's budget reads.
 type totals struct {
-	status             Status // Offline, Updated, Updating, Waiting, WaitingForWindow, Unavailable
+	status             Status // Offline, Updated, Updating, Waiting, WaitingForWindow, HeldByLock, StaleLocks, Unavailable
 	waiting            int
 	waitingUnavailable int
 	surging            int
@@ -101,6 +103,7 @@ func (s *totals) add(pt part, delta int) {
 	count(flagWaitingUnavailable, &s.waitingUnavailable)
 	count(flagSurging, &s.surging)
 	count(flagOnTarget, &s.onTarget)
+	count(flagStaleLock, &s.status.StaleLocks)
 	for int(pt.domain) >= len(s.domains) {
 		s.domains = append(s.domains, domainTotals{})
 	}
@@ -123,6 +126,8 @@ type entries struct {
 	failed, pending                      string
 	hasAssignedAt, hasFailed, hasPending bool
 	away, hasAway                        bool
+	staleLock, lockOverride              time.Time
+	hasStaleLock, hasLockOverride        bool
 }
 
 func entriesOf(st *State, node string) entries {
@@ -131,7 +136,14 @@ func entriesOf(st *State, node string) entries {
 	e.failed, e.hasFailed = st.Failed[node]
 	e.pending, e.hasPending = st.Pending[node]
 	e.away, e.hasAway = st.Away[node]
+	e.staleLock, e.hasStaleLock = st.StaleLocks[node]
+	e.lockOverride, e.hasLockOverride = st.LockOverrides[node]
 	return e
+}
+
+// held reports whether e holds an entry in any map.
+func (e entries) held() bool {
+	return e.hasAssignedAt || e.hasFailed || e.hasPending || e.hasAway || e.hasStaleLock || e.hasLockOverride
 }
 
 // restore puts e back into st's maps (a map that is nil held no entry).
@@ -140,6 +152,8 @@ func (e entries) restore(st *State, node string) {
 	restoreEntry(st.Failed, node, e.failed, e.hasFailed)
 	restoreEntry(st.Pending, node, e.pending, e.hasPending)
 	restoreEntry(st.Away, node, e.away, e.hasAway)
+	restoreEntry(st.StaleLocks, node, e.staleLock, e.hasStaleLock)
+	restoreEntry(st.LockOverrides, node, e.lockOverride, e.hasLockOverride)
 }
 
 func restoreEntry[V any](m map[string]V, node string, v V, ok bool) {
@@ -156,7 +170,9 @@ func (e entries) equal(o entries) bool {
 	return e.hasAssignedAt == o.hasAssignedAt && e.assignedAt.Equal(o.assignedAt) &&
 		e.hasFailed == o.hasFailed && e.failed == o.failed &&
 		e.hasPending == o.hasPending && e.pending == o.pending &&
-		e.hasAway == o.hasAway && e.away == o.away
+		e.hasAway == o.hasAway && e.away == o.away &&
+		e.hasStaleLock == o.hasStaleLock && e.staleLock.Equal(o.staleLock) &&
+		e.hasLockOverride == o.hasLockOverride && e.lockOverride.Equal(o.lockOverride)
 }
 
 // scalarsEqual compares every field of two states but their maps.
@@ -174,7 +190,9 @@ func statesEqual(a, b State) bool {
 	return scalarsEqual(a, b) && mapsEqual(a.AssignedAt, b.AssignedAt, time.Time.Equal) &&
 		mapsEqual(a.Failed, b.Failed, func(x, y string) bool { return x == y }) &&
 		mapsEqual(a.Pending, b.Pending, func(x, y string) bool { return x == y }) &&
-		mapsEqual(a.Away, b.Away, func(x, y bool) bool { return x == y })
+		mapsEqual(a.Away, b.Away, func(x, y bool) bool { return x == y }) &&
+		mapsEqual(a.StaleLocks, b.StaleLocks, time.Time.Equal) &&
+		mapsEqual(a.LockOverrides, b.LockOverrides, time.Time.Equal)
 }
 
 func mapsEqual[V any](a, b map[string]V, eq func(V, V) bool) bool {

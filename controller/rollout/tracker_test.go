@@ -36,6 +36,37 @@ type fleetModel struct {
 	stored State
 	// partial counts the changed states written as Changed entries only.
 	partial int
+	// locks counts what the steps did with update locks: nodes held,
+	// nodes that gave their place back, overridden nodes moved.
+	locks lockCounts
+}
+
+type lockCounts struct{ held, yielded, overridden int }
+
+func (c *lockCounts) add(o lockCounts) {
+	c.held, c.yielded, c.overridden = c.held+o.held, c.yielded+o.yielded, c.overridden+o.overridden
+}
+
+// countLocks counts, in a step's decision, the held nodes and the nodes
+// that gave their place back or moved past an overridden lock.
+func (m *fleetModel) countLocks(before State, want Decision) {
+	m.locks.held += want.Status.HeldByLock
+	for _, name := range m.names {
+		n := m.nodes[name]
+		revs := want.Assign[name]
+		if slices.Equal(revs, n.Assigned) {
+			continue
+		}
+		for _, in := range n.Observed {
+			switch {
+			case in.LockedSince.IsZero() || in.Revision == before.Target:
+			case in.LockDeferred && slices.Equal(revs, []string{in.Revision}):
+				m.locks.yielded++
+			case before.LockOverrides[name].Equal(in.LockedSince) && slices.Contains(revs, want.State.Target):
+				m.locks.overridden++
+			}
+		}
+	}
 }
 
 func newFleetModel(seed uint64) *fleetModel {
@@ -72,6 +103,7 @@ func randomTrackerStrategy(rng *rand.Rand) Strategy {
 	s.Paused = rng.IntN(10) == 0
 	randomSchedule(rng, &s)
 	randomPrefetch(rng, &s)
+	s.UpdateLockStaleAfter = time.Duration(rng.IntN(3)) * 5 * time.Second
 	return s
 }
 
@@ -139,6 +171,7 @@ func (m *fleetModel) step(t *testing.T, seed uint64, step int) {
 		require.Equal(t, want.Prefetch[name], ask, "%s: node %s: prefetch (facts %+v)", where, name, n)
 	}
 	m.lastRequeue = want.RequeueAt
+	m.countLocks(before, want)
 	for _, e := range got.Events {
 		m.reasons[e.Reason]++
 	}
@@ -211,6 +244,12 @@ func normalState(st State) State {
 	if len(st.Away) == 0 {
 		st.Away = nil
 	}
+	if len(st.StaleLocks) == 0 {
+		st.StaleLocks = nil
+	}
+	if len(st.LockOverrides) == 0 {
+		st.LockOverrides = nil
+	}
 	return st
 }
 
@@ -263,6 +302,24 @@ func (m *fleetModel) report(n *Node) {
 }
 
 func (m *fleetModel) instance(rev string) Instance {
+	in := m.plainInstance(rev)
+	m.drawLock(&in)
+	return in
+}
+
+// drawLock gives one instance in four an update lock, taken a moment or
+// long ago (some stale, some becoming stale later), and one lock in three
+// deferred.
+func (m *fleetModel) drawLock(in *Instance) {
+	if m.rng.IntN(4) != 0 {
+		return
+	}
+	ago := []time.Duration{0, time.Second, 7 * time.Second, time.Hour}[m.rng.IntN(4)]
+	in.LockedSince = m.now.Add(-ago)
+	in.LockDeferred = m.rng.IntN(3) == 0
+}
+
+func (m *fleetModel) plainInstance(rev string) Instance {
 	switch m.rng.IntN(8) {
 	case 0, 1, 2:
 		return Instance{Revision: rev, Ready: true, ReadySince: m.now.Add(-time.Duration(m.rng.IntN(4)) * time.Second),
@@ -313,7 +370,9 @@ func (m *fleetModel) flipLink() {
 // resume, promote, retarget.
 func (m *fleetModel) operate() {
 	st := cloneState(m.tr.State())
-	switch m.rng.IntN(5) {
+	switch m.rng.IntN(6) {
+	case 5:
+		st, _ = st.OverrideStaleLocks() // rollout resume --force
 	case 0:
 		st.OperatorPaused = !st.OperatorPaused
 	case 1:
@@ -350,7 +409,7 @@ func TestPropertyTrackerMatchesStep(t *testing.T) {
 		seeds = append(seeds, seed)
 	}
 	seeds = append(seeds, rand.Uint64(), rand.Uint64(), rand.Uint64())
-	full, steps, partial, reasons := 0, 0, 0, map[string]int{}
+	full, steps, partial, reasons, locks := 0, 0, 0, map[string]int{}, lockCounts{}
 	for _, seed := range seeds {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			m := newFleetModel(seed)
@@ -363,15 +422,19 @@ func TestPropertyTrackerMatchesStep(t *testing.T) {
 			full += m.full
 			steps += m.steps
 			partial += m.partial
+			locks.add(m.locks)
 			for reason, n := range m.reasons {
 				reasons[reason] += n
 			}
 		})
 	}
-	t.Logf("%d steps, %d full (%.0f%%), %d changed states written as their changed entries; events %v",
-		steps, full, 100*float64(full)/float64(max(steps, 1)), partial, reasons)
+	t.Logf("%d steps, %d full (%.0f%%), %d changed states written as their changed entries; events %v; locks %+v",
+		steps, full, 100*float64(full)/float64(max(steps, 1)), partial, reasons, locks)
 	assert.NotZero(t, partial, "no changed state was written as its changed entries")
-	for _, reason := range []string{ReasonInstanceFailed, ReasonPaused, ReasonRollback, ReasonComplete, ReasonCanaryWaiting} {
+	assert.NotZero(t, locks.held, "no step held a node by its update lock")
+	assert.NotZero(t, locks.yielded, "no node gave its place back after its agent deferred")
+	assert.NotZero(t, locks.overridden, "no node moved past an overridden lock")
+	for _, reason := range []string{ReasonInstanceFailed, ReasonPaused, ReasonRollback, ReasonComplete, ReasonCanaryWaiting, ReasonUpdateLockStale} {
 		assert.NotZero(t, reasons[reason], "the sequences never produced %s", reason)
 	}
 }

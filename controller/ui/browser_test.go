@@ -70,6 +70,36 @@ func findChromium(t *testing.T) string {
 	return ""
 }
 
+// edgesetctl is the CLI built from this tree, as an operator runs it.
+type edgesetctl struct{ bin string }
+
+// buildEdgesetctl builds cmd/edgesetctl into the test's directory.
+func buildEdgesetctl(t *testing.T) edgesetctl {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "edgesetctl")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/edgeset/edgeset/cmd/edgesetctl").CombinedOutput(); err != nil {
+		t.Fatalf("go build edgesetctl: %v\n%s", err, out)
+	}
+	return edgesetctl{bin: bin}
+}
+
+// run runs edgesetctl against fl with its admin token and returns what it
+// printed (stdout and stderr); a non-zero exit is part of the output.
+func (c edgesetctl) run(t *testing.T, fl *fleet, args ...string) string {
+	t.Helper()
+	tokenFile := filepath.Join(t.TempDir(), "admin.token")
+	if err := os.WriteFile(tokenFile, []byte(fl.ctl.Token()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(c.bin, append([]string{"--server", fl.url, "--token-file", tokenFile}, args...)...)
+	cmd.Env = append(os.Environ(), "EDGESET_TOKEN=", "EDGESET_TOKEN_FILE=")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		out = fmt.Appendf(out, "(exit: %v)", err)
+	}
+	return string(out)
+}
+
 // fleet is a controller with its embedded broker, a simulated fleet and
 // the logger agent, all in process.
 type fleet struct {
@@ -261,6 +291,7 @@ func (b *browser) screenshot(t *testing.T, name string) {
 // JavaScript console error on any page.
 func TestBrowser(t *testing.T) {
 	exe := findChromium(t)
+	ctl := buildEdgesetctl(t)
 	fl := startFleet(t)
 	ctx := context.Background()
 	// Revision 2 waits a minute on each node before the next: its
@@ -408,6 +439,12 @@ func TestBrowser(t *testing.T) {
 		b.run(t, "read the state", chromedp.Text(`#ds-state`, &state, chromedp.ByID))
 		if state != "paused" {
 			t.Errorf("daemonset page state %q, want paused", state)
+		}
+		// What an operator at a shell sees: edgesetctl follows the
+		// rollout, which stays paused, so it gives up at its timeout.
+		out := ctl.run(t, fl, "rollout", "status", "daemonset", "logdemo", "--timeout", "3s", "--interval", "200ms")
+		if !strings.Contains(out, "; paused: ") || !strings.Contains(out, "not complete") {
+			t.Errorf("edgesetctl rollout status after Pause in the dashboard:\n%s\nwant the rollout reported paused", out)
 		}
 		b.screenshot(t, "daemonset")
 	})

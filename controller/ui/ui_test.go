@@ -276,6 +276,22 @@ func TestRolloutAction(t *testing.T) {
 	assert.Contains(t, page, `data-state="monitoring/exporter" id="ds-state">paused<`)
 }
 
+// TestDaemonSetPageShowsUpdateLocks: the daemonset page says how many
+// nodes their update lock holds, and each held instance since when.
+func TestDaemonSetPageShowsUpdateLocks(t *testing.T) {
+	u := newTestUI(t, Options{})
+	c := u.signIn()
+	since := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+	u.fake.mu.Lock()
+	ds := &u.fake.dss[0]
+	ds.Status.Rollout.HeldByLock, ds.Status.Rollout.StaleLocks = 1, 1
+	ds.Instances[2].UpdateLock = &api.UpdateLock{HeldSince: since, Stale: true}
+	u.fake.mu.Unlock()
+	page := readBody(t, u.do(http.MethodGet, "/ui/daemonsets/monitoring/exporter", nil, c, nil))
+	assert.Contains(t, page, `<dd id="update-locks">1 nodes held by their update lock, 1 stale`)
+	assert.Contains(t, page, "held by update lock since 2026-11-29T09:00:00Z (stale); ")
+}
+
 var externalRE = regexp.MustCompile(`(?i)(src|href|action)="(https?:)?//`)
 
 func TestEveryViewRenders(t *testing.T) {
@@ -623,6 +639,16 @@ func TestLogStreamEndsWithTheDashboard(t *testing.T) {
 func TestSampleCountsNodesWaitingForAWindow(t *testing.T) {
 	ds := api.DaemonSet{}
 	ds.Status.Rollout = &api.RolloutStatus{Total: 10, Updated: 3, Updating: 1, Waiting: 2, WaitingForWindow: 4}
+	s := sampleOf(&ds)
+	assert.Equal(t, 6, s.Waiting)
+	assert.Equal(t, s.Total, s.Updated+s.Updating+s.Waiting+s.Offline+s.Failed)
+}
+
+// TestSampleCountsNodesHeldByLock: nodes held by their update lock wait
+// too, so the counts add up.
+func TestSampleCountsNodesHeldByLock(t *testing.T) {
+	ds := api.DaemonSet{}
+	ds.Status.Rollout = &api.RolloutStatus{Total: 10, Updated: 3, Updating: 1, Waiting: 2, WaitingForWindow: 1, HeldByLock: 3, StaleLocks: 1}
 	s := sampleOf(&ds)
 	assert.Equal(t, 6, s.Waiting)
 	assert.Equal(t, s.Total, s.Updated+s.Updating+s.Waiting+s.Offline+s.Failed)

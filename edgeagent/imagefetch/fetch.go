@@ -62,7 +62,8 @@ type Options struct {
 	Node, Token string
 	// Dir holds the blobs being downloaded; required.
 	Dir string
-	// Loader loads a fetched image; required.
+	// Loader loads a fetched image; required by FetchImage (FetchLayer
+	// needs none).
 	Loader Loader
 	// Client defaults to an http.Client without timeout (the context
 	// bounds a fetch).
@@ -95,8 +96,6 @@ func New(opts Options) (*Fetcher, error) {
 		return nil, errors.New("image fetch: no controller URL")
 	case opts.Dir == "":
 		return nil, errors.New("image fetch: no directory")
-	case opts.Loader == nil:
-		return nil, errors.New("image fetch: no loader")
 	}
 	if _, err := url.Parse(opts.URL); err != nil {
 		return nil, fmt.Errorf("image fetch: controller URL %q: %w", opts.URL, err)
@@ -135,6 +134,9 @@ func (f *Fetcher) FetchImage(ctx context.Context, image string) error {
 func (f *Fetcher) FetchImageProgress(ctx context.Context, image string, progress func(done, total int64)) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.opts.Loader == nil {
+		return fmt.Errorf("fetch image %s from the controller: this fetcher loads no images (no loader)", image)
+	}
 	if strings.Contains(image, "@") {
 		return fmt.Errorf("fetch image %s from the controller: a digest reference cannot be loaded by name", image)
 	}

@@ -28,12 +28,34 @@ const ConfigKey = "config"
 // FromFlagsAndEnv is the source Load reports when no config file is set.
 const FromFlagsAndEnv = "flags and environment"
 
-// Bind makes every flag of flags a key of v, read from the environment too
-// (EnvPrefix, dashes as underscores).
+// New returns the viper a daemon reads its configuration with: key
+// data-dir comes from EDGESET_DATA_DIR (EnvPrefix, dashes as underscores),
+// except the keys envNames maps to a variable of their own. A key whose
+// default variable means something else to another edgeset command gets
+// one: the agent's node token is EDGESET_NODE_TOKEN, since EDGESET_TOKEN is
+// edgesetctl's API token, and an agent started from an operator's shell
+// must not send that token to the broker as its password.
+func New(envNames map[string]string) *viper.Viper {
+	return viper.NewWithOptions(viper.EnvKeyReplacer(envKeys(envNames)))
+}
+
+// envKeys is New's environment naming: key to variable.
+type envKeys map[string]string
+
+// Replace names the variable of one key; viper hands it EnvPrefix, an
+// underscore and the key, upper-cased.
+func (e envKeys) Replace(s string) string {
+	if name, ok := e[strings.ToLower(strings.TrimPrefix(s, EnvPrefix+"_"))]; ok {
+		return name
+	}
+	return strings.ReplaceAll(s, "-", "_")
+}
+
+// Bind makes every flag of flags a key of v (a viper from New), read from
+// the environment too.
 func Bind(v *viper.Viper, flags *pflag.FlagSet) {
 	_ = v.BindPFlags(flags)
 	v.SetEnvPrefix(EnvPrefix)
-	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
 	v.AutomaticEnv()
 }
 

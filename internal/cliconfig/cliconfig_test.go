@@ -32,9 +32,31 @@ func newViper(t *testing.T, args ...string) *viper.Viper {
 	if err := f.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	v := viper.New()
+	v := New(map[string]string{"timeout": "EDGESET_TEST_TIMEOUT"})
 	Bind(v, f)
 	return v
+}
+
+// TestEnvNames: a key is read from EDGESET_ and its name with dashes as
+// underscores, unless New gave it a variable of its own; then the default
+// variable is not read.
+func TestEnvNames(t *testing.T) {
+	t.Setenv("EDGESET_DATA_DIR", "from-env")
+	t.Setenv("EDGESET_TIMEOUT", "7s")
+	var cfg testConfig
+	if _, err := Load(newViper(t), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.DataDir != "from-env" || cfg.Timeout != time.Second {
+		t.Errorf("data-dir %q, timeout %s; want from-env (EDGESET_DATA_DIR) and the 1s default (EDGESET_TIMEOUT is not timeout's variable)", cfg.DataDir, cfg.Timeout)
+	}
+	t.Setenv("EDGESET_TEST_TIMEOUT", "9s")
+	if _, err := Load(newViper(t), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Timeout != 9*time.Second {
+		t.Errorf("timeout %s, want 9s from EDGESET_TEST_TIMEOUT", cfg.Timeout)
+	}
 }
 
 func writeConfig(t *testing.T, content string) string {

@@ -6,6 +6,7 @@ package scale
 import (
 	"bufio"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,12 +16,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/credential"
+	"github.com/edgeset/edgeset/signing"
 	"github.com/edgeset/edgeset/sim"
 )
 
@@ -56,6 +59,11 @@ type Options struct {
 	// connect to, process k to DeviceBrokers[k modulo their number]: a
 	// fleet spread over a broker cluster's nodes. Default: BrokerURL.
 	DeviceBrokers []string
+	// Signing: the host signs what it publishes (HostCommand starts it
+	// so), and the benchmark makes a fleet root, delegates the host's
+	// online key under it, and has every device pin the root and verify
+	// each document, as a signing fleet does.
+	Signing bool
 	// Timeout bounds each phase; zero means 10 minutes.
 	Timeout time.Duration
 	// Progress receives one line per phase; nil discards.
@@ -112,9 +120,11 @@ type bench struct {
 	// simulator's (none when the devices run in this process).
 	devicePIDs []int
 	host       HostInfo
-	api        *api.Client
-	http       *http.Client
-	res        Result
+	// trustRoot is the fleet root the devices pin (Options.Signing).
+	trustRoot ed25519.PublicKey
+	api       *api.Client
+	http      *http.Client
+	res       Result
 }
 
 // Run runs the benchmark: start the host, connect the fleet, wait for
@@ -143,7 +153,43 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	defer wait()
 	b := &bench{opts: opts, host: host, http: &http.Client{Timeout: time.Minute}, res: Result{Nodes: opts.Nodes}}
 	b.api = api.NewClient("http://"+host.API, host.Token, b.http)
+	if opts.Signing {
+		if b.trustRoot, err = delegate(ctx, b.api); err != nil {
+			return Result{}, err
+		}
+	}
 	return b.run(ctx)
+}
+
+// delegate makes a fleet root, signs a key set of the host's online key
+// with it and hands it to the host, as `edgesetctl keys init` and `keys
+// delegate` do; it returns the root the devices pin.
+func delegate(ctx context.Context, c *api.Client) (ed25519.PublicKey, error) {
+	root, err := signing.GenerateKey()
+	if err != nil {
+		return nil, err
+	}
+	st, err := c.Signing(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("signing status: %w", err)
+	}
+	if !st.Enabled {
+		return nil, errors.New("bench: signing asked, but the controller host does not sign")
+	}
+	pub, err := signing.ParsePublicKey(st.PublicKey)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now().UTC()
+	env, err := signing.SignKeySet(root, signing.KeySet{Version: 1, IssuedAt: now,
+		Keys: []signing.OnlineKey{{ID: st.KeyID, PublicKey: pub, Expires: now.Add(24 * time.Hour)}}})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.PutKeySet(ctx, env); err != nil {
+		return nil, fmt.Errorf("put key set: %w", err)
+	}
+	return root.Public().(ed25519.PublicKey), nil
 }
 
 func (o *Options) setDefaults() error {
@@ -314,7 +360,11 @@ func (b *bench) startFleet(ctx context.Context) (devices, error) {
 			brokers = []string{brokerURL}
 		}
 		b.progress("ramping %d devices at %g/s in %d processes over %d brokers", b.opts.Nodes, b.opts.Ramp, b.opts.DeviceProcesses, len(brokers))
-		return startProcs(ctx, b.opts.DeviceCommand, secretFile, b.opts.Ramp, shares(b.opts.Nodes, b.opts.DeviceProcesses, brokers))
+		command := b.opts.DeviceCommand
+		if b.trustRoot != nil {
+			command = append(slices.Clip(command), "--trust-root", signing.FormatPublicKey(b.trustRoot))
+		}
+		return startProcs(ctx, command, secretFile, b.opts.Ramp, shares(b.opts.Nodes, b.opts.DeviceProcesses, brokers))
 	}
 	secret, err := sim.ReadFleetSecret(secretFile)
 	if err != nil {
@@ -324,7 +374,7 @@ func (b *bench) startFleet(ctx context.Context) (devices, error) {
 	b.progress("ramping %d devices at %g/s", b.opts.Nodes, b.opts.Ramp)
 	return startLocal(ctx, sim.Options{
 		BrokerURLs: strings.Split(brokerURL, ","), Nodes: b.opts.Nodes, Tokens: sim.SecretTokens(secret),
-		Ramp: b.opts.Ramp, SourceAddrs: src,
+		Ramp: b.opts.Ramp, SourceAddrs: src, TrustRoot: b.trustRoot,
 	})
 }
 

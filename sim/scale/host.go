@@ -57,6 +57,9 @@ type HostOptions struct {
 	// callout of the NATS cluster behind BrokerURL (controller.Config's
 	// NATSAuth fields).
 	NATSAuth NATSAuth
+	// Signing has the controller sign what it publishes
+	// (controller.Config.Signing).
+	Signing bool
 }
 
 // NATSAuth is what the controller needs to serve a NATS cluster's auth
@@ -79,7 +82,7 @@ func Host(ctx context.Context, dataDir string, opts HostOptions, out io.Writer) 
 	c, err := controller.New(controller.Config{DataDir: dataDir, MQTTAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0",
 		BrokerURLs: brokerURLs(opts.BrokerURL), BrokerPasswordFile: opts.BrokerPasswordFile,
 		NATSAuthURLs: opts.NATSAuth.URLs, NATSAuthPasswordFile: opts.NATSAuth.PasswordFile,
-		NATSAuthIssuerSeedFile: opts.NATSAuth.SeedFile,
+		NATSAuthIssuerSeedFile: opts.NATSAuth.SeedFile, Signing: opts.Signing,
 		// Every simulated device connects from loopback, thousands at once.
 		MQTTExemptSources: []string{"127.0.0.0/8"}, MQTTMaxPendingConnections: 1 << 20}, log)
 	if err != nil {

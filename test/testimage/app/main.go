@@ -11,6 +11,9 @@
 //	app ignore-term           ignore SIGTERM, run until killed
 //	app check FILE            exit 0 if FILE exists, 1 otherwise
 //	app touch FILE            create FILE; exit 0 on success
+//	app hold FILE             create FILE exclusively (a lock file), then run
+//	                          until SIGTERM; exit 1 if FILE exists
+//	app rm FILE               remove FILE; exit 0 on success
 //	app show [ARG...]         print what the process sees: its arguments, its
 //	                          environment, uid, gid, effective capabilities,
 //	                          and the content of each file listed in SHOW_FILES
@@ -88,6 +91,13 @@ func run(mode string, args []string) int {
 		return fileOp(args, func(p string) error { return os.WriteFile(p, nil, 0o644) })
 	case "check":
 		return fileOp(args, func(p string) error { _, err := os.Stat(p); return err })
+	case "hold":
+		if code := fileOp(args, createExclusive); code != 0 {
+			return code
+		}
+		block()
+	case "rm":
+		return fileOp(args, os.Remove)
 	case "show":
 		show(args)
 	case "cat":
@@ -176,6 +186,16 @@ func fileOp(args []string, op func(path string) error) int {
 	}
 	fmt.Printf("app: %s: ok\n", args[0])
 	return 0
+}
+
+// createExclusive creates path, failing if it exists: how a daemon takes a
+// lock file (the shell's set -C; : > FILE).
+func createExclusive(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // cat handles "cat FILE": it prints the file and keeps running, so a test
