@@ -292,6 +292,9 @@ func (a *Agent) prefetchJobs() []prefetchJob {
 	}
 	jobs := make([]prefetchJob, 0, len(a.desired.Prefetch))
 	for _, ask := range a.desired.Prefetch {
+		if ask.DaemonSet == schema.AgentDaemonSet {
+			continue // never a container image (the controller refuses it; an agent upgrade downloads when switched)
+		}
 		job := prefetchJob{ask: ask}
 		if rev, ok := a.revisions[ask.Revision]; ok {
 			job.images, job.known = a.prefetchImages(ask.DaemonSet, rev.Template), true

@@ -91,12 +91,15 @@ func (p *PrefetchPolicy) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// validatePrefetchPolicy checks spec.rollout.prefetch.
-func validatePrefetchPolicy(errs *fieldErrors, field string, p *PrefetchPolicy) {
+// validatePrefetchPolicy checks spec.rollout.prefetch of daemonset key.
+func validatePrefetchPolicy(errs *fieldErrors, field, key string, p *PrefetchPolicy) {
 	if p == nil {
 		return
 	}
 	f := field + ".prefetch"
+	if key == AgentDaemonSet && p.On() {
+		errs.add(f, "not for %s: an agent upgrade runs no container image (each agent downloads its new binary when switched)", AgentDaemonSet)
+	}
 	if c := p.MaxConcurrentPerSite; c != nil && (*c < 1 || *c > MaxPrefetchConcurrency) {
 		errs.add(f+".maxConcurrentPerSite", "must be between 1 and %d, not %d", MaxPrefetchConcurrency, *c)
 	}

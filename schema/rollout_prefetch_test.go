@@ -115,3 +115,16 @@ func TestDecodeWirePrefetch(t *testing.T) {
 		"prefetch[1]: duplicate report of edge/agent revision " + rev,
 	}, problems(t, err))
 }
+
+// TestPrefetchNotForTheAgentDaemonSet: the reserved daemonset of agent
+// upgrades runs no container image, so nothing can be prefetched for it.
+func TestPrefetchNotForTheAgentDaemonSet(t *testing.T) {
+	ds := agentDS()
+	ds.Spec.Rollout = &RolloutPolicy{Prefetch: &PrefetchPolicy{Enabled: true}}
+	err := ValidateDaemonSet(ds)
+	require.Error(t, err)
+	assert.Equal(t, []string{"spec.rollout.prefetch: not for edgeset-system/edgeset-agent: an agent upgrade runs no container image " +
+		"(each agent downloads its new binary when switched)"}, problems(t, err))
+	ds.Spec.Rollout.Prefetch.Enabled = false
+	assert.NoError(t, ValidateDaemonSet(ds), "prefetch: false is allowed")
+}
