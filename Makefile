@@ -136,19 +136,22 @@ test-fault: ## fault-injection scenarios (test/fault) at FAULT_NODES agents (def
 	EDGESET_FAULT_NODES=$(FAULT_NODES) $(GO) test -count=1 -timeout 30m -v ./test/fault/
 
 .PHONY: test-cluster
-CLUSTER_NODES ?= 200
-test-cluster: ## three nats-server processes (built from the module), the controller serving their auth callout, CLUSTER_NODES agents at QoS 0 (default 200; 1,000 pass some runs, not reliably: docs/scale-out.md): a member and then the controller SIGKILLed mid-rollout, invariants hold, the fleet converges; and a late will of an unseen session
+CLUSTER_NODES ?= 1000
+test-cluster: ## three nats-server processes (built from the module), the controller serving their auth callout, CLUSTER_NODES agents at QoS 0 both ways (default 1000, about 1 min): a member and then the controller SIGKILLed mid-rollout, invariants hold, the fleet converges; and a late will of an unseen session
 	EDGESET_TEST_CLUSTER=1 EDGESET_FAULT_NODES=$(CLUSTER_NODES) $(GO) test -count=1 -timeout 30m -run '^(TestNATSLateWillOfUnseenSession|TestNATSServerKilledDuringRollout)$$' -v ./test/fault/
 
 .PHONY: test-cluster-ha
-test-cluster-ha: ## the same cluster with two HA controllers on etcd (the leader serving the callout): a member, then the leader SIGKILLed mid-rollout; the standby leads within 10 s, invariants hold, the fleet converges (CLUSTER_NODES agents)
-	EDGESET_TEST_CLUSTER=1 EDGESET_FAULT_NODES=$(CLUSTER_NODES) $(GO) test -count=1 -timeout 30m -run '^TestHAControllersOnNATSCluster$$' -v ./test/fault/
+CLUSTER_HA_NODES ?= 200
+test-cluster-ha: ## the same cluster with two HA controllers on etcd (the leader serving the callout): a member, then the leader SIGKILLed mid-rollout; the standby leads within 10 s, invariants hold, the fleet converges (CLUSTER_HA_NODES agents, default 200)
+	EDGESET_TEST_CLUSTER=1 EDGESET_FAULT_NODES=$(CLUSTER_HA_NODES) $(GO) test -count=1 -timeout 30m -run '^TestHAControllersOnNATSCluster$$' -v ./test/fault/
 
 .PHONY: bench-scale-cluster
 SCALE_CLUSTER_NODES ?= 50000
-SCALE_CLUSTER_SIM_FLAGS ?= --subscribe-qos 0
-bench-scale-cluster: ## fleet scale benchmark on three nats-server processes (built from the module): controller serving their auth callout, SCALE_CLUSTER_NODES devices (default 50000) in processes of 15,000 spread over the members; logs each member's peak RSS per device
-	EDGESET_SCALE_CLUSTER=1 EDGESET_SCALE_CLUSTER_NODES=$(SCALE_CLUSTER_NODES) EDGESET_SCALE_CLUSTER_SIM_FLAGS="$(SCALE_CLUSTER_SIM_FLAGS)" $(GO) test -count=1 -timeout 60m -run '^TestScaleCluster$$' -v ./sim/scale/
+SCALE_CLUSTER_RAMP ?=
+SCALE_CLUSTER_PHASE_TIMEOUT ?=
+SCALE_CLUSTER_SIM_FLAGS ?=
+bench-scale-cluster: ## fleet scale benchmark on three nats-server processes (built from the module): controller serving their auth callout, SCALE_CLUSTER_NODES devices (default 50000, QoS 0 both ways) in processes of 15,000 spread over the members, SCALE_CLUSTER_RAMP devices started per second (default 250), SCALE_CLUSTER_PHASE_TIMEOUT seconds per phase (default 600); logs the members' CPU, peak RSS and JetStream writes per device
+	EDGESET_SCALE_CLUSTER=1 EDGESET_SCALE_CLUSTER_NODES=$(SCALE_CLUSTER_NODES) EDGESET_SCALE_CLUSTER_RAMP=$(SCALE_CLUSTER_RAMP) EDGESET_SCALE_CLUSTER_PHASE_TIMEOUT_SECONDS=$(SCALE_CLUSTER_PHASE_TIMEOUT) EDGESET_SCALE_CLUSTER_SIM_FLAGS="$(SCALE_CLUSTER_SIM_FLAGS)" $(GO) test -count=1 -timeout 180m -run '^TestScaleCluster$$' -v ./sim/scale/
 
 .PHONY: test-ha
 HA_NODES ?= 150

@@ -66,6 +66,10 @@ func allowed(identity, topic string, write bool) bool {
 		// The node's own secrets (schema.NodeSecretTopic), one at a time.
 		return validLevel(hash)
 	}
+	if id, ok := strings.CutPrefix(kind, schema.TopicExecInputPrefix); ok {
+		// The input of one of its own exec sessions (schema.ExecInputTopic).
+		return schema.ValidStreamID(id)
+	}
 	return nodeReads[kind]
 }
 

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -256,6 +257,12 @@ type Config struct {
 	// supervisor ends the term when the write had reached etcd. It is no
 	// key of its own.
 	OnStoreFault func(err error) `mapstructure:"-"`
+
+	// SigningPeers, set by an HA controller's supervisor, lists the
+	// online keys of the fleet's HA controllers (each controller's own,
+	// registered in etcd), which the signing status shows and keys
+	// delegate delegates. It is no key of its own.
+	SigningPeers func(ctx context.Context) ([]api.ControllerKey, error) `mapstructure:"-"`
 
 	// LogLevel is debug, info, warn or error; LogFormat text or json.
 	LogLevel  string `mapstructure:"log-level"`

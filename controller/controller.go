@@ -38,23 +38,24 @@ import (
 // Controller is one running controller. Create it with New and serve with
 // Run; it owns its store, broker (or broker client) and API listener.
 type Controller struct {
-	cfg       Config
-	log       *slog.Logger
-	store     *store.Store
-	registry  *registry.Registry
-	transport transport    // the embedded broker or an external broker's client
-	apiLn     net.Listener // nil with Config.ExternalAPI
-	api       apiGate      // the API handler and its requests in flight (apigate.go)
-	token     string
-	users     *access.Users // API users; the first made from token
-	audit     *audit.Log    // the audit log, in the store
-	metrics   *metrics
-	events    *eventSink
-	logs      hub[schema.LogChunk]  // log streams waiting for chunks
-	execs     hub[schema.ExecChunk] // exec sessions waiting for chunks
-	telemetry *telemetry.Store
-	dash      *ui.Dashboard // the web dashboard; nil with ui-disabled
-	health    health        // faults that make /readyz fail (health.go)
+	cfg        Config
+	log        *slog.Logger
+	store      *store.Store
+	registry   *registry.Registry
+	transport  transport    // the embedded broker or an external broker's client
+	apiLn      net.Listener // nil with Config.ExternalAPI
+	api        apiGate      // the API handler and its requests in flight (apigate.go)
+	token      string
+	users      *access.Users // API users; the first made from token
+	audit      *audit.Log    // the audit log, in the store
+	metrics    *metrics
+	events     *eventSink
+	logs       hub[schema.LogChunk]  // log streams waiting for chunks
+	execs      hub[schema.ExecChunk] // exec sessions waiting for chunks
+	execInputs execInputs            // interactive exec sessions' input (execinput.go)
+	telemetry  *telemetry.Store
+	dash       *ui.Dashboard // the web dashboard; nil with ui-disabled
+	health     health        // faults that make /readyz fail (health.go)
 
 	rejectLog *loglimit.Limiter // limits the log lines about malformed messages (rejectlog.go)
 

@@ -20,17 +20,23 @@ var _ api.Execer = (*Controller)(nil)
 
 // Exec implements api.Execer: it asks the node to run req in ds's
 // instance and returns the session once the node answered with its first
-// chunk. An unknown daemonset or node is api.ErrNotFound, an offline one
+// chunk (for an interactive session, the one saying it reads its input).
+// An unknown daemonset or node is api.ErrNotFound, an offline one
 // api.ErrUnavailable, a silent node api.ErrTimeout, a node whose local
 // policy disallows exec api.ErrForbidden. Closing the session before its
 // end cancels it on the node.
-func (c *Controller) Exec(ctx context.Context, ds string, req api.ExecRequest, requester string) (api.ExecStream, error) {
+func (c *Controller) Exec(ctx context.Context, ds string, req api.ExecRequest, requester, owner string) (api.ExecStream, error) {
 	if err := c.checkExecRequest(ds, req); err != nil {
 		return nil, err
 	}
 	id, err := newLogID()
 	if err != nil {
 		return nil, err
+	}
+	if req.Interactive() {
+		if _, err := c.execInputs.add(id, req.Node, ds, owner); err != nil {
+			return nil, err
+		}
 	}
 	timeout := req.TimeoutSeconds
 	if timeout == 0 {
@@ -40,12 +46,15 @@ func (c *Controller) Exec(ctx context.Context, ds string, req api.ExecRequest, r
 	s := &execSession{c: c, ctx: ctx, id: id, node: req.Node, stream: st, answer: c.cfg.logAnswerTimeout,
 		deadline: c.now().Add(time.Duration(timeout)*time.Second + execSlack)}
 	er := schema.ExecRequest{SchemaVersion: schema.WireVersion, Node: req.Node, ID: id, DaemonSet: ds, Container: req.Container,
-		Command: req.Command, Stdin: req.Stdin, TimeoutSeconds: timeout, Requester: requester}
+		Command: req.Command, Stdin: req.Stdin, TimeoutSeconds: timeout, Requester: requester,
+		StdinStream: req.StdinStream, TTY: req.TTY, Width: req.Width, Height: req.Height, IdleTimeoutSeconds: req.IdleTimeoutSeconds}
 	if err := c.publishExecRequest(ctx, er); err != nil {
 		c.execs.remove(id)
+		c.execInputs.remove(id)
 		return nil, fmt.Errorf("%w: ask node %s to exec: %v", api.ErrUnavailable, req.Node, err)
 	}
-	c.log.Info("exec", "daemonset", ds, "node", req.Node, "container", req.Container, "command", req.Command, "requester", requester)
+	c.log.Info("exec", "daemonset", ds, "node", req.Node, "container", req.Container, "command", req.Command,
+		"stdin", req.StdinStream, "tty", req.TTY, "requester", requester)
 	first, err := s.wait()
 	if err != nil {
 		s.Close()
@@ -55,7 +64,9 @@ func (c *Controller) Exec(ctx context.Context, ds string, req api.ExecRequest, r
 		s.Close()
 		return nil, execError(req.Node, first.Error)
 	}
-	s.first = &first
+	if !first.Ready {
+		s.first = &first
+	}
 	return s, nil
 }
 
@@ -84,6 +95,12 @@ func (c *Controller) checkExecRequest(ds string, req api.ExecRequest) error {
 	if len(req.Stdin) > schema.MaxExecStdinBytes {
 		problems = append(problems, fmt.Sprintf("stdin: %d bytes, limit %d", len(req.Stdin), schema.MaxExecStdinBytes))
 	}
+	if req.StdinStream && req.Stdin != "" {
+		problems = append(problems, "stdin: must be empty with stdinStream: the input comes in ExecInput calls")
+	}
+	schema.ValidateExecInteractive(func(field, format string, args ...any) {
+		problems = append(problems, field+": "+fmt.Sprintf(format, args...))
+	}, req.StdinStream, req.TTY, req.Width, req.Height, req.IdleTimeoutSeconds)
 	if req.TimeoutSeconds < 0 || req.TimeoutSeconds > schema.MaxExecTimeoutSeconds {
 		problems = append(problems, fmt.Sprintf("timeoutSeconds: must be between 0 and %d, not %d", schema.MaxExecTimeoutSeconds, req.TimeoutSeconds))
 	}
@@ -182,6 +199,9 @@ func (s *execSession) wait() (schema.ExecChunk, error) {
 	}
 }
 
+// Session implements api.ExecStream.
+func (s *execSession) Session() string { return s.id }
+
 // Close ends the session, cancelling it on the node unless it ended.
 func (s *execSession) Close() error {
 	if s.closed {
@@ -189,6 +209,7 @@ func (s *execSession) Close() error {
 	}
 	s.closed = true
 	s.c.execs.remove(s.id)
+	s.c.execInputs.remove(s.id)
 	if s.done {
 		return nil
 	}

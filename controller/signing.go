@@ -29,12 +29,33 @@ import (
 // desired state, revision, ConfigMap and Secret it publishes with its
 // online key (DataDir/signing.key, created on first start), and publishes
 // the key set the offline fleet root signed for it (uploaded through the
-// API by edgesetctl keys delegate, kept in DataDir/keyset.json) retained
-// on schema.KeySetTopic. The root's private key is never here.
+// API by edgesetctl keys delegate, kept in the store, so HA controllers
+// share it) retained on schema.KeySetTopic. The root's private key is
+// never here. Each HA controller keeps its own online key; the key set
+// delegates every one (Config.SigningPeers lists them).
 
-// Paths of the signing files in DataDir.
-func (c *Config) signingKeyPath() string { return filepath.Join(c.DataDir, "signing.key") }
-func (c *Config) keySetPath() string     { return filepath.Join(c.DataDir, "keyset.json") }
+// SigningKeyPath is the online signing key's file in dataDir.
+func SigningKeyPath(dataDir string) string { return filepath.Join(dataDir, "signing.key") }
+
+// keySetPath is where a controller before the key set moved into the
+// store kept it; it is read once, when the store holds none.
+func (c *Config) keySetPath() string { return filepath.Join(c.DataDir, "keyset.json") }
+
+// LoadOrCreateSigningKey reads dataDir's online signing key, creating it
+// (mode 0600) when there is none. A key file others may read is refused.
+func LoadOrCreateSigningKey(dataDir string) (ed25519.PrivateKey, error) {
+	path := SigningKeyPath(dataDir)
+	priv, err := signing.ReadPrivateKeyFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		if priv, err = signing.GenerateKey(); err == nil {
+			err = signing.WritePrivateKeyFile(path, priv)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("signing key: %w", err)
+	}
+	return priv, nil
+}
 
 // DefaultSigningValidity is how long a signed document stays acceptable.
 const DefaultSigningValidity = 7 * 24 * time.Hour
@@ -43,13 +64,19 @@ const DefaultSigningValidity = 7 * 24 * time.Hour
 // re-signs everything every half validity.
 const minSigningValidity = time.Minute
 
+// keySetStore keeps the key set envelope (the controller's store).
+type keySetStore interface {
+	KeySet() ([]byte, error)
+	PutKeySet(env []byte) error
+}
+
 // signingKeys is the controller's online key and the key set delegating
-// it. mu guards keySet and parsed.
+// it. mu guards keySet and parsed, and serialises key set uploads.
 type signingKeys struct {
 	signer   *signing.Signer
 	validity time.Duration
 	root     ed25519.PublicKey // signing-trust-root; nil when not configured
-	path     string            // the key set file
+	store    keySetStore
 
 	mu     sync.Mutex
 	keySet []byte          // the accepted envelope; nil before the first delegation
@@ -57,30 +84,36 @@ type signingKeys struct {
 }
 
 // openSigningKeys loads the online key (creating it on first start) and
-// the last key set uploaded.
-func openSigningKeys(cfg Config) (*signingKeys, error) {
-	priv, err := signing.ReadPrivateKeyFile(cfg.signingKeyPath())
-	if errors.Is(err, os.ErrNotExist) {
-		if priv, err = signing.GenerateKey(); err == nil {
-			err = signing.WritePrivateKeyFile(cfg.signingKeyPath(), priv)
-		}
-	}
+// the key set in st. A store without one takes the data directory's
+// keyset.json, where a controller of an earlier version kept it.
+func openSigningKeys(cfg Config, st keySetStore) (*signingKeys, error) {
+	priv, err := LoadOrCreateSigningKey(cfg.DataDir)
 	if err != nil {
-		return nil, fmt.Errorf("signing key: %w", err)
+		return nil, err
 	}
-	k := &signingKeys{signer: signing.NewSigner(priv), validity: cfg.SigningValidity, path: cfg.keySetPath()}
+	k := &signingKeys{signer: signing.NewSigner(priv), validity: cfg.SigningValidity, store: st}
 	if cfg.SigningTrustRoot != "" {
 		if k.root, err = signing.LoadPublicKey(cfg.SigningTrustRoot); err != nil {
 			return nil, fmt.Errorf("signing-trust-root: %w", err)
 		}
 	}
-	env, err := signing.ReadKeySetFile(k.path)
-	if err != nil || env == nil {
-		return k, err
+	env, err := st.KeySet()
+	if err != nil {
+		return nil, err
+	}
+	from := "the store"
+	if env == nil {
+		if env, err = signing.ReadKeySetFile(cfg.keySetPath()); err != nil || env == nil {
+			return k, err
+		}
+		from = cfg.keySetPath()
+		if err := st.PutKeySet(env); err != nil {
+			return nil, fmt.Errorf("move key set %s into the store: %w", from, err)
+		}
 	}
 	ks, err := k.open(env)
 	if err != nil {
-		return nil, fmt.Errorf("key set %s: %w", k.path, err)
+		return nil, fmt.Errorf("key set in %s: %w", from, err)
 	}
 	k.keySet, k.parsed = env, &ks
 	return k, nil
@@ -116,11 +149,23 @@ func (k *signingKeys) setKeySet(env []byte, now time.Time) (signing.KeySet, erro
 	if k.parsed != nil && ks.Version <= k.parsed.Version {
 		return signing.KeySet{}, fmt.Errorf("%w: key set version %d: must be above the current version %d", api.ErrInvalid, ks.Version, k.parsed.Version)
 	}
-	if err := signing.WriteKeySetFile(k.path, env); err != nil {
+	if err := k.store.PutKeySet(env); err != nil {
 		return signing.KeySet{}, err
 	}
 	k.keySet, k.parsed = bytes.Clone(env), &ks
 	return ks, nil
+}
+
+// delegated reports whether the current key set delegates key id,
+// unexpired at now.
+func (k *signingKeys) delegated(id string, now time.Time) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.parsed == nil {
+		return false
+	}
+	key, ok := k.parsed.Key(id)
+	return ok && key.Expires.After(now)
 }
 
 // keySetMessage is the retained key set message; ok is false before the
@@ -314,11 +359,12 @@ func (c *Controller) openSigning(t transport) (transport, error) {
 	if !c.cfg.Signing {
 		return t, nil
 	}
-	keys, err := openSigningKeys(c.cfg)
+	keys, err := openSigningKeys(c.cfg, c.store)
 	if err != nil {
 		return nil, err
 	}
 	c.signing = keys
+	c.warnUndelegated()
 	f := factory{c.metrics.reg}
 	c.refusals = newRefusals(f.counterVec("edgeset_signing_refusals_total",
 		"Signed documents agents refused, by reason (signing.Reason), as their node events report.", "reason"))
@@ -371,7 +417,39 @@ func (c *Controller) SigningStatus(ctx context.Context) (api.SigningStatus, erro
 	}
 	st := c.signing.status()
 	st.Refusals = c.refusals.list()
+	if c.cfg.SigningPeers != nil {
+		peers, err := c.cfg.SigningPeers(ctx)
+		if err != nil {
+			return api.SigningStatus{}, fmt.Errorf("%w: the HA controllers' online keys: %v", api.ErrUnavailable, err)
+		}
+		now := c.now()
+		for i := range peers {
+			peers[i].Delegated = c.signing.delegated(peers[i].KeyID, now)
+		}
+		st.Controllers = peers
+	}
 	return st, nil
+}
+
+// warnUndelegated says, in the log and as a controller event, that the
+// key set does not delegate this controller's online key: agents pinning
+// the fleet root refuse what it signs until keys delegate runs (an HA
+// standby that took over with a key nobody delegated).
+func (c *Controller) warnUndelegated() {
+	k := c.signing
+	k.mu.Lock()
+	version := uint64(0)
+	if k.parsed != nil {
+		version = k.parsed.Version
+	}
+	k.mu.Unlock()
+	if version == 0 || k.delegated(k.signer.KeyID(), c.now()) {
+		return
+	}
+	msg := fmt.Sprintf("key set version %d does not delegate this controller's online key %s (or its delegation expired): agents refuse what it signs; run edgesetctl keys delegate",
+		version, k.signer.KeyID())
+	c.log.Error("signing key not delegated", "keyID", k.signer.KeyID(), "keySetVersion", version)
+	c.events.add("controller", schema.EventWarning, "SigningKeyNotDelegated", msg)
 }
 
 // PutKeySet implements api.SigningBackend: it adopts a key set signed by

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"crypto/ed25519"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/controller/reconcile"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/schema"
 	"github.com/edgeset/edgeset/signing"
 )
@@ -158,4 +161,71 @@ func TestSignedTopic(t *testing.T) {
 		assert.Equal(t, c.signed, ok, c.topic)
 		assert.Equal(t, c.node, node, c.topic)
 	}
+}
+
+// TestKeySetMovesIntoTheStore: a key set an earlier version kept in
+// DATA_DIR/keyset.json is taken into the store at start (the store is
+// what HA controllers share); from then on the store's is the one, a
+// stale file notwithstanding.
+func TestKeySetMovesIntoTheStore(t *testing.T) {
+	dir := t.TempDir()
+	priv, err := LoadOrCreateSigningKey(dir)
+	require.NoError(t, err)
+	pub := priv.Public().(ed25519.PublicKey)
+	root, err := signing.GenerateKey()
+	require.NoError(t, err)
+	set := func(v uint64) []byte {
+		env, err := signing.SignKeySet(root, signing.KeySet{Version: v, IssuedAt: time.Now(),
+			Keys: []signing.OnlineKey{{ID: signing.KeyID(pub), PublicKey: pub, Expires: time.Now().Add(time.Hour)}}})
+		require.NoError(t, err)
+		return env
+	}
+	file := filepath.Join(dir, "keyset.json")
+	require.NoError(t, signing.WriteKeySetFile(file, set(3)))
+
+	tc := startController(t, Config{DataDir: dir, Signing: true})
+	st, err := tc.api.Signing(context.Background())
+	require.NoError(t, err)
+	require.NotNil(t, st.KeySet, "the file's key set was taken")
+	assert.Equal(t, uint64(3), st.KeySet.Version)
+	_, err = tc.api.PutKeySet(context.Background(), set(4))
+	require.NoError(t, err)
+	tc.stop()
+
+	require.NoError(t, os.Remove(file))
+	require.NoError(t, signing.WriteKeySetFile(file, set(3))) // stale
+	tc = startController(t, Config{DataDir: dir, Signing: true})
+	st, err = tc.api.Signing(context.Background())
+	require.NoError(t, err)
+	require.NotNil(t, st.KeySet)
+	assert.Equal(t, uint64(4), st.KeySet.Version, "the store's key set, not the stale file's")
+}
+
+// TestUndelegatedKeyIsReported: a controller whose key the key set does
+// not delegate (an HA controller that joined after the last keys
+// delegate) says so in a Warning event.
+func TestUndelegatedKeyIsReported(t *testing.T) {
+	dir := t.TempDir()
+	root, err := signing.GenerateKey()
+	require.NoError(t, err)
+	other, err := signing.GenerateKey()
+	require.NoError(t, err)
+	otherPub := other.Public().(ed25519.PublicKey)
+	env, err := signing.SignKeySet(root, signing.KeySet{Version: 2, IssuedAt: time.Now(),
+		Keys: []signing.OnlineKey{{ID: signing.KeyID(otherPub), PublicKey: otherPub, Expires: time.Now().Add(time.Hour)}}})
+	require.NoError(t, err)
+	require.NoError(t, signing.WriteKeySetFile(filepath.Join(dir, "keyset.json"), env))
+	tc := startController(t, Config{DataDir: dir, Signing: true})
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
+		evs, err := tc.api.Events(context.Background(), api.EventFilter{Object: "controller"})
+		if err != nil {
+			return err
+		}
+		for _, e := range evs {
+			if e.Reason == "SigningKeyNotDelegated" && e.Type == schema.EventWarning {
+				return nil
+			}
+		}
+		return fmt.Errorf("no SigningKeyNotDelegated event among %d", len(evs))
+	})
 }

@@ -51,12 +51,16 @@ type ExecServer struct {
 	log  *slog.Logger
 	wg   sync.WaitGroup
 
-	mu       sync.Mutex                    // guards closed and sessions
-	closed   bool                          // Run returned: no new sessions
-	sessions map[string]context.CancelFunc // running sessions by request ID
-	base     context.Context               // parent of every session
-	stop     context.CancelFunc            // cancels base when Run ends
+	mu       sync.Mutex                         // guards closed, sessions and inputs
+	closed   bool                               // Run returned: no new sessions
+	sessions map[string]context.CancelCauseFunc // running sessions by request ID
+	inputs   map[string]*sessionInput           // the interactive ones' input, by request ID
+	base     context.Context                    // parent of every session
+	stop     context.CancelFunc                 // cancels base when Run ends
 }
+
+// errCancelled ends a session the controller cancelled.
+var errCancelled = errors.New("exec cancelled")
 
 // NewExecServer returns an ExecServer; Run must be called to end the
 // sessions and wait for them.
@@ -72,7 +76,8 @@ func NewExecServer(opts ExecServerOptions) *ExecServer {
 		log = slog.New(slog.DiscardHandler)
 	}
 	base, stop := context.WithCancel(context.Background())
-	return &ExecServer{opts: opts, log: log, sessions: map[string]context.CancelFunc{}, base: base, stop: stop}
+	return &ExecServer{opts: opts, log: log, sessions: map[string]context.CancelCauseFunc{}, inputs: map[string]*sessionInput{},
+		base: base, stop: stop}
 }
 
 // Topic is the request topic to subscribe to.
@@ -109,7 +114,7 @@ func (s *ExecServer) Handle(payload []byte) {
 	}
 	if cancel, ok := s.sessions[req.ID]; ok {
 		if req.Cancel {
-			cancel()
+			cancel(errCancelled)
 		}
 		return // a cancel, or a redelivered request
 	}
@@ -129,27 +134,30 @@ func (s *ExecServer) Handle(payload []byte) {
 	if timeout == 0 {
 		timeout = schema.DefaultExecTimeoutSeconds * time.Second
 	}
-	ctx, cancel := context.WithTimeout(s.base, timeout)
+	withCause, cancel := context.WithCancelCause(s.base)
+	ctx, stopTimer := context.WithTimeout(withCause, timeout)
 	if refusal == "" {
 		s.sessions[req.ID] = cancel
-		s.log.Info("exec", "id", req.ID, "daemonset", req.DaemonSet, "container", req.Container, "command", req.Command, "requester", req.Requester)
+		s.log.Info("exec", "id", req.ID, "daemonset", req.DaemonSet, "container", req.Container, "command", req.Command,
+			"tty", req.TTY, "stdin", req.StdinStream, "requester", req.Requester)
 	} else {
 		s.log.Warn("exec refused", "id", req.ID, "requester", req.Requester, "reason", refusal)
 	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		defer s.end(req.ID, cancel)
+		defer s.end(req.ID, cancel, stopTimer)
 		if refusal != "" {
 			newExecSession(s, req.ID).finish(ctx, nil, refusal)
 			return
 		}
-		s.run(ctx, req, timeout)
+		s.run(ctx, cancel, req, timeout)
 	}()
 }
 
-func (s *ExecServer) end(id string, cancel context.CancelFunc) {
-	cancel()
+func (s *ExecServer) end(id string, cancel context.CancelCauseFunc, stopTimer context.CancelFunc) {
+	stopTimer()
+	cancel(nil)
 	s.mu.Lock()
 	delete(s.sessions, id)
 	s.mu.Unlock()
@@ -157,14 +165,20 @@ func (s *ExecServer) end(id string, cancel context.CancelFunc) {
 
 // run runs one session: it finds the container and runs the command in
 // it, streaming the output, and ends with the exit code or an error.
-func (s *ExecServer) run(ctx context.Context, req schema.ExecRequest, timeout time.Duration) {
+// cancel ends ctx with a cause (a cancel request; for an interactive
+// session also idleness or its input's failure).
+func (s *ExecServer) run(ctx context.Context, cancel context.CancelCauseFunc, req schema.ExecRequest, timeout time.Duration) {
 	out := newExecSession(s, req.ID)
 	c, err := findContainer(ctx, s.opts.Runtime, s.opts.NodeName, req.DaemonSet, req.Container)
 	if err == nil && !c.Running {
 		err = fmt.Errorf("container %s of daemonset %s is not running", c.Labels[LabelContainer], req.DaemonSet)
 	}
 	code := 0
-	if err == nil {
+	switch {
+	case err != nil:
+	case req.Interactive():
+		code, err = s.interactive(ctx, cancel, req, c, out)
+	default:
 		var stdin io.Reader
 		if req.Stdin != "" {
 			stdin = strings.NewReader(req.Stdin)
@@ -173,9 +187,14 @@ func (s *ExecServer) run(ctx context.Context, req schema.ExecRequest, timeout ti
 		code, err = s.opts.Execer.ExecStream(ctx, c.ID, req.Command, stdin, out.writer(schema.ExecStdout), out.writer(schema.ExecStderr))
 		stop()
 	}
+	cause := context.Cause(ctx)
 	switch {
-	case s.base.Err() != nil || errors.Is(ctx.Err(), context.Canceled):
-		out.finish(ctx, nil, "exec cancelled")
+	case s.base.Err() != nil:
+		out.finish(ctx, nil, errCancelled.Error())
+	case errors.Is(cause, errIdle) || errors.Is(cause, errInputLost) || errors.Is(cause, errInputOverflow):
+		out.finish(ctx, nil, cause.Error()+" (the process may still run in the container)")
+	case errors.Is(ctx.Err(), context.Canceled):
+		out.finish(ctx, nil, errCancelled.Error())
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		out.finish(ctx, nil, fmt.Sprintf("exec timed out after %s (the process may still run in the container)", timeout))
 	case err != nil:
@@ -291,6 +310,14 @@ func (x *execSession) finish(ctx context.Context, code *int, errMsg string) {
 	if err := x.publishLocked(ctx, schema.ExecChunk{EOF: true, ExitCode: code, Error: errMsg, Truncated: x.truncated}); err != nil {
 		x.s.log.Debug("publish last exec chunk", "id", x.id, "err", err)
 	}
+}
+
+// ready publishes an interactive session's first chunk, saying it takes
+// input now.
+func (x *execSession) ready(ctx context.Context) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.publishLocked(ctx, schema.ExecChunk{Ready: true})
 }
 
 func (x *execSession) publishLocked(ctx context.Context, c schema.ExecChunk) error {

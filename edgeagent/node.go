@@ -53,6 +53,16 @@ type NodeOptions struct {
 	// NATS cluster it costs a replicated JetStream consumer per
 	// subscription (docs/scale-out.md).
 	SubscribeAtMostOnce bool
+	// PublishAtMostOnce publishes the node's messages (presence, status,
+	// observed state, events, telemetry, log and exec responses) at QoS 0
+	// instead of 1; the will stays QoS 1. Every one of them is retained
+	// state the node publishes again after each connection, or an event a
+	// lost connection may drop anyway. On a NATS cluster a QoS 1 publish
+	// is also stored in a replicated JetStream stream, a write on every
+	// member for nothing when the controller subscribes at QoS 0, and its
+	// PUBACK does not even cover the retained copy's store
+	// (docs/scale-out.md).
+	PublishAtMostOnce bool
 	// SettleInterval is how long after each connection the node announces
 	// itself again, once (presence, status, observed state): a clustered
 	// broker may deliver a message of the connection it replaced (its will,
@@ -110,6 +120,7 @@ func NewNode(opts NodeOptions, rt Runtime) (*Node, error) {
 	name := opts.Agent.NodeName
 	m := opts.MQTT
 	m.ClientID, m.Username = schema.MQTTClientID(name), name
+	m.PublishAtMostOnce = opts.PublishAtMostOnce
 	m.Will = n.will
 	m.Handler = n.handle
 	m.Stale = func(topic string, pending, incoming []byte) bool {
@@ -118,7 +129,10 @@ func NewNode(opts NodeOptions, rt Runtime) (*Node, error) {
 	m.OnConnect = n.onConnect
 	m.OnConnectionLost = n.onConnectionLost
 	requests, execs := schema.NodeTopic(name, schema.TopicLogsRequest), schema.NodeTopic(name, schema.TopicExecRequest)
-	m.NoCoalesce = func(topic string) bool { return topic == requests || topic == execs }
+	inputs := schema.NodeTopic(name, schema.TopicExecInputPrefix)
+	m.NoCoalesce = func(topic string) bool {
+		return topic == requests || topic == execs || strings.HasPrefix(topic, inputs) // every exec input chunk counts
+	}
 	if m.Logger == nil {
 		m.Logger = n.log
 	}
@@ -218,6 +232,10 @@ func (n *Node) handle(topic string, payload []byte) {
 		return
 	case n.exec.Topic():
 		n.exec.Handle(payload)
+		return
+	}
+	if n.exec.IsInputTopic(topic) {
+		n.exec.HandleInput(topic, payload)
 		return
 	}
 	n.agent.HandleMessage(topic, payload)

@@ -139,6 +139,15 @@ type Options struct {
 	// PublishWindow bounds the unacknowledged publishes PublishAll keeps in
 	// flight. Default 256.
 	PublishWindow int
+	// PublishAtMostOnce sends Publish and PublishAll at QoS 0: each
+	// returns once its message is written to the connection, with no
+	// PUBACK to wait for, and a message the connection loses is gone (the
+	// will stays QoS 1). For callers whose messages are level-based state
+	// they republish after every connection, on a broker where QoS 1 costs
+	// more than delivery: nats-server stores every QoS 1 PUBLISH in a
+	// replicated JetStream stream whether or not anyone subscribes at
+	// QoS 1 (docs/scale-out.md).
+	PublishAtMostOnce bool
 
 	// Logger receives connection events. Default: discard.
 	Logger *slog.Logger
@@ -155,7 +164,8 @@ type Subscription struct {
 	QoS    byte
 }
 
-// Message is an outbound message (or a will). Publishes are at QoS 1.
+// Message is an outbound message (or a will). Publishes are at QoS 1
+// (QoS 0 with Options.PublishAtMostOnce), wills at QoS 1.
 type Message struct {
 	Topic    string
 	Payload  []byte

@@ -19,7 +19,8 @@ const subscribeBatch = 64
 const refusedQoS = 0x80
 
 // Publish sends one message at QoS 1 and waits for the broker's PUBACK, for
-// at most WriteTimeout or until ctx ends. Offline it returns ErrNotConnected
+// at most WriteTimeout or until ctx ends (at QoS 0 with
+// Options.PublishAtMostOnce: until it is written). Offline it returns ErrNotConnected
 // at once and queues nothing: edgeset's callers are level-triggered and
 // republish their whole state from OnConnect after the next connection.
 func (c *Client) Publish(ctx context.Context, topic string, payload []byte, retained bool) error {
@@ -27,15 +28,15 @@ func (c *Client) Publish(ctx context.Context, topic string, payload []byte, reta
 	if pc == nil {
 		return fmt.Errorf("publish %s: %w", topic, ErrNotConnected)
 	}
-	tok := pc.Publish(topic, 1, retained, payload)
+	tok := pc.Publish(topic, c.publishQoS(), retained, payload)
 	if err := c.countPublish(await(ctx, tok, c.deadline())); err != nil {
 		return fmt.Errorf("publish %s: %w", topic, err)
 	}
 	return nil
 }
 
-// PublishAll publishes msgs at QoS 1 keeping up to PublishWindow of them
-// unacknowledged at once, so a fan-out of 10,000 desired states costs a few
+// PublishAll publishes msgs at QoS 1 (QoS 0 with PublishAtMostOnce) keeping
+// up to PublishWindow of them unacknowledged (unwritten) at once, so a fan-out of 10,000 desired states costs a few
 // round trips, not 10,000. Messages go out in order. It returns the joined
 // errors of the failed messages, each naming its topic; once the connection
 // is gone it stops issuing and the error wraps ErrNotConnected.
@@ -56,12 +57,20 @@ func (c *Client) PublishAll(ctx context.Context, msgs []Message) error {
 			w.errs = append(w.errs, fmt.Errorf("%d messages not published: %w", len(msgs)-i, w.cause()))
 			break
 		}
-		w.pending = append(w.pending, pendingPublish{topic: m.Topic, tok: pc.Publish(m.Topic, 1, m.Retained, m.Payload)})
+		w.pending = append(w.pending, pendingPublish{topic: m.Topic, tok: pc.Publish(m.Topic, c.publishQoS(), m.Retained, m.Payload)})
 	}
 	for len(w.pending) > 0 {
 		w.waitOldest()
 	}
 	return errors.Join(w.errs...)
+}
+
+// publishQoS is the QoS of every publish (not of the will).
+func (c *Client) publishQoS() byte {
+	if c.opts.PublishAtMostOnce {
+		return 0
+	}
+	return 1
 }
 
 // pendingPublish is an issued, unacknowledged publish.

@@ -47,7 +47,29 @@ type ExecRequest struct {
 	// Requester names who asked (the API user), for the node's log.
 	Requester string `json:"requester,omitempty"`
 	Cancel    bool   `json:"cancel,omitempty"`
+
+	// Interactive sessions (edgesetctl exec -i / -t) take ExecInput
+	// chunks on the session's own input topic (ExecInputTopic), which the
+	// agent subscribes to before it answers with a Ready chunk.
+	//
+	// StdinStream attaches the command's standard input, fed by the
+	// input chunks' data until one says eof (Stdin must then be empty).
+	StdinStream bool `json:"stdinStream,omitempty"`
+	// TTY runs the command on a terminal: its output comes as one stdout
+	// stream (stderr merged, as kubectl exec -t does), and the input
+	// chunks may resize the terminal. Width and Height are its initial
+	// size in characters (0: the engine's default).
+	TTY    bool `json:"tty,omitempty"`
+	Width  int  `json:"width,omitempty"`
+	Height int  `json:"height,omitempty"`
+	// IdleTimeoutSeconds ends an interactive session after this long
+	// without input or output; 0 means DefaultExecIdleTimeoutSeconds.
+	IdleTimeoutSeconds int `json:"idleTimeoutSeconds,omitempty"`
 }
+
+// Interactive reports whether the session takes input chunks (stdin,
+// terminal resizes) on its input topic.
+func (r ExecRequest) Interactive() bool { return r.StdinStream || r.TTY }
 
 // ExecChunk is one piece of an exec session's output, published by the
 // agent on its exec/response topic without retain. Seq counts from 0. The
@@ -68,6 +90,10 @@ type ExecChunk struct {
 	// Truncated, on the last chunk, says output past MaxExecOutputBytes
 	// was dropped.
 	Truncated bool `json:"truncated,omitempty"`
+	// Ready, on the first chunk (Seq 0) of an interactive session, says
+	// the agent found the container and reads the session's input topic:
+	// input may be sent from now on.
+	Ready bool `json:"ready,omitempty"`
 }
 
 // DecodeExecRequest parses and checks an exec/request payload.
@@ -96,6 +122,33 @@ func validateExecRequest(errs *fieldErrors, m *ExecRequest) {
 	if len(m.Requester) > 256 {
 		errs.add("requester", "%d bytes, limit 256", len(m.Requester))
 	}
+	ValidateExecInteractive(errs.add, m.StdinStream, m.TTY, m.Width, m.Height, m.IdleTimeoutSeconds)
+	if m.StdinStream && m.Stdin != "" {
+		errs.add("stdin", "must be empty with stdinStream: the input comes in chunks")
+	}
+}
+
+// ValidateExecInteractive reports the problems of an exec's interactive
+// fields through add (field, format, args): the wire's checks, which the
+// API makes too.
+func ValidateExecInteractive(add func(field, format string, args ...any), stdinStream, tty bool, width, height, idle int) {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"width", width}, {"height", height}} {
+		switch {
+		case f.v < 0 || f.v > MaxTerminalSize:
+			add(f.name, "must be between 0 and %d, not %d", MaxTerminalSize, f.v)
+		case f.v != 0 && !tty:
+			add(f.name, "set without tty: only a terminal has a size")
+		}
+	}
+	switch {
+	case idle < 0 || idle > MaxExecTimeoutSeconds:
+		add("idleTimeoutSeconds", "must be between 0 and %d, not %d", MaxExecTimeoutSeconds, idle)
+	case idle != 0 && !stdinStream && !tty:
+		add("idleTimeoutSeconds", "set without stdinStream or tty: only an interactive session idles")
+	}
 }
 
 // ValidateExecCommand reports the problems of an exec command through add
@@ -122,5 +175,8 @@ func validateExecChunk(errs *fieldErrors, m *ExecChunk) {
 	}
 	if (m.Error != "" || m.ExitCode != nil) && !m.EOF {
 		errs.add("eof", "must be true in a chunk carrying an exit code or an error")
+	}
+	if m.Ready && (m.Seq != 0 || m.Data != "" || m.EOF) {
+		errs.add("ready", "only on the first chunk (seq 0), without data or eof")
 	}
 }

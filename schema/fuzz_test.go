@@ -53,6 +53,7 @@ func FuzzDecodeConfigMapMessage(f *testing.F) { fuzzWire(f, DecodeConfigMapMessa
 func FuzzDecodeSecretMessage(f *testing.F)    { fuzzWire(f, DecodeSecretMessage) }
 func FuzzDecodeExecRequest(f *testing.F)      { fuzzWire(f, DecodeExecRequest) }
 func FuzzDecodeExecChunk(f *testing.F)        { fuzzWire(f, DecodeExecChunk) }
+func FuzzDecodeExecInput(f *testing.F)        { fuzzWire(f, DecodeExecInput) }
 
 // addFiles seeds f with every file matching pattern.
 func addFiles(f *testing.F, pattern string) {

@@ -62,6 +62,9 @@ type Options struct {
 	// (edgeagent.NodeOptions.SubscribeAtMostOnce): set it on a NATS
 	// cluster.
 	SubscribeAtMostOnce bool
+	// PublishAtMostOnce publishes at QoS 0 instead of 1
+	// (edgeagent.NodeOptions.PublishAtMostOnce): set it on a NATS cluster.
+	PublishAtMostOnce bool
 	// TrustRoot, when set, is the fleet root every device pins: each then
 	// verifies what the controller signs (edgeagent.Config.TrustRoot), as
 	// a real agent enrolled in a signing fleet does.
@@ -201,6 +204,7 @@ func (f *Fleet) newDevice(i int) (*device, error) {
 		},
 		Status:              d.status,
 		SubscribeAtMostOnce: f.opts.SubscribeAtMostOnce,
+		PublishAtMostOnce:   f.opts.PublishAtMostOnce,
 	}, d.rt)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: %w", err)

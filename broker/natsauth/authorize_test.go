@@ -37,6 +37,7 @@ func TestNodePermissions(t *testing.T) {
 		"edgeset.v1.nodes.n1//site.logs.request",
 		"edgeset.v1.nodes.n1//site.exec.request",
 		"edgeset.v1.nodes.n1//site.secrets.*",
+		"edgeset.v1.nodes.n1//site.exec.input.*",
 		"edgeset.v1.revisions.*",
 		"edgeset.v1.configmaps.*",
 		"edgeset.v1.keys",

@@ -33,6 +33,9 @@ func TestNodeSubscriptions(t *testing.T) {
 		{"edgeset/v1/nodes/n2/desired", false},
 		{"edgeset/v1/nodes/n2/secrets/f00d", false},
 		{"edgeset/v1/nodes/n2/logs/request", false},
+		{"edgeset/v1/nodes/n2/exec/input/5e0c", false},
+		{"edgeset/v1/nodes/n1/exec/input/5e0c", true},
+		{"edgeset/v1/nodes/n1/exec/input/#", false},
 		{"edgeset/v1/nodes/n1/status", false}, // its own, write-only
 		{"edgeset/v1/nodes/+/desired", false},
 		{"edgeset/v1/nodes/+/secrets/f00d", false},
@@ -52,6 +55,7 @@ func TestNodeSubscriptions(t *testing.T) {
 		{"edgeset/v1/revisions/+", true},
 		{"edgeset/v1/configmaps/+", true},
 		{"edgeset/v1/nodes/n1/secrets/+", true},
+		{"edgeset/v1/nodes/n1/exec/input/+", true},
 	}
 	for _, tc := range tests {
 		for _, qos := range []byte{0, 1} {

@@ -42,8 +42,9 @@ var nodeReads = []string{
 
 // nodePermissions returns the NATS permissions of node: publish to its own
 // status, online, observed, events, telemetry, logs/response and exec/response; subscribe to its own
-// desired, logs/request and exec/request, to its own secrets, to revisions and to
-// ConfigMaps, each of these three one hash (one subject token) at a time,
+// desired, logs/request and exec/request, to its own secrets and exec
+// session inputs, to revisions and to ConfigMaps, each of these one hash
+// or session (one subject token) at a time,
 // and to the fleet's key set (schema.KeySetTopic).
 // Everything else is denied, since an allow list is given for both
 // directions. nats-server lets an MQTT client subscribe to its internal
@@ -60,6 +61,7 @@ func nodePermissions(node string) jwt.Permissions {
 	}
 	p.Sub.Allow.Add(
 		Subject(schema.NodeSecretTopic(node, ""))+"*",
+		Subject(schema.ExecInputTopic(node, ""))+"*",
 		Subject(schema.RevisionTopic(""))+"*",
 		Subject(schema.ConfigMapTopic(""))+"*",
 		Subject(schema.KeySetTopic),

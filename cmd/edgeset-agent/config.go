@@ -28,6 +28,7 @@ const (
 	defaultKeepAlive      = mqttclient.DefaultKeepAlive
 	defaultStatusInterval = edgeagent.DefaultStatusInterval
 	defaultSubscribeQoS   = 1
+	defaultPublishQoS     = 1
 	defaultSettleInterval = edgeagent.DefaultSettleInterval
 )
 
@@ -48,6 +49,7 @@ type fileConfig struct {
 	KeepAlive  time.Duration `mapstructure:"keepalive"`
 
 	SubscribeQoS   int           `mapstructure:"subscribe-qos"`
+	PublishQoS     int           `mapstructure:"publish-qos"`
 	SettleInterval time.Duration `mapstructure:"broker-settle-interval"`
 
 	DataDir    string `mapstructure:"data-dir"`
@@ -108,6 +110,7 @@ func addFlags(f *pflag.FlagSet) {
 	f.String("key-file", "", "key of --cert-file")
 	f.Duration("keepalive", defaultKeepAlive, "MQTT keepalive; the broker declares the node offline after 1.5 times this")
 	f.Int("subscribe-qos", defaultSubscribeQoS, "QoS of the node's subscriptions (desired state, revisions, config objects, log requests): 0 or 1; 0 on a NATS cluster, where each QoS 1 subscription is a replicated JetStream consumer (docs/scale-out.md)")
+	f.Int("publish-qos", defaultPublishQoS, "QoS of the node's publishes (presence, status, observed state, events; the will stays 1): 0 or 1; 0 on a NATS cluster, which stores every QoS 1 publish in a replicated JetStream stream (docs/scale-out.md)")
 	f.Duration("broker-settle-interval", defaultSettleInterval, "announce the node again (online, status, observed state) this long after each connection, repairing a clustered broker's late or lost messages (0: never)")
 	f.String("trust-root", "", "fleet root public key (a file, or its ed25519:... value from `edgesetctl keys init`): accept only documents the fleet's keys signed; empty is the insecure mode")
 	f.String("data-dir", defaultDataDir, "directory of the local state (agent.db); its filesystem is watched for DiskPressure")
@@ -231,6 +234,7 @@ func (fc fileConfig) resolve(hostname func() (string, error)) (settings, error) 
 		TelemetryInterval:    fc.TelemetryInterval,
 		TelemetryMaxInterval: fc.TelemetryMaxInterval,
 		SubscribeAtMostOnce:  fc.SubscribeQoS == 0,
+		PublishAtMostOnce:    fc.PublishQoS == 0,
 		SettleInterval:       fc.SettleInterval,
 		AllowExec:            fc.AllowExec,
 	}
@@ -258,6 +262,9 @@ func (fc fileConfig) checkChoices() error {
 	}
 	if fc.SubscribeQoS != 0 && fc.SubscribeQoS != 1 {
 		errs = append(errs, fmt.Errorf("subscribe-qos: %d is not 0 or 1", fc.SubscribeQoS))
+	}
+	if fc.PublishQoS != 0 && fc.PublishQoS != 1 {
+		errs = append(errs, fmt.Errorf("publish-qos: %d is not 0 or 1", fc.PublishQoS))
 	}
 	if fc.SettleInterval < 0 {
 		errs = append(errs, fmt.Errorf("broker-settle-interval: %s is negative (0 turns it off)", fc.SettleInterval))

@@ -171,6 +171,7 @@ func TestResolveErrors(t *testing.T) {
 		{name: "runtime", edit: func(fc *fileConfig) { fc.Runtime = "podman" }, wantIn: []string{`runtime: "podman"`}},
 		{name: "keepalive", edit: func(fc *fileConfig) { fc.KeepAlive = 10 * time.Millisecond }, wantIn: []string{"keepalive"}},
 		{name: "subscribe qos", edit: func(fc *fileConfig) { fc.SubscribeQoS = 2 }, wantIn: []string{"subscribe-qos: 2 is not 0 or 1"}},
+		{name: "publish qos", edit: func(fc *fileConfig) { fc.PublishQoS = -1 }, wantIn: []string{"publish-qos: -1 is not 0 or 1"}},
 		{name: "negative settle", edit: func(fc *fileConfig) { fc.SettleInterval = -time.Second }, wantIn: []string{"broker-settle-interval: -1s"}},
 		{name: "cert without key", edit: func(fc *fileConfig) { fc.CertFile = "c.pem" }, wantIn: []string{"cert-file, key-file"}},
 		{name: "bad quantity", edit: func(fc *fileConfig) { fc.MemoryMinAvailable = "lots" }, wantIn: []string{"memory-min-available"}},
@@ -196,20 +197,22 @@ func TestResolveErrors(t *testing.T) {
 	}
 }
 
-// TestBrokerDeliverySettings: subscribe-qos and broker-settle-interval
-// reach the node's options, with their defaults (QoS 1, 10 s) and 0 as
-// "never" for the settle interval.
+// TestBrokerDeliverySettings: subscribe-qos, publish-qos and
+// broker-settle-interval reach the node's options, with their defaults
+// (QoS 1, 10 s) and 0 as "never" for the settle interval.
 func TestBrokerDeliverySettings(t *testing.T) {
 	s, err := validConfig(t).resolve(os.Hostname)
 	require.NoError(t, err)
 	require.False(t, s.node.SubscribeAtMostOnce, "QoS 1 by default")
+	require.False(t, s.node.PublishAtMostOnce, "QoS 1 by default")
 	require.Equal(t, 10*time.Second, s.node.SettleInterval)
 
-	fc, err := parseCmd(t, "--token", "t", "--node-name", "gw-1", "--subscribe-qos", "0", "--broker-settle-interval", "0")
+	fc, err := parseCmd(t, "--token", "t", "--node-name", "gw-1", "--subscribe-qos", "0", "--publish-qos", "0", "--broker-settle-interval", "0")
 	require.NoError(t, err)
 	s, err = fc.resolve(os.Hostname)
 	require.NoError(t, err)
 	require.True(t, s.node.SubscribeAtMostOnce)
+	require.True(t, s.node.PublishAtMostOnce)
 	require.Negative(t, s.node.SettleInterval, "0 turns the second announcement off")
 }
 

@@ -35,7 +35,7 @@ type flags struct {
 	secretFile, tokenFile, fleetFile, reportFile           string
 	namePrefix, sourceRange, logLevel, hostDir, cpuProfile string
 	trustRoot                                              string
-	nodes, deviceProcesses, subscribeQoS                   int
+	nodes, deviceProcesses, subscribeQoS, publishQoS       int
 	ramp                                                   float64
 	duration, interval, keepAlive                          time.Duration
 	bench, benchDevices, summary, version, signing         bool
@@ -59,6 +59,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.sourceRange, "source-range", "127.0.0.2-127.0.0.254", `local addresses to dial from, round-robin ("" lets the kernel choose; use "" for a remote broker)`)
 	fs.DurationVar(&f.keepAlive, "keepalive", 60*time.Second, "MQTT keepalive of every device")
 	fs.IntVar(&f.subscribeQoS, "subscribe-qos", 1, "QoS of every device's subscriptions, 0 or 1 (0 on a NATS cluster: edgeset-agent --subscribe-qos)")
+	fs.IntVar(&f.publishQoS, "publish-qos", 1, "QoS of every device's publishes, 0 or 1 (0 on a NATS cluster: edgeset-agent --publish-qos)")
 	fs.DurationVar(&f.interval, "interval", 2*time.Second, "how often to print the summary line")
 	fs.StringVar(&f.logLevel, "log-level", "error", "agent log level: debug, info, warn or error")
 	fs.BoolVar(&f.bench, "bench", false, "run the scale benchmark (controller subprocess plus --nodes devices) instead")
@@ -144,9 +145,12 @@ func runFleet(ctx context.Context, f flags, stdout io.Writer) error {
 // or file of any error.
 func fleetOptions(f flags) (sim.Options, error) {
 	opts := sim.Options{BrokerURLs: f.brokerURLs, Nodes: f.nodes, NamePrefix: f.namePrefix, Ramp: f.ramp, KeepAlive: f.keepAlive,
-		SubscribeAtMostOnce: f.subscribeQoS == 0}
+		SubscribeAtMostOnce: f.subscribeQoS == 0, PublishAtMostOnce: f.publishQoS == 0}
 	if f.subscribeQoS != 0 && f.subscribeQoS != 1 {
 		return opts, fmt.Errorf("--subscribe-qos: %d is not 0 or 1", f.subscribeQoS)
+	}
+	if f.publishQoS != 0 && f.publishQoS != 1 {
+		return opts, fmt.Errorf("--publish-qos: %d is not 0 or 1", f.publishQoS)
 	}
 	level, err := parseLevel(f.logLevel)
 	if err != nil {

@@ -41,6 +41,7 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		{"bad log level", []string{"--fleet-secret-file", secret, "--log-level", "loud"}, "--log-level"},
 		{"bad prefix", []string{"--fleet-secret-file", secret, "--name-prefix", "Bad_"}, "name prefix"},
 		{"bad subscribe qos", []string{"--fleet-secret-file", secret, "--subscribe-qos", "2"}, "--subscribe-qos: 2 is not 0 or 1"},
+		{"bad publish qos", []string{"--fleet-secret-file", secret, "--publish-qos", "2"}, "--publish-qos: 2 is not 0 or 1"},
 		{"unknown flag", []string{"--nodez", "3"}, "nodez"},
 		{"stray argument", []string{"extra"}, "unexpected arguments"},
 		{"summary without reports", []string{"--summary"}, "--summary: give the report files"},
@@ -55,6 +56,38 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 				t.Fatalf("run(%q) = %v, want an error containing %q", tc.args, err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestQoSFlagsReachTheFleet: --subscribe-qos and --publish-qos set the
+// devices' QoS, 1 for both by default.
+func TestQoSFlagsReachTheFleet(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "fleet.secret")
+	if err := os.WriteFile(secret, []byte(strings.Repeat("ab", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		args                                   []string
+		subscribeAtMostOnce, publishAtMostOnce bool
+	}{
+		{nil, false, false},
+		{[]string{"--subscribe-qos", "0"}, true, false},
+		{[]string{"--publish-qos", "0"}, false, true},
+		{[]string{"--subscribe-qos", "0", "--publish-qos", "0"}, true, true},
+	}
+	for _, tc := range tests {
+		f, err := parseFlags(append([]string{"--fleet-secret-file", secret}, tc.args...), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts, err := fleetOptions(f)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		if opts.SubscribeAtMostOnce != tc.subscribeAtMostOnce || opts.PublishAtMostOnce != tc.publishAtMostOnce {
+			t.Errorf("%q: subscribe at most once %v, publish at most once %v; want %v, %v", tc.args,
+				opts.SubscribeAtMostOnce, opts.PublishAtMostOnce, tc.subscribeAtMostOnce, tc.publishAtMostOnce)
+		}
 	}
 }
 

@@ -127,7 +127,7 @@ func printAudit(w io.Writer, output string, entries []audit.Entry, header bool) 
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if header {
-		fmt.Fprintln(tw, "SEQ\tTIME\tUSER\tVIA\tMETHOD\tPATH\tFROM\tRESULT")
+		fmt.Fprintln(tw, "SEQ\tTIME\tUSER\tVIA\tMETHOD\tPATH\tFROM\tRESULT\tDETAIL")
 	}
 	for _, e := range entries {
 		from := e.Remote
@@ -138,8 +138,8 @@ func printAudit(w io.Writer, output string, entries []audit.Entry, header bool) 
 		if e.Role != "" {
 			who += " (" + e.Role + ")"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.UTC().Format(time.RFC3339), who, e.Via,
-			e.Method, e.Path, from, e.Result())
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.UTC().Format(time.RFC3339), who, e.Via,
+			e.Method, e.Path, from, e.Result(), e.Detail)
 	}
 	return tw.Flush()
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,13 +26,20 @@ import (
 // startHAController runs an HA controller (controller/ha) in process
 // and returns its API URL.
 func startHAController(t *testing.T, id, etcdEndpoint, brokerURL, dir string) string {
+	url, _ := startHASupervisor(t, id, etcdEndpoint, controller.Config{DataDir: dir, BrokerURLs: []string{brokerURL}, BrokerSettleInterval: -1})
+	return url
+}
+
+// startHASupervisor runs an HA controller of configuration cfg in process
+// and returns its API URL and a stop that ends it (also run at cleanup).
+func startHASupervisor(t *testing.T, id, etcdEndpoint string, cfg controller.Config) (string, func()) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	url := "http://" + ln.Addr().String()
 	cli := etcdtest.NewClient(t, etcdEndpoint)
 	sup, err := ha.New(ha.Options{
-		Controller: controller.Config{DataDir: dir, BrokerURLs: []string{brokerURL}, BrokerSettleInterval: -1},
+		Controller: cfg,
 		Client:     cli, Prepare: ha.Replicated(cli, ha.DefaultPrefix, nil),
 		ID: id, AdvertiseURL: url, LeaseTTL: 2 * time.Second, Listener: ln,
 	})
@@ -39,8 +47,10 @@ func startHAController(t *testing.T, id, etcdEndpoint, brokerURL, dir string) st
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- sup.Run(ctx) }()
-	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
-	return url
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); require.NoError(t, <-done) }) }
+	t.Cleanup(stop)
+	return url, stop
 }
 
 func readyz(url string) string {

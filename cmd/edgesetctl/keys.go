@@ -106,10 +106,20 @@ func printSigning(s *streams, st api.SigningStatus) {
 			if k.ID == st.KeyID {
 				mark = " (this controller)"
 			}
+			for _, c := range st.Controllers {
+				if c.KeyID == k.ID && c.KeyID != st.KeyID {
+					mark = " (HA controller " + c.Controller + ")"
+				}
+			}
 			fmt.Fprintf(s.out, "  key %s expires %s%s\n", k.ID, k.Expires.Format(time.RFC3339), mark)
 		}
 		for _, id := range st.KeySet.Revoked {
 			fmt.Fprintf(s.out, "  revoked %s\n", id)
+		}
+	}
+	for _, c := range st.Controllers {
+		if !c.Delegated {
+			fmt.Fprintf(s.out, "HA controller %s: key %s NOT delegated: agents refuse what it signs if it leads (run keys delegate)\n", c.Controller, c.KeyID)
 		}
 	}
 	for _, r := range st.Refusals {
@@ -125,7 +135,12 @@ func newKeysDelegateCmd(s *streams) *cobra.Command {
 		Long: `Fetches the controller's online public key and its current key set,
 signs with the root key a key set one version higher that lists the
 controller's key (expiring after --expires) besides the keys still
-delegated, and uploads it. The controller publishes it to every agent.`,
+delegated, and uploads it. The controller publishes it to every agent.
+
+With HA controllers on etcd, each controller has its own online key; the
+leader lists them all, and keys delegate delegates every one of them, so
+agents accept what whichever controller leads signs. Run it again after a
+controller joins or gets a new key (keys show names any not delegated).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := parseDays(expires)
@@ -133,18 +148,20 @@ delegated, and uploads it. The controller publishes it to every agent.`,
 				return usageError{fmt.Errorf("--expires: %w", err)}
 			}
 			return updateKeySet(cmd, s, rootKey, func(ks *signing.KeySet, st api.SigningStatus, now time.Time) error {
-				pub, err := signing.ParsePublicKey(st.PublicKey)
+				keys, err := keysToDelegate(s, ks, st)
 				if err != nil {
-					return fmt.Errorf("the controller's public key: %w", err)
+					return err
 				}
-				if signing.KeyID(pub) != st.KeyID {
-					return fmt.Errorf("the controller's public key has ID %s, not the %s it claims", signing.KeyID(pub), st.KeyID)
+				for _, k := range keys {
+					ks.Keys = slices.DeleteFunc(ks.Keys, func(o signing.OnlineKey) bool { return o.ID == k.ID || !o.Expires.After(now) })
 				}
-				if ks.IsRevoked(st.KeyID) {
-					return fmt.Errorf("the controller's key %s is revoked: give it a new one first (docs/security.md, rotation)", st.KeyID)
+				for _, k := range keys {
+					k.Expires = now.Add(d)
+					ks.Keys = append(ks.Keys, k)
 				}
-				ks.Keys = slices.DeleteFunc(ks.Keys, func(k signing.OnlineKey) bool { return k.ID == st.KeyID || !k.Expires.After(now) })
-				ks.Keys = append(ks.Keys, signing.OnlineKey{ID: st.KeyID, PublicKey: pub, Expires: now.Add(d)})
+				if len(ks.Keys) > signing.MaxKeys {
+					return fmt.Errorf("the key set would list %d keys, at most %d: revoke keys no longer used (keys revoke)", len(ks.Keys), signing.MaxKeys)
+				}
 				return nil
 			})
 		},
@@ -179,6 +196,48 @@ func newKeysRevokeCmd(s *streams) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&rootKey, "root-key", "", "the fleet root's private key file (root.key from keys init)")
 	return cmd
+}
+
+// keysToDelegate returns the keys keys delegate signs: the answering
+// controller's online key, and every HA controller's (st.Controllers),
+// each checked against its ID. The answering controller's key revoked is
+// an error; another controller's revoked key is left out with a warning.
+func keysToDelegate(s *streams, ks *signing.KeySet, st api.SigningStatus) ([]signing.OnlineKey, error) {
+	own, err := onlineKey(st.KeyID, st.PublicKey)
+	if err != nil {
+		return nil, fmt.Errorf("the controller's key: %w", err)
+	}
+	if ks.IsRevoked(own.ID) {
+		return nil, fmt.Errorf("the controller's key %s is revoked: give it a new one first (docs/security.md, rotation)", own.ID)
+	}
+	keys := []signing.OnlineKey{own}
+	for _, c := range st.Controllers {
+		k, err := onlineKey(c.KeyID, c.PublicKey)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("HA controller %s's key: %w", c.Controller, err)
+		case k.ID == own.ID || slices.ContainsFunc(keys, func(o signing.OnlineKey) bool { return o.ID == k.ID }):
+			continue
+		case ks.IsRevoked(k.ID):
+			fmt.Fprintf(s.err, "edgesetctl: not delegating HA controller %s's key %s: it is revoked (give that controller a new key: docs/scale-out.md)\n", c.Controller, k.ID)
+			continue
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+// onlineKey parses a public key the controller reported, checking that
+// its ID is the one claimed.
+func onlineKey(id, public string) (signing.OnlineKey, error) {
+	pub, err := signing.ParsePublicKey(public)
+	if err != nil {
+		return signing.OnlineKey{}, fmt.Errorf("public key: %w", err)
+	}
+	if got := signing.KeyID(pub); got != id {
+		return signing.OnlineKey{}, fmt.Errorf("the public key has ID %s, not the %s claimed", got, id)
+	}
+	return signing.OnlineKey{ID: id, PublicKey: pub}, nil
 }
 
 // updateKeySet reads the controller's key set, checks it was signed by

@@ -14,6 +14,10 @@ import (
 // secrets.values on top of secrets.read), and the request is audited.
 // Audit marks a read worth an audit record (a store backup); every
 // request of another method than GET or HEAD is audited anyway.
+// NoAudit exempts a route's authorized calls from the audit log whatever
+// their method: an interactive exec session's input, whose session was
+// audited when it started (the keystrokes are not recorded, and there are
+// many); a call denied is audited still.
 // NamespacesInBody marks a route whose objects name their namespaces in
 // the request body (an apply): the route itself must check them for a
 // namespace-scoped user (AuthorizeNamespaces).
@@ -23,6 +27,7 @@ type Rule struct {
 	Query            string
 	QueryPermission  Permission
 	Audit            bool
+	NoAudit          bool
 	NamespacesInBody bool
 }
 
@@ -79,6 +84,7 @@ var Routes = []Rule{
 	{Pattern: "DELETE /api/v1/users/{name}", Permission: PermUsersManage},
 	{Pattern: "GET /api/v1/audit", Permission: PermAuditRead},
 	{Pattern: "POST /api/v1/daemonsets/{namespace}/{name}/exec", Permission: PermExec},
+	{Pattern: "POST /api/v1/daemonsets/{namespace}/{name}/exec/{session}/input", Permission: PermExec, NoAudit: true},
 	{Pattern: "GET /api/v1/signing", Permission: PermStatusRead},
 	{Pattern: "PUT /api/v1/signing/keyset", Permission: PermKeysManage},
 	{Pattern: "POST /api/v1/enrollments", Permission: PermNodesToken},
@@ -146,7 +152,7 @@ type Need struct {
 // where the pattern has {namespace}).
 func NeedOf(pattern, method, escapedPath string, q url.Values) Need {
 	rule, _ := Lookup(pattern)
-	n := Need{Permissions: []Permission{rule.Permission}, Audit: rule.Audit || mutating(method)}
+	n := Need{Permissions: []Permission{rule.Permission}, Audit: rule.Audit || mutating(method) && !rule.NoAudit}
 	if rule.Query != "" {
 		if on, err := strconv.ParseBool(q.Get(rule.Query)); err == nil && on {
 			n.Permissions = append(n.Permissions, rule.QueryPermission)

@@ -35,6 +35,9 @@ type UserAdmin interface {
 type Auditor interface {
 	Begin(ctx context.Context, e audit.Entry) (seq uint64, err error)
 	Finish(seq uint64, status int, message string, d time.Duration)
+	// Note records the call's own account of what it is about to do on
+	// entry seq (audit.Entry.Detail); the call must not go on if it fails.
+	Note(seq uint64, detail string) error
 	// List returns the entries f selects (GET /audit).
 	List(f audit.Filter) ([]audit.Entry, error)
 }
@@ -140,9 +143,27 @@ func (s *Server) serveAuthorized(w http.ResponseWriter, r *http.Request) {
 	if authErr != nil {
 		writeJSON(rec, http.StatusForbidden, Error{Message: authErr.Error()})
 	} else {
-		s.mux.ServeHTTP(rec, r)
+		note := func(detail string) error { return s.audit.Note(seq, detail) }
+		s.mux.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), auditNoteKey{}, note)))
 	}
 	s.audit.Finish(seq, rec.code(), rec.message(), time.Since(start))
+}
+
+type auditNoteKey struct{}
+
+// noteAudit records detail on the audit entry of the request of ctx,
+// before the call acts on it (audit.Entry.Detail): an error means the
+// call must not go on. A request without an entry (no audit log, or a
+// route not audited) notes nothing.
+func noteAudit(ctx context.Context, detail string) error {
+	note, ok := ctx.Value(auditNoteKey{}).(func(string) error)
+	if !ok {
+		return nil
+	}
+	if err := note(detail); err != nil {
+		return fmt.Errorf("%w: audit log unavailable, call refused: %v", ErrUnavailable, err)
+	}
+	return nil
 }
 
 // entryOf is the audit entry of r by u.

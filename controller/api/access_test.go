@@ -188,6 +188,13 @@ func (m *memAudit) AppendAudit(e audit.Entry, _ audit.Retention, _ time.Time) (u
 	m.entries = append(m.entries, e)
 	return e.Seq, nil
 }
+func (m *memAudit) NoteAudit(seq uint64, detail string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.entries[seq-1].Detail = detail
+	return nil
+}
+
 func (m *memAudit) FinishAudit(seq uint64, status int, msg string, d time.Duration) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

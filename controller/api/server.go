@@ -151,6 +151,7 @@ func (s *Server) routes() {
 	s.handle("DELETE "+p+"/daemonsets/{namespace}/{name}/instances/{node}", s.deleteInstance)
 	s.mux.HandleFunc("GET "+p+"/daemonsets/{namespace}/{name}/logs", s.logs)
 	s.mux.HandleFunc("POST "+p+"/daemonsets/{namespace}/{name}/exec", s.exec)
+	s.handle("POST "+p+"/daemonsets/{namespace}/{name}/exec/{session}/input", s.execInput)
 	s.handle("GET "+p+"/nodes", s.listNodes)
 	s.handle("GET "+p+"/nodes/{name}", s.getNode)
 	s.handle("PATCH "+p+"/nodes/{name}", s.patchNode)

@@ -29,10 +29,25 @@ type SigningStatus struct {
 	// nil before the first delegation (agents then refuse everything).
 	KeySet         *signing.KeySet `json:"keySet,omitempty"`
 	KeySetEnvelope json.RawMessage `json:"keySetEnvelope,omitempty"`
+	// Controllers lists the online key of every HA controller of the
+	// fleet (controller/ha registers them in etcd), each marked with
+	// whether the key set delegates it: keys delegate delegates them all,
+	// so that agents accept whichever leads. Empty for a single
+	// controller.
+	Controllers []ControllerKey `json:"controllers,omitempty"`
 	// Refusals counts, per node, the signed documents its agent refused
 	// (the node's events with a signing.Reason), since the controller
 	// started.
 	Refusals []NodeRefusals `json:"refusals,omitempty"`
+}
+
+// ControllerKey is one HA controller's online public key.
+type ControllerKey struct {
+	Controller string `json:"controller"`
+	KeyID      string `json:"keyID"`
+	PublicKey  string `json:"publicKey"`
+	// Delegated: the current key set delegates the key, unexpired.
+	Delegated bool `json:"delegated"`
 }
 
 // NodeRefusals counts one node's refused documents.

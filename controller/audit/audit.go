@@ -54,6 +54,10 @@ type Entry struct {
 	Status int `json:"status"`
 	// Message is the error answered, if any (at most MaxMessage bytes).
 	Message string `json:"message,omitempty"`
+	// Detail says what the call acts on beyond its path, noted by the
+	// call before it acts (an exec's node, container and command); at
+	// most MaxMessage bytes.
+	Detail string `json:"detail,omitempty"`
 	// Duration is how long the call took to be answered.
 	Duration time.Duration `json:"duration,omitempty"`
 }

@@ -10,6 +10,7 @@ import (
 type Store interface {
 	AppendAudit(e Entry, ret Retention, now time.Time) (uint64, error)
 	FinishAudit(seq uint64, status int, message string, d time.Duration) error
+	NoteAudit(seq uint64, detail string) error
 	ListAudit(f Filter) ([]Entry, error)
 }
 
@@ -48,6 +49,12 @@ func (l *Log) Finish(seq uint64, status int, message string, d time.Duration) {
 	if err := l.store.FinishAudit(seq, status, message, d); err != nil {
 		l.log.Error("audit: record the outcome of a call", "seq", seq, "status", status, "err", err)
 	}
+}
+
+// Note records detail on entry seq, the call's own account of what it is
+// about to do (Entry.Detail). The caller must not go on if it fails.
+func (l *Log) Note(seq uint64, detail string) error {
+	return l.store.NoteAudit(seq, Clip(detail))
 }
 
 // Record stores a complete entry at once (a dashboard sign-in, whose

@@ -114,6 +114,9 @@ func (o *Options) applyDefaults() error {
 	}
 	o.Controller.ExternalAPI = true
 	o.Controller.ApplyDefaults()
+	if o.Controller.Signing && o.Client != nil {
+		o.Controller.SigningPeers = signingPeers(o.Client, o.Prefix)
+	}
 	if o.Controller.BrokerClientID == "" && o.ID != "" {
 		o.Controller.BrokerClientID = o.Controller.BrokerUsername + "-" + o.ID
 	}
@@ -183,11 +186,15 @@ func (s *Supervisor) serve(ctx context.Context, gate *api.Front, f *front) error
 	return gate.ServeHandler(ctx, s.ln, f)
 }
 
-// secrets ensures the shared secrets, retrying while etcd cannot be
+// secrets ensures the shared secrets (and registers the online signing
+// key), retrying while etcd cannot be
 // reached, until ctx ends.
 func (s *Supervisor) secrets(ctx context.Context) (sharedSecrets, error) {
 	for {
 		sec, created, err := ensureSecrets(ctx, s.opts.Client, s.opts.Prefix, s.opts.Controller.DataDir)
+		if err == nil {
+			err = s.registerSigningKey(ctx)
+		}
 		if err == nil {
 			s.log.Info("shared secrets ready", "created", created, "prefix", s.opts.Prefix)
 			s.founder = created
@@ -203,6 +210,19 @@ func (s *Supervisor) secrets(ctx context.Context) (sharedSecrets, error) {
 		case <-time.After(secretsRetry):
 		}
 	}
+}
+
+// registerSigningKey registers this controller's online key in etcd when
+// signing is on (signingkeys.go).
+func (s *Supervisor) registerSigningKey(ctx context.Context) error {
+	if !s.opts.Controller.Signing {
+		return nil
+	}
+	id, err := registerSigningKey(ctx, s.opts.Client, s.opts.Prefix, s.opts.ID, s.opts.Controller.DataDir)
+	if err == nil {
+		s.log.Info("online signing key registered", "keyID", id)
+	}
+	return err
 }
 
 // lead runs one term's controller until the term's context ends. The

@@ -90,6 +90,13 @@ func trimAudit(b *boltBucket, count int, ret audit.Retention, now time.Time) (in
 // FinishAudit records the outcome of the entry seq: its status code,
 // message and duration. An entry already dropped is left alone.
 func (s *Store) FinishAudit(seq uint64, status int, message string, d time.Duration) error {
+	return s.updateAudit(seq, "finish", func(e *audit.Entry) {
+		e.Status, e.Message, e.Duration = status, audit.Clip(message), d
+	})
+}
+
+// updateAudit changes the entry seq with change, if it is still kept.
+func (s *Store) updateAudit(seq uint64, what string, change func(*audit.Entry)) error {
 	err := s.update(func(tx *boltTx) error {
 		b := tx.Bucket(bucketAudit)
 		if b == nil {
@@ -103,10 +110,16 @@ func (s *Store) FinishAudit(seq uint64, status int, message string, d time.Durat
 		if err := json.Unmarshal(v, &e); err != nil {
 			return fmt.Errorf("%w: decode %s/%d: %w", ErrCorrupt, bucketAudit, seq, err)
 		}
-		e.Status, e.Message, e.Duration = status, audit.Clip(message), d
+		change(&e)
 		return putJSONIn(b, bucketAudit, u64Key(seq), e)
 	})
-	return s.wrap(err, "finish audit entry %d", seq)
+	return s.wrap(err, "%s audit entry %d", what, seq)
+}
+
+// NoteAudit sets the detail of the entry seq (audit.Entry.Detail). An
+// entry already dropped is left alone.
+func (s *Store) NoteAudit(seq uint64, detail string) error {
+	return s.updateAudit(seq, "note", func(e *audit.Entry) { e.Detail = audit.Clip(detail) })
 }
 
 // ListAudit returns the entries f selects, oldest first.

@@ -202,7 +202,8 @@ var (
 		"PutConfigMap": true, "PutSecret": true, "DeleteConfigMap": true, "DeleteSecret": true,
 		"PutEnrollment": true, "UpdateEnrollment": true, "DeleteEnrollment": true,
 		"Probe": true, "Update": true,
-		"PutUser": true, "DeleteUser": true, "AppendAudit": true, "FinishAudit": true, "BumpNodeEpoch": true,
+		"PutUser": true, "DeleteUser": true, "AppendAudit": true, "FinishAudit": true, "NoteAudit": true, "BumpNodeEpoch": true,
+		"PutKeySet": true,
 	}
 	readMethods = map[string]bool{
 		"Backup": true, "ListConfigMaps": true, "ListSecrets": true, "GetConfigMap": true, "GetSecret": true,
@@ -212,6 +213,7 @@ var (
 		"GetRevision": true, "RevisionsByHash": true, "ListRevisions": true, "GetRolloutParts": true,
 		"Available": true, "Path": true, "Close": true, "FailWrites": true, "View": true,
 		"ListEnrollments": true, "ListUsers": true, "ListAudit": true, "NodeEpochs": true,
+		"KeySet": true,
 	}
 )
 
@@ -326,10 +328,16 @@ func TestReplicateMirrorsEveryWrite(t *testing.T) {
 	for range 3 { // the third trims the first
 		seq, err := s.AppendAudit(audit.Entry{Time: t0, User: "ci"}, ret, t0)
 		must(err)
+		must(s.NoteAudit(seq, "node=gw-1 command=[\"sh\"]"))
 		must(s.FinishAudit(seq, 200, "", time.Millisecond))
 	}
 	_, err = s.BumpNodeEpoch("n1")
 	must(err)
 	_, err = s.BumpNodeEpoch("n1")
 	must(err)
+	must(s.PutKeySet([]byte(`{"version":1}`)))
+	must(s.PutKeySet([]byte(`{"version":2}`)))
+	env, err := s.KeySet()
+	must(err)
+	assert.Equal(t, `{"version":2}`, string(env))
 }

@@ -59,6 +59,11 @@ type Runtime struct {
 	CrashAfter func(spec edgeagent.ContainerSpec) (exitCode int, after time.Duration, crash bool)
 	// ExecResult answers Exec in a running container; nil answers 0.
 	ExecResult func(c edgeagent.ContainerState, cmd []string) (exitCode int, output []byte, err error)
+	// ExecInteractive, when set, runs ExecSession in a running container
+	// (it may read stdin as it comes, and resize); nil runs it as
+	// ExecStream does.
+	ExecInteractive func(ctx context.Context, c edgeagent.ContainerState, opts edgeagent.ExecOptions, stdin io.Reader,
+		stdout, stderr io.Writer, resize <-chan edgeagent.TerminalSize) (exitCode int, err error)
 	// LogOutput answers Logs for an existing container; nil answers an
 	// empty log.
 	LogOutput func(c edgeagent.ContainerState, opts edgeagent.LogOptions) (io.ReadCloser, error)
@@ -441,6 +446,39 @@ func (r *Runtime) ExecStream(ctx context.Context, id string, cmd []string, stdin
 		return 0, err
 	}
 	return code, nil
+}
+
+var _ edgeagent.SessionExecer = (*Runtime)(nil)
+
+// ExecSession implements edgeagent.SessionExecer through ExecInteractive,
+// or, without it, as ExecStream (stdin read to its end first). It closes
+// stdin when the command ends, as the contract asks.
+func (r *Runtime) ExecSession(ctx context.Context, id string, opts edgeagent.ExecOptions, stdin io.ReadCloser,
+	stdout, stderr io.Writer, resize <-chan edgeagent.TerminalSize) (int, error) {
+	if stdin != nil {
+		defer stdin.Close()
+		stop := context.AfterFunc(ctx, func() { _ = stdin.Close() }) // ends a blocked read, as an engine's closed stream does
+		defer stop()
+	}
+	if r.ExecInteractive == nil {
+		var in io.Reader
+		if stdin != nil {
+			in = stdin
+		}
+		return r.ExecStream(ctx, id, opts.Cmd, in, stdout, stderr)
+	}
+	st, err := r.Inspect(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	if !st.Running {
+		return 0, fmt.Errorf("exec in %s: container is not running", id)
+	}
+	var in io.Reader
+	if stdin != nil {
+		in = stdin
+	}
+	return r.ExecInteractive(ctx, st, opts, in, stdout, stderr, resize)
 }
 
 // Exec implements edgeagent.Runtime through ExecResult. Like an engine it

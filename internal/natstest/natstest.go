@@ -113,6 +113,9 @@ type ServerConfig struct {
 	// listener at all for MonitorPort 0). A server restarted on the same
 	// store needs fixed ones.
 	ClientPort, MQTTPort, MonitorPort int
+	// ProfPort, when not 0, serves the server's Go profiles
+	// (/debug/pprof/) on loopback.
+	ProfPort int
 	// RoutePort is this server's cluster listener, RoutePorts every
 	// server's (its own included).
 	RoutePort  int
@@ -134,12 +137,15 @@ func Config(sc ServerConfig) string {
 	if sc.MonitorPort != 0 {
 		monitor = fmt.Sprintf("http: 127.0.0.1:%d\n", sc.MonitorPort)
 	}
+	if sc.ProfPort != 0 {
+		monitor += fmt.Sprintf("prof_port: %d\n", sc.ProfPort)
+	}
 	return fmt.Sprintf(`server_name: %[1]s
 listen: 127.0.0.1:%[10]s
 %[12]sjetstream {
   store_dir: %[2]q
   max_memory_store: 64MB
-  max_file_store: 1GB
+  max_file_store: 10GB
 }
 cluster {
   name: edgeset

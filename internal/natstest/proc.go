@@ -51,6 +51,7 @@ type Proc struct {
 	conf    string
 	monitor int
 	mqtt    int
+	prof    int // 0: no profiles served
 	// Stderr, when set before Start, receives the server's log.
 	Stderr *os.File
 
@@ -63,7 +64,8 @@ const healthyTimeout = 2 * time.Minute
 
 // StartProcs starts n nats-server processes of bin as one cluster, kills
 // them when the test ends, and waits until every member reports
-// JetStream healthy. The processes inherit the test's file limit.
+// JetStream healthy. The processes inherit the test's file limit. With
+// EDGESET_NATS_PROF=1 each serves its Go profiles (ProfURL).
 func StartProcs(t testing.TB, bin string, n int) *Procs {
 	t.Helper()
 	issuer, err := nkeys.CreateAccount()
@@ -71,7 +73,7 @@ func StartProcs(t testing.TB, bin string, n int) *Procs {
 		t.Fatalf("create issuer key: %v", err)
 	}
 	pub, _ := issuer.PublicKey()
-	ports := FreePorts(t, 4*n) // route, client, MQTT, monitor per member
+	ports := FreePorts(t, 5*n) // route, client, MQTT, monitor, profiles per member
 	routes := ports[:n]
 	c := &Procs{Issuer: issuer, AuthPassword: "auth-" + randomSuffix(t)}
 	for i := range n {
@@ -79,11 +81,14 @@ func StartProcs(t testing.TB, bin string, n int) *Procs {
 		sc := ServerConfig{Name: fmt.Sprintf("s%d", i), StoreDir: filepath.Join(dir, "jetstream"),
 			ClientPort: ports[n+i], MQTTPort: ports[2*n+i], MonitorPort: ports[3*n+i],
 			RoutePort: routes[i], RoutePorts: routes, Issuer: pub, AuthPassword: c.AuthPassword}
+		if os.Getenv("EDGESET_NATS_PROF") != "" {
+			sc.ProfPort = ports[4*n+i]
+		}
 		conf := filepath.Join(dir, "nats.conf")
 		if err := os.WriteFile(conf, []byte(Config(sc)), 0o600); err != nil {
 			t.Fatalf("write %s: %v", conf, err)
 		}
-		p := &Proc{t: t, bin: bin, conf: conf, monitor: sc.MonitorPort, mqtt: sc.MQTTPort}
+		p := &Proc{t: t, bin: bin, conf: conf, monitor: sc.MonitorPort, mqtt: sc.MQTTPort, prof: sc.ProfPort}
 		if os.Getenv("EDGESET_NATS_LOG") != "" {
 			p.Stderr = os.Stderr
 		}
@@ -194,4 +199,13 @@ func (p *Proc) WaitHealthy() {
 // Monitor returns a monitoring endpoint of the member (e.g. "/jsz").
 func (p *Proc) Monitor(path string) string {
 	return fmt.Sprintf("http://127.0.0.1:%d%s", p.monitor, path)
+}
+
+// ProfURL is where the member serves its Go profiles (/debug/pprof/),
+// "" unless EDGESET_NATS_PROF was set when it started.
+func (p *Proc) ProfURL() string {
+	if p.prof == 0 {
+		return ""
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/", p.prof)
 }

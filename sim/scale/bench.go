@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -59,6 +58,20 @@ type Options struct {
 	// connect to, process k to DeviceBrokers[k modulo their number]: a
 	// fleet spread over a broker cluster's nodes. Default: BrokerURL.
 	DeviceBrokers []string
+	// SubscribeAtMostOnce subscribes every device at QoS 0
+	// (sim.Options.SubscribeAtMostOnce; edgeset-sim --subscribe-qos 0 in
+	// device processes), wherever the devices run: set it on a NATS
+	// cluster, where a QoS 1 subscription is a JetStream consumer each.
+	SubscribeAtMostOnce bool
+	// PublishAtMostOnce publishes every device's messages at QoS 0
+	// (sim.Options.PublishAtMostOnce; --publish-qos 0), wherever the
+	// devices run: set it on a NATS cluster, which stores every QoS 1
+	// publish in a replicated JetStream stream.
+	PublishAtMostOnce bool
+	// BrokerPIDs are the external broker's processes (a cluster's
+	// members), whose CPU time each phase reports (PhaseCPU.Brokers);
+	// they must run through the whole benchmark.
+	BrokerPIDs []int
 	// Signing: the host signs what it publishes (HostCommand starts it
 	// so), and the benchmark makes a fleet root, delegates the host's
 	// online key under it, and has every device pin the root and verify
@@ -325,12 +338,12 @@ func (b *bench) measure(ctx context.Context, phase string, run func() error) (Ph
 // readPhase runs a phase between two CPU readings. A phase that fails
 // still reports the CPU time spent until it did.
 func (b *bench) readPhase(run func() error) (PhaseCPU, error) {
-	start, err := readCPU(b.host.PID, b.devicePIDs)
+	start, err := readCPU(b.host.PID, b.devicePIDs, b.opts.BrokerPIDs)
 	if err != nil {
 		return PhaseCPU{}, fmt.Errorf("read CPU time: %w", err)
 	}
 	runErr := run()
-	end, err := readCPU(b.host.PID, b.devicePIDs)
+	end, err := readCPU(b.host.PID, b.devicePIDs, b.opts.BrokerPIDs)
 	if err != nil {
 		return PhaseCPU{}, errors.Join(runErr, fmt.Errorf("read CPU time: %w", err))
 	}
@@ -360,9 +373,9 @@ func (b *bench) startFleet(ctx context.Context) (devices, error) {
 			brokers = []string{brokerURL}
 		}
 		b.progress("ramping %d devices at %g/s in %d processes over %d brokers", b.opts.Nodes, b.opts.Ramp, b.opts.DeviceProcesses, len(brokers))
-		command := b.opts.DeviceCommand
+		command := b.opts.deviceCommand()
 		if b.trustRoot != nil {
-			command = append(slices.Clip(command), "--trust-root", signing.FormatPublicKey(b.trustRoot))
+			command = append(command, "--trust-root", signing.FormatPublicKey(b.trustRoot))
 		}
 		return startProcs(ctx, command, secretFile, b.opts.Ramp, shares(b.opts.Nodes, b.opts.DeviceProcesses, brokers))
 	}
@@ -370,12 +383,35 @@ func (b *bench) startFleet(ctx context.Context) (devices, error) {
 	if err != nil {
 		return nil, err
 	}
-	src, _ := sim.ParseSourceRange("127.0.0.2-127.0.0.254")
 	b.progress("ramping %d devices at %g/s", b.opts.Nodes, b.opts.Ramp)
-	return startLocal(ctx, sim.Options{
-		BrokerURLs: strings.Split(brokerURL, ","), Nodes: b.opts.Nodes, Tokens: sim.SecretTokens(secret),
-		Ramp: b.opts.Ramp, SourceAddrs: src, TrustRoot: b.trustRoot,
-	})
+	return startLocal(ctx, b.opts.localFleet(brokerURL, secret, b.trustRoot))
+}
+
+// localFleet is the fleet of a run whose devices run in this process:
+// every device on brokerURL's brokers (comma-separated), each from a
+// loopback address of its own, with the subscriptions' and publishes'
+// QoS of o, pinning root when it is set (Signing).
+func (o Options) localFleet(brokerURL string, secret []byte, root ed25519.PublicKey) sim.Options {
+	src, _ := sim.ParseSourceRange("127.0.0.2-127.0.0.254")
+	return sim.Options{
+		BrokerURLs: strings.Split(brokerURL, ","), Nodes: o.Nodes, Tokens: sim.SecretTokens(secret),
+		Ramp: o.Ramp, SourceAddrs: src, SubscribeAtMostOnce: o.SubscribeAtMostOnce,
+		PublishAtMostOnce: o.PublishAtMostOnce, TrustRoot: root,
+	}
+}
+
+// deviceCommand is DeviceCommand with the flags every device process
+// shares: --subscribe-qos 0 with SubscribeAtMostOnce, --publish-qos 0
+// with PublishAtMostOnce.
+func (o Options) deviceCommand() []string {
+	cmd := append([]string(nil), o.DeviceCommand...)
+	if o.SubscribeAtMostOnce {
+		cmd = append(cmd, "--subscribe-qos", "0")
+	}
+	if o.PublishAtMostOnce {
+		cmd = append(cmd, "--publish-qos", "0")
+	}
+	return cmd
 }
 
 // register waits for the ramp, then times until the controller counts

@@ -48,29 +48,46 @@ type PhaseCPU struct {
 	// is left after Controller and Simulator is other work.
 	MachineBusySeconds float64 `json:"machineBusySeconds"`
 	MachineSeconds     float64 `json:"machineSeconds"`
+	// Brokers is the external broker's processes (Options.BrokerPIDs),
+	// nil when the run names none: with the embedded broker its time is
+	// the controller's.
+	Brokers *CPUTime `json:"brokers,omitempty"`
 	// Profile splits the controller host's CPU profile of the phase by
 	// owner; nil unless Options.CPUProfile is set.
 	Profile *ProfileSplit `json:"profile,omitempty"`
 }
 
-// OtherSeconds is the machine's busy time spent outside the two processes.
+// OtherSeconds is the machine's busy time spent outside the controller,
+// the simulator and the external broker's processes.
 func (p PhaseCPU) OtherSeconds() float64 {
-	return p.MachineBusySeconds - p.Controller.Total() - p.Simulator.Total()
+	other := p.MachineBusySeconds - p.Controller.Total() - p.Simulator.Total()
+	if p.Brokers != nil {
+		other -= p.Brokers.Total()
+	}
+	return other
 }
 
 // Line is the phase's CPU figures on one line, for instance
 //
 //	apply: 1.54s wall; controller 0.76s CPU (0.54 user, 0.22 sys), simulator 0.63s CPU (0.41 user, 0.22 sys); machine busy 3.05s of 3.07s, 1.66s outside both
+//
+// With an external broker's processes it names them too, and "outside
+// all" is what none of them spent.
 func (p PhaseCPU) Line(phase string) string {
 	window := ""
 	if phase == "register" {
 		window = " (ramp included)"
 	}
-	return fmt.Sprintf("%s: %.2fs wall%s; controller %.2fs CPU (%.2f user, %.2f sys), simulator %.2fs CPU (%.2f user, %.2f sys); machine busy %.2fs of %.2fs, %.2fs outside both",
+	brokers, outside := "", "both"
+	if p.Brokers != nil {
+		brokers = fmt.Sprintf(", brokers %.2fs CPU (%.2f user, %.2f sys)", p.Brokers.Total(), p.Brokers.UserSeconds, p.Brokers.SystemSeconds)
+		outside = "all"
+	}
+	return fmt.Sprintf("%s: %.2fs wall%s; controller %.2fs CPU (%.2f user, %.2f sys), simulator %.2fs CPU (%.2f user, %.2f sys)%s; machine busy %.2fs of %.2fs, %.2fs outside %s",
 		phase, p.WallSeconds, window,
 		p.Controller.Total(), p.Controller.UserSeconds, p.Controller.SystemSeconds,
-		p.Simulator.Total(), p.Simulator.UserSeconds, p.Simulator.SystemSeconds,
-		p.MachineBusySeconds, p.MachineSeconds, p.OtherSeconds())
+		p.Simulator.Total(), p.Simulator.UserSeconds, p.Simulator.SystemSeconds, brokers,
+		p.MachineBusySeconds, p.MachineSeconds, p.OtherSeconds(), outside)
 }
 
 // cpuReading is one reading of every figure a PhaseCPU is the difference of.
@@ -78,13 +95,14 @@ type cpuReading struct {
 	at                 time.Time
 	controller, self   CPUTime
 	devices            map[int]CPUTime // by device process
+	brokers            []CPUTime       // by broker process; nil when none is named
 	machine            CPUTime         // busy time as user and system
 	machineIdleSeconds float64
 }
 
 // readCPU takes a reading of the controller host pid, this process, the
-// device processes and the machine.
-func readCPU(pid int, devices []int) (cpuReading, error) {
+// device processes, the external broker's processes and the machine.
+func readCPU(pid int, devices, brokers []int) (cpuReading, error) {
 	r := cpuReading{at: time.Now(), devices: make(map[int]CPUTime, len(devices))}
 	var err error
 	if r.controller, err = ProcessCPU(pid); err != nil {
@@ -98,6 +116,13 @@ func readCPU(pid int, devices []int) (cpuReading, error) {
 			return r, fmt.Errorf("device process: %w", err)
 		}
 	}
+	for _, b := range brokers {
+		c, err := ProcessCPU(b)
+		if err != nil {
+			return r, fmt.Errorf("broker process: %w", err)
+		}
+		r.brokers = append(r.brokers, c)
+	}
 	r.machine, r.machineIdleSeconds, err = MachineCPU()
 	return r, err
 }
@@ -105,13 +130,23 @@ func readCPU(pid int, devices []int) (cpuReading, error) {
 // since is the PhaseCPU from reading start to r.
 func (r cpuReading) since(start cpuReading) PhaseCPU {
 	busy := r.machine.Sub(start.machine).Total()
-	return PhaseCPU{
+	p := PhaseCPU{
 		WallSeconds:        r.at.Sub(start.at).Seconds(),
 		Controller:         r.controller.Sub(start.controller),
 		Simulator:          r.simulator().Sub(start.simulator()),
 		MachineBusySeconds: busy,
 		MachineSeconds:     busy + r.machineIdleSeconds - start.machineIdleSeconds,
 	}
+	if r.brokers != nil {
+		var sum CPUTime
+		for i, c := range r.brokers {
+			d := c.Sub(start.brokers[i])
+			sum.UserSeconds += d.UserSeconds
+			sum.SystemSeconds += d.SystemSeconds
+		}
+		p.Brokers = &sum
+	}
+	return p
 }
 
 // simulator is this process's CPU time plus its device processes'. A

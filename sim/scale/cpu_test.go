@@ -59,7 +59,7 @@ func TestParseMachineStat(t *testing.T) {
 // figure is non-negative and the machine was busy at least as long as the
 // process (at /proc's 10 ms resolution).
 func TestReadCPU(t *testing.T) {
-	start, err := readCPU(os.Getpid(), nil)
+	start, err := readCPU(os.Getpid(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestReadCPU(t *testing.T) {
 	for i := range 20_000_000 {
 		x += math.Sqrt(float64(i))
 	}
-	end, err := readCPU(os.Getpid(), nil)
+	end, err := readCPU(os.Getpid(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,6 +106,26 @@ func TestPhaseCPULine(t *testing.T) {
 	}
 	if got := p.Line("register"); !strings.HasPrefix(got, "register: 1.50s wall (ramp included); ") {
 		t.Errorf("register line %q does not say the ramp is included", got)
+	}
+	p.Brokers, p.MachineBusySeconds = &CPUTime{0.25, 0.25}, 3
+	want = "apply: 1.50s wall; controller 0.75s CPU (0.50 user, 0.25 sys), simulator 1.50s CPU (1.00 user, 0.50 sys), brokers 0.50s CPU (0.25 user, 0.25 sys); machine busy 3.00s of 3.00s, 0.25s outside all"
+	if got := p.Line("apply"); got != want {
+		t.Errorf("Line with brokers:\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestBrokersCountEveryBrokerProcess: the brokers' CPU time is the sum
+// of every broker process's since the first reading; none named, none
+// reported.
+func TestBrokersCountEveryBrokerProcess(t *testing.T) {
+	start := cpuReading{brokers: []CPUTime{{UserSeconds: 1}, {SystemSeconds: 2}}}
+	end := cpuReading{brokers: []CPUTime{{UserSeconds: 1.5, SystemSeconds: 0.5}, {UserSeconds: 1, SystemSeconds: 2.25}}}
+	p := end.since(start)
+	if p.Brokers == nil || *p.Brokers != (CPUTime{UserSeconds: 1.5, SystemSeconds: 0.75}) {
+		t.Fatalf("brokers %+v, want 1.5 s user and 0.75 s system", p.Brokers)
+	}
+	if p := (cpuReading{}).since(cpuReading{}); p.Brokers != nil {
+		t.Errorf("no broker process named, brokers %+v; want none", p.Brokers)
 	}
 }
 

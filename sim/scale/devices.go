@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 
 	"github.com/edgeset/edgeset/sim"
 )
@@ -132,18 +133,26 @@ type deviceProc struct {
 
 // deviceShare is the part of the fleet process k of procs runs.
 type deviceShare struct {
-	nodes     int
-	prefix    string
-	brokerURL string
+	nodes  int
+	prefix string
+	// brokerURLs are every broker, comma-separated, starting at broker k
+	// modulo their number: the process's device i starts on broker
+	// k+i modulo their number (sim.Options.BrokerURLs) and fails over to
+	// the others.
+	brokerURLs string
 }
 
-// shares splits nodes over procs processes: names sim-K-NNNNN, and
-// process k on broker k modulo the brokers, so the fleet spreads over a
-// broker cluster's nodes.
+// shares splits nodes over procs processes: names sim-K-NNNNN, each
+// process's devices spread over every broker, so a broker cluster's
+// members hold equal parts of the fleet whatever the number of
+// processes (one process per member put 25,000 devices of 50,000 in four
+// processes on one member, beyond the files one process may hold).
 func shares(nodes, procs int, brokers []string) []deviceShare {
 	out := make([]deviceShare, procs)
 	for k := range out {
-		out[k] = deviceShare{nodes: nodes / procs, prefix: "sim-" + strconv.Itoa(k) + "-", brokerURL: brokers[k%len(brokers)]}
+		start := k % len(brokers)
+		rotated := append(append([]string(nil), brokers[start:]...), brokers[:start]...)
+		out[k] = deviceShare{nodes: nodes / procs, prefix: "sim-" + strconv.Itoa(k) + "-", brokerURLs: strings.Join(rotated, ",")}
 		if k < nodes%procs {
 			out[k].nodes++
 		}
@@ -158,7 +167,7 @@ func startProcs(ctx context.Context, command []string, secretFile string, ramp f
 	p := &procDevices{rampDone: make(chan struct{})}
 	for _, sh := range parts {
 		args := append(append([]string(nil), command[1:]...),
-			"--nodes", strconv.Itoa(sh.nodes), "--name-prefix", sh.prefix, "--broker-url", sh.brokerURL,
+			"--nodes", strconv.Itoa(sh.nodes), "--name-prefix", sh.prefix, "--broker-url", sh.brokerURLs,
 			"--ramp", strconv.FormatFloat(ramp/float64(len(parts)), 'g', -1, 64), "--fleet-secret-file", secretFile)
 		proc, err := startProc(ctx, command[0], args)
 		if err != nil {

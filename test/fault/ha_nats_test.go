@@ -47,7 +47,7 @@ func TestHAControllersOnNATSCluster(t *testing.T) {
 	require.NotEmpty(t, token)
 
 	ctl := &controllerProc{t: t, secret: secret, extBrokerURL: brokers, api: api.NewClient(standby.url(), token, nil)}
-	f := startFleet(t, ctl, n, agentOptions{startLatency: 300 * time.Millisecond})
+	f := startFleet(t, ctl, n, natsAgents(agentOptions{startLatency: 300 * time.Millisecond}))
 	ctl.apply(manifest("exporter:1", "20%", "0", ""))
 	ds := f.converged(func(ds api.DaemonSet) string { return ds.CurrentHash })
 	s := &scenario{t: t, ctl: ctl, f: f, v1: ds.CurrentHash, chk: startChecker(t, f)}

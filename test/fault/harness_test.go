@@ -263,8 +263,9 @@ type agentOptions struct {
 	startLatency time.Duration
 	// crashImage, when set, crash-loops every container of that image.
 	crashImage string
-	// subscribeAtMostOnce subscribes at QoS 0 (a NATS cluster's setting).
-	subscribeAtMostOnce bool
+	// subscribeAtMostOnce subscribes, publishAtMostOnce publishes at QoS 0
+	// (a NATS cluster's settings: natsAgents).
+	subscribeAtMostOnce, publishAtMostOnce bool
 	// settle is the agents' SettleInterval (zero: the default).
 	settle time.Duration
 }
@@ -341,6 +342,7 @@ func (f *fleet) startAgent(a *agent) {
 				Conditions: []schema.NodeCondition{{Type: schema.NodeReady, Status: schema.ConditionTrue}}}
 		},
 		SubscribeAtMostOnce: f.opts.subscribeAtMostOnce,
+		PublishAtMostOnce:   f.opts.publishAtMostOnce,
 		SettleInterval:      f.opts.settle,
 	}, a.rt)
 	require.NoError(f.t, err)

@@ -119,7 +119,7 @@ func TestNATSServerKilledDuringRollout(t *testing.T) {
 	cluster := startNATSProcs(t, 3)
 	ctl := startControllerOnNATS(t, grace, cluster)
 	start := time.Now()
-	f := startFleet(t, ctl, n, agentOptions{startLatency: 300 * time.Millisecond, subscribeAtMostOnce: true})
+	f := startFleet(t, ctl, n, natsAgents(agentOptions{startLatency: 300 * time.Millisecond}))
 	t.Logf("%d agents online in %s; JetStream consumers: %s", n, time.Since(start).Round(time.Millisecond), consumers(cluster))
 	ctl.apply(manifest("exporter:1", "20%", "0", ""))
 	ds := f.converged(func(ds api.DaemonSet) string { return ds.CurrentHash })
@@ -149,6 +149,13 @@ func TestNATSServerKilledDuringRollout(t *testing.T) {
 	assert.Equal(t, v2, ds.CurrentHash, "the revision survives a broker member's and the controller's SIGKILL")
 	s.f.converged(is(v2))
 	t.Logf("JetStream consumers at the end: %s; %s in all", consumers(cluster), time.Since(start).Round(time.Millisecond))
+}
+
+// natsAgents are o with the agent settings docs/scale-out.md gives for a
+// NATS cluster: subscriptions and publishes at QoS 0.
+func natsAgents(o agentOptions) agentOptions {
+	o.subscribeAtMostOnce, o.publishAtMostOnce = true, true
+	return o
 }
 
 // consumers is the number of JetStream consumers each member reports
@@ -190,7 +197,7 @@ func TestNATSLateWillOfUnseenSession(t *testing.T) {
 	cluster := startNATSProcs(t, 3)
 	ctl := startControllerOnNATS(t, grace, cluster)
 	const settle = 8 * time.Second
-	f := startFleet(t, ctl, 3, agentOptions{subscribeAtMostOnce: true, settle: settle})
+	f := startFleet(t, ctl, 3, natsAgents(agentOptions{settle: settle}))
 	a := f.agents[0]
 	connects := a.node.Client().Stats().Connects
 

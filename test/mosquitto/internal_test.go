@@ -75,6 +75,7 @@ func TestACL(t *testing.T) {
 		"pattern read edgeset/v1/nodes/%u/desired",
 		"pattern read edgeset/v1/revisions/#",
 		"pattern read edgeset/v1/nodes/%u/secrets/+",
+		"pattern read edgeset/v1/nodes/%u/exec/input/+",
 		"pattern read edgeset/v1/configmaps/#",
 		"user ctl",
 		"topic readwrite edgeset/#",

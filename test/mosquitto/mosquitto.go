@@ -267,7 +267,7 @@ func (s *Server) conf(cfg Config) string {
 // embedded broker's: each node authenticates with a user named after the
 // node and may write only its own status, online, observed, events, telemetry,
 // logs/response and exec/response topics, read only its own desired,
-// logs/request, exec/request and secrets/{hash} topics, and read every revision and ConfigMap; controllerUser may read and write
+// logs/request, exec/request, secrets/{hash} and exec/input/{id} topics, and read every revision and ConfigMap; controllerUser may read and write
 // everything under edgeset/ (every schema version) and read Mosquitto's
 // count of dropped messages. "pattern" lines apply to every user ("topic"
 // lines before the first "user" line would apply to anonymous clients only).
@@ -284,6 +284,7 @@ func ACL(controllerUser string) string {
 		fmt.Fprintf(&b, "pattern read %s\n", schema.NodeTopic("%u", kind))
 	}
 	fmt.Fprintf(&b, "pattern read %s\n", schema.NodeSecretTopic("%u", "+"))
+	fmt.Fprintf(&b, "pattern read %s\n", schema.ExecInputTopic("%u", "+"))
 	fmt.Fprintf(&b, "pattern read %s\n", schema.RevisionTopic("#"))
 	fmt.Fprintf(&b, "pattern read %s\n", schema.ConfigMapTopic("#"))
 	fmt.Fprintf(&b, "pattern read %s\n", schema.KeySetTopic)

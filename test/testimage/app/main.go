@@ -23,6 +23,11 @@
 //	app pwd                   print the working directory; exit 0, or 1 if it cannot
 //	app oom                   allocate memory until the kernel kills the process
 //	app spin MIB              hold MIB mebibytes and keep one CPU busy (five minutes at most)
+//	app stdin                 copy stdin to stdout; at its end say so on stderr, exit 0
+//	app repl                  a shell-like loop on stdin: prompt "app> ", then per line:
+//	                          "size" prints the terminal's size ("size COLSxROWS"),
+//	                          "err TEXT" prints TEXT on stderr, "exit N" exits N,
+//	                          anything else prints "echo: LINE"; the end of stdin exits 0
 //
 // Every mode but ignore-term exits 0 promptly on SIGTERM: as PID 1 the
 // process would otherwise never see the signal.
@@ -41,6 +46,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/term"
 )
 
 // Files that steer the serve mode's endpoints.
@@ -110,6 +117,8 @@ func run(mode string, args []string) int {
 		return spin(args)
 	case "stdin":
 		return echoStdin()
+	case "repl":
+		return repl()
 	}
 	fmt.Fprintf(os.Stderr, "app: unknown mode %q\n", mode)
 	return 2
@@ -225,6 +234,39 @@ func echoStdin() int {
 	}
 	fmt.Fprintln(os.Stderr, "app: stdin done")
 	return 0
+}
+
+// repl answers stdin line by line, as a shell would (see the package doc).
+func repl() int {
+	in := bufio.NewScanner(os.Stdin)
+	for {
+		fmt.Print("app> ")
+		if !in.Scan() {
+			fmt.Println()
+			return 0
+		}
+		line := strings.TrimSpace(in.Text())
+		switch {
+		case line == "size":
+			w, h, err := term.GetSize(int(os.Stdin.Fd()))
+			if err != nil {
+				fmt.Printf("size: %v\n", err)
+				continue
+			}
+			fmt.Printf("size %dx%d\n", w, h)
+		case strings.HasPrefix(line, "err "):
+			fmt.Fprintln(os.Stderr, strings.TrimPrefix(line, "err "))
+		case strings.HasPrefix(line, "exit "):
+			code, err := strconv.Atoi(strings.TrimPrefix(line, "exit "))
+			if err != nil {
+				fmt.Printf("exit: %v\n", err)
+				continue
+			}
+			return code
+		default:
+			fmt.Printf("echo: %s\n", line)
+		}
+	}
 }
 
 // pwd prints the working directory.
