@@ -147,6 +147,7 @@ func (c *Controller) open() error {
 	if c.state, err = loadFleetState(c.store, c.registry, c.cfg.NodeOfflineGrace); err != nil {
 		return err
 	}
+	c.state.siteLabel = c.cfg.SiteLabel
 	if c.transport, err = c.openTransport(); err != nil {
 		return err
 	}

@@ -142,7 +142,7 @@ func (fs *fleetState) missingRevisions(desired map[string]reconcile.NodeDesired)
 	defer fs.mu.Unlock()
 	need := map[string]string{}
 	for _, nd := range desired {
-		for _, in := range nd.Instances {
+		for in := range referenced(nd) {
 			if _, ok := fs.revisions[in.Revision]; !ok {
 				need[in.Revision] = in.DaemonSet
 			}

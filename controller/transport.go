@@ -169,7 +169,7 @@ func desiredMessage(node string, d reconcile.NodeDesired) mqttclient.Message {
 	}
 	payload, _ := json.Marshal(schema.DesiredState{
 		SchemaVersion: schema.WireVersion, Node: node, Generation: d.Generation, Instances: instances,
-		ConfigMaps: d.ConfigMaps, Secrets: d.Secrets,
+		ConfigMaps: d.ConfigMaps, Secrets: d.Secrets, Prefetch: d.Prefetch,
 	})
 	return mqttclient.Message{Topic: schema.NodeTopic(node, schema.TopicDesired), Payload: payload, Retained: true}
 }

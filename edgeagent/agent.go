@@ -73,6 +73,9 @@ type Config struct {
 	// SeccompProfileDir holds the profiles of seccompProfile type
 	// Localhost; default DefaultSeccompProfileDir, the kubelet's.
 	SeccompProfileDir string
+	// PrefetchReportInterval is how often at most a prefetch's progress is
+	// published; default DefaultPrefetchReportInterval.
+	PrefetchReportInterval time.Duration
 	// SelfUpgrade, when set, upgrades the agent's own binary for the
 	// reserved daemonset schema.AgentDaemonSet (selfupgrade.go).
 	SelfUpgrade SelfUpgrader
@@ -109,6 +112,9 @@ func (c Config) withDefaults() Config {
 	if c.SeccompProfileDir == "" {
 		c.SeccompProfileDir = DefaultSeccompProfileDir
 	}
+	if c.PrefetchReportInterval <= 0 {
+		c.PrefetchReportInterval = DefaultPrefetchReportInterval
+	}
 	if c.UpdateLockPoll <= 0 {
 		c.UpdateLockPoll = DefaultUpdateLockPoll
 	}
@@ -137,6 +143,9 @@ type Agent struct {
 	probes *prober
 	runs   *runHistory // starts of each container's last two runs, for logs --previous
 	hooks  *hooks
+	// prefetch downloads the revisions the desired state asks to prefetch
+	// (prefetch.go); its own goroutine, its own lock.
+	prefetch *prefetcher
 	// lockWatch polls the update locks between passes (lockwatch.go).
 	lockWatch *lockWatcher
 	wake      chan struct{} // capacity 1: a pending request for a pass
@@ -208,6 +217,7 @@ func New(cfg Config, rt Runtime, conn Conn) (*Agent, error) {
 	a.probes = newProber(rt, a.poke, a.log, cfg.ProbeDial)
 	a.runs = newRunHistory()
 	a.hooks = newHooks(a.probes.runHandler, a.poke)
+	a.prefetch = newPrefetcher(a.prefetchPull, a.publishPrefetch, a.now, cfg.RestartBackoff, cfg.PrefetchReportInterval, a.log)
 	a.lockWatch = newLockWatcher(cfg.UpdateLockPoll, a.poke)
 	if cfg.KubeletLogDir != "" {
 		if a.klogs, err = NewKubeletLogs(cfg.KubeletLogDir); err != nil {
@@ -306,6 +316,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { a.watchRuntime(gctx); return nil })
 	g.Go(func() error { a.loop(gctx); return nil })
+	g.Go(func() error { return a.prefetch.Run(gctx) })
 	g.Go(func() error { a.lockWatch.Run(gctx); return nil })
 	err := g.Wait()
 	a.probes.stopAll()
@@ -466,7 +477,9 @@ func (a *Agent) Observed() (schema.ObservedState, bool) {
 	if a.observed == nil {
 		return schema.ObservedState{}, false
 	}
-	return *a.observed, true
+	obs := *a.observed
+	obs.Prefetch = a.prefetch.reportedStatus()
+	return obs, true
 }
 
 func (a *Agent) desiredTopic() string { return schema.NodeTopic(a.cfg.NodeName, schema.TopicDesired) }

@@ -130,7 +130,7 @@ func addFlags(f *pflag.FlagSet) {
 	f.Int("republish-rate", controller.DefaultRepublishRate, "desired-state messages per second when republishing the fleet")
 	f.Duration("full-pass-interval", controller.DefaultFullPassInterval, "how often a reconcile pass decides every node and daemonset from scratch (safety net under incremental passes)")
 	f.Duration("desired-repair-after", controller.DefaultDesiredRepairAfter, "publish an online node's desired state again when it reports an older generation for this long (negative: never)")
-	f.String("site-label", controller.DefaultSiteLabel, "node label naming a node's site: the dashboard and /metrics (edgeset_nodes_by_site) group nodes by its value")
+	f.String("site-label", controller.DefaultSiteLabel, "node label naming a node's site: the dashboard and /metrics (edgeset_nodes_by_site) group nodes by its value, and spec.rollout.prefetch bounds downloads per site by it when a daemonset names no key")
 	f.Int("telemetry-history", telemetry.DefaultLimit, "telemetry reports kept per node for describe node and the dashboard (negative: the latest only)")
 	f.Int64("image-quota", controller.DefaultImageQuota, "bytes the image store (DATA-DIR/images, edgesetctl image push) may hold; a push past it first collects unreferenced images")
 	f.Int64("image-max-upload", controller.DefaultImageMaxUpload, "largest image archive one push may send, in bytes")

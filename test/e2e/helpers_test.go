@@ -141,7 +141,8 @@ func startAgent(t *testing.T, url string, secret []byte, node string, images fun
 			Backoff:            mqttclient.Backoff{Initial: 50 * time.Millisecond, Max: time.Second},
 		},
 		Status: func(context.Context) schema.NodeStatus {
-			return schema.NodeStatus{Conditions: []schema.NodeCondition{{Type: schema.NodeReady, Status: schema.ConditionTrue}}}
+			return schema.NodeStatus{Labels: map[string]string{schema.LabelPrefetch: "true"}, // as the agent's Announcer says
+				Conditions: []schema.NodeCondition{{Type: schema.NodeReady, Status: schema.ConditionTrue}}}
 		},
 	}, counting)
 	require.NoError(t, err)
