@@ -119,7 +119,9 @@ func (name jsonRecords[R]) get(tx *boltTx, key string) (rec R, found bool, err e
 	return rec, found, err
 }
 
-func (name jsonRecords[R]) put(tx *boltTx, key string, rec R) error { return putJSON(tx, name, key, rec) }
+func (name jsonRecords[R]) put(tx *boltTx, key string, rec R) error {
+	return putJSON(tx, name, key, rec)
+}
 
 func putConfig[T ConfigObject](tx *boltTx, name []byte, recs records[T], key string, obj T, hash, source string, now time.Time) (ConfigRecord[T], bool, error) {
 	old, found, err := recs.get(tx, key)
