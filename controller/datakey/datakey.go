@@ -109,13 +109,22 @@ func (k *Keys) Decrypt(keyID string, ciphertext, aad []byte) ([]byte, error) {
 	return pt, nil
 }
 
-// FromFleetSecret derives the one data key of a controller without a
-// key file from its fleet secret (HKDF-SHA256): every controller of an
-// HA fleet holds the same fleet secret, so each reads what another wrote.
-func FromFleetSecret(fleet []byte) (*Keys, error) {
+// FleetKey derives the data key of a controller without a key file from
+// its fleet secret (HKDF-SHA256): every controller of an HA fleet holds
+// the same fleet secret, so each reads what another wrote.
+func FleetKey(fleet []byte) ([]byte, error) {
 	key, err := hkdf.Key(sha256.New, fleet, nil, "edgeset secret encryption v1", KeySize)
 	if err != nil {
 		return nil, fmt.Errorf("derive the data key from the fleet secret: %w", err)
+	}
+	return key, nil
+}
+
+// FromFleetSecret is the set of the one key FleetKey derives.
+func FromFleetSecret(fleet []byte) (*Keys, error) {
+	key, err := FleetKey(fleet)
+	if err != nil {
+		return nil, err
 	}
 	return New(key)
 }
@@ -123,8 +132,10 @@ func FromFleetSecret(fleet []byte) (*Keys, error) {
 // FromFile reads a key file: one key a line, the standard base64 of
 // KeySize random bytes (openssl rand -base64 32), the first the current
 // key; blank lines and lines starting with # are ignored. The file must
-// not be readable or writable by group or others.
-func FromFile(path string) (*Keys, error) {
+// not be readable or writable by group or others. The keys of also that
+// the file does not hold are added after its own, to decrypt only (the
+// fleet key, so that a store written before the key file is read).
+func FromFile(path string, also ...[]byte) (*Keys, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("secret encryption key file: %w", err)
@@ -143,6 +154,14 @@ func FromFile(path string) (*Keys, error) {
 	k, err := New(keys...)
 	if err != nil {
 		return nil, fmt.Errorf("secret encryption key file %s: %w", path, err)
+	}
+	for _, key := range also {
+		if _, held := k.aeads[KeyID(key)]; !held {
+			if k, err = New(append(keys, key)...); err != nil {
+				return nil, err
+			}
+			keys = append(keys, key)
+		}
 	}
 	return k, nil
 }
