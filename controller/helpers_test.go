@@ -103,8 +103,15 @@ func (tc *testController) brokerURL() string { return "tcp://" + tc.MQTTAddr().S
 func (tc *testController) embeddedBroker(t testing.TB) *broker.Broker {
 	t.Helper()
 	tr := tc.transport
-	if s, ok := tr.(*signingTransport); ok {
-		tr = s.transport
+	for unwrapped := false; !unwrapped; {
+		switch w := tr.(type) {
+		case *sealingTransport:
+			tr = w.transport
+		case *signingTransport:
+			tr = w.transport
+		default:
+			unwrapped = true
+		}
 	}
 	e, ok := tr.(*embeddedTransport)
 	if !ok {
