@@ -66,7 +66,7 @@ environment, config file, default.`,
 	}
 	addFlags(cmd.Flags())
 	cliconfig.Bind(v, cmd.Flags())
-	cmd.AddCommand(newEnrollCmd())
+	cmd.AddCommand(newEnrollCmd(), newKeyCmd())
 	return cmd
 }
 
@@ -111,6 +111,9 @@ func newNode(s settings, rt edgeagent.Runtime, log *slog.Logger) (*edgeagent.Nod
 	opts := s.node
 	opts.Agent.Logger = log
 	if opts.Agent.Images, err = imageFetcher(s.images, opts.Agent.NodeName, opts.Agent.DataDir, rt); err != nil {
+		return nil, err
+	}
+	if opts.Agent.KeyRegistrar, err = keyRegistrar(s.keys, opts.Agent.NodeName); err != nil {
 		return nil, err
 	}
 	opts.Status = ann.Status

@@ -221,3 +221,13 @@ func (c *NodeClient) RegisterNodeKey(ctx context.Context, req NodeKeyRequest) (*
 	}
 	return &out, nil, nil
 }
+
+// RegisterKey registers publicKey, answering with the challenge when the
+// controller holds another key for the node: edgeagent.KeyRegistrar.
+func (c *NodeClient) RegisterKey(ctx context.Context, publicKey string, proof []byte) (*schema.SealedBox, error) {
+	_, ch, err := c.RegisterNodeKey(ctx, NodeKeyRequest{PublicKey: publicKey, Proof: proof})
+	if err != nil || ch == nil {
+		return nil, err
+	}
+	return &ch.Challenge, nil
+}
