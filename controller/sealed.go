@@ -289,6 +289,8 @@ type sealingTransport struct {
 	failed   prometheus.Counter
 }
 
+func (t *sealingTransport) unwrap() transport { return t.transport }
+
 func (t *sealingTransport) Publish(ctx context.Context, m mqttclient.Message) error {
 	msgs := t.seal([]mqttclient.Message{m})
 	if len(msgs) == 0 {
