@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -167,11 +168,10 @@ func TestPlainSecretKeptSealed(t *testing.T) {
 // reaches the disk: not agent.db, and its volume is a tmpfs. After a
 // reboot the instance waits for the controller's message.
 func TestSecretsInMemory(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs for secret volumes needs root")
+	if runtime.GOOS != "linux" || os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs for secret volumes needs Linux and root")
 	}
 	h := newHarness(t)
-	specs := recordSpecs(h.rt.Runtime)
 	cfg := h.config()
 	cfg.SecretsAtRest = edgeagent.SecretsInMemory
 	h.start(cfg)
@@ -197,9 +197,9 @@ func TestSecretsInMemory(t *testing.T) {
 	assert.NotEqual(t, parent.Dev, st.Dev, "the secret volume is a tmpfs")
 	assert.Empty(t, onDisk(t, h.dir), "nothing of the secret on disk")
 
-	specs = h.rebootOffline(cfg)
+	rebooted := h.rebootOffline(cfg)
 	h.waitInstance(secretEnvRevision.DaemonSet, secretEnvRevision.Hash, phaseIs(schema.PhasePending))
-	_, ok := specs.get(edgeagent.ContainerName(testNode, secretEnvRevision.DaemonSet, secretEnvRevision.Hash, "main"))
+	_, ok := rebooted.get(edgeagent.ContainerName(testNode, secretEnvRevision.DaemonSet, secretEnvRevision.Hash, "main"))
 	assert.False(t, ok, "no secret kept: the instance waits for the controller")
 	h.agent.HandleMessage(schema.NodeSecretTopic(testNode, hash), payload)
 	h.waitInstance(secretEnvRevision.DaemonSet, secretEnvRevision.Hash, runningReady)

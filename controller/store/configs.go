@@ -93,7 +93,7 @@ func namespaceOfMeta(m schema.ObjectMeta) string {
 // resourceVersion.
 func (t *Txn) PutConfigMap(c schema.ConfigMap, source string, now time.Time) (ConfigMapRecord, bool, error) {
 	c.Metadata.Namespace = namespaceOfMeta(c.Metadata)
-	return putConfig(t.tx, bucketConfigMaps, jsonRecords[ConfigMapRecord](bucketConfigMaps), c.Key(), c,
+	return putConfig(t.tx, bucketConfigMaps, configMapRecords, c.Key(), c,
 		schema.ConfigMapHash(WireConfigMap(c)), source, now)
 }
 
@@ -101,26 +101,31 @@ func (t *Txn) PutConfigMap(c schema.ConfigMap, source string, now time.Time) (Co
 func (t *Txn) PutSecret(s schema.Secret, source string, now time.Time) (SecretRecord, bool, error) {
 	s = normalSecret(s)
 	s.Metadata.Namespace = namespaceOfMeta(s.Metadata)
-	return putConfig(t.tx, bucketSecrets, t.secretCodec(), s.Key(), s, schema.SecretHash(WireSecret(s)), source, now)
+	return putConfig(t.tx, bucketSecrets, secretRecords(t.secretCodec()), s.Key(), s, schema.SecretHash(WireSecret(s)), source, now)
 }
 
 // records reads and writes the records of one config bucket: plain JSON
-// (jsonRecords), or a Secret's through the store's cipher (secretCodec).
-type records[T ConfigObject] interface {
-	get(tx *boltTx, key string) (ConfigRecord[T], bool, error)
-	put(tx *boltTx, key string, rec ConfigRecord[T]) error
+// (configMapRecords), or a Secret's through the store's cipher
+// (secretRecords).
+type records[T ConfigObject] struct {
+	get func(tx *boltTx, key string) (ConfigRecord[T], bool, error)
+	put func(tx *boltTx, key string, rec ConfigRecord[T]) error
 }
 
-// jsonRecords are the records of bucket name, stored as their JSON.
-type jsonRecords[R any] []byte
-
-func (name jsonRecords[R]) get(tx *boltTx, key string) (rec R, found bool, err error) {
-	found, err = getJSON(tx, name, key, &rec)
-	return rec, found, err
+// configMapRecords are the ConfigMap records, stored as their JSON.
+var configMapRecords = records[schema.ConfigMap]{
+	get: func(tx *boltTx, key string) (rec ConfigMapRecord, found bool, err error) {
+		found, err = getJSON(tx, bucketConfigMaps, key, &rec)
+		return rec, found, err
+	},
+	put: func(tx *boltTx, key string, rec ConfigMapRecord) error {
+		return putJSON(tx, bucketConfigMaps, key, rec)
+	},
 }
 
-func (name jsonRecords[R]) put(tx *boltTx, key string, rec R) error {
-	return putJSON(tx, name, key, rec)
+// secretRecords are the Secret records, through c.
+func secretRecords(c secretCodec) records[schema.Secret] {
+	return records[schema.Secret]{get: c.get, put: c.put}
 }
 
 func putConfig[T ConfigObject](tx *boltTx, name []byte, recs records[T], key string, obj T, hash, source string, now time.Time) (ConfigRecord[T], bool, error) {
