@@ -21,6 +21,7 @@ import (
 	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/schema"
 	"github.com/edgeset/edgeset/sealing"
+	"github.com/edgeset/edgeset/signing"
 )
 
 // secretTopicOf waits for node's desired state to list the api-key Secret
@@ -263,4 +264,35 @@ func TestStoreFileHoldsNoSecretPlaintext(t *testing.T) {
 	_, err := New(Config{DataDir: dir, SecretEncryptionKeyFile: keyFile, MQTTAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0"}, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "data key not held")
+}
+
+// TestSealedSecretIsSigned: with signing on, a node's Secret message is
+// the sealed message in a signed envelope: it verifies for the node's
+// topic, and its body opens with the node's key.
+func TestSealedSecretIsSigned(t *testing.T) {
+	tc := startController(t, Config{Signing: true})
+	s := startSpy(t, tc)
+	a := startNode(t, tc.brokerURL(), tc.secret, gateway("node-a", nil))
+	ring := registerKey(t, tc, "node-a")
+	tc.apply(t, secretObj("edge", "api-key", map[string]string{"token": secretValue}), agentDS(false))
+	topic, hash := secretTopicOf(t, a)
+	st, err := tc.api.Signing(context.Background())
+	require.NoError(t, err)
+	pub, err := signing.ParsePublicKey(st.PublicKey)
+	require.NoError(t, err)
+	ks := &signing.KeySet{Version: 1, Keys: []signing.OnlineKey{{ID: st.KeyID, PublicKey: pub, Expires: time.Now().Add(time.Hour)}}}
+	var env string
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
+		var ok bool
+		if env, ok = s.last(topic); !ok {
+			return fmt.Errorf("nothing on %s", topic)
+		}
+		return nil
+	})
+	statement, err := signing.Verify(ks, []byte(env), signing.Expect{Topic: topic, Node: "node-a"}, time.Now())
+	require.NoError(t, err)
+	sm, err := openSealed("node-a", hash, statement.Body, ring)
+	require.NoError(t, err, "the signed body is the sealed message")
+	assert.Equal(t, secretValue, string(sm.Secret.Data["token"]))
+	assert.NotContains(t, string(statement.Body), base64.StdEncoding.EncodeToString([]byte(secretValue)))
 }
