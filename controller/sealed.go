@@ -84,6 +84,12 @@ func (c *Controller) rewrapSecrets(keys *datakey.Keys) error {
 	return nil
 }
 
+// maxKeylessEvents bounds the nodes a controller reports without a key
+// by an event (one each), so a fleet of agents older than sealing does
+// not push every other event out of the store; the rest are counted
+// (edgeset_secrets_withheld_total) and answered by GET /nodes/N/key.
+const maxKeylessEvents = 1000
+
 // nodeKey is one node's registered key, parsed.
 type nodeKey struct {
 	rec store.NodeKeyRecord
@@ -96,7 +102,7 @@ type nodeKeys struct {
 	mu     sync.Mutex
 	byNode map[string]nodeKey
 	// warned are the nodes without a key already reported (one event per
-	// node until it registers one), at most the fleet's nodes.
+	// node until it registers one), at most maxKeylessEvents.
 	warned map[string]bool
 }
 
@@ -142,7 +148,7 @@ func (k *nodeKeys) remove(node string) {
 func (k *nodeKeys) firstWarning(node string) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.warned[node] {
+	if k.warned[node] || len(k.warned) >= maxKeylessEvents {
 		return false
 	}
 	k.warned[node] = true
