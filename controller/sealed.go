@@ -190,6 +190,9 @@ func (c *Controller) RegisterNodeKey(ctx context.Context, node string, req api.N
 		return c.registerNodeKey(ctx, node, pub, keySourceNode)
 	case cur.pub.Equal(pub):
 		return keyView(cur.rec), nil
+	case registeredByNode(cur.rec) && c.now().Sub(cur.rec.RegisteredAt) < minKeyChangeInterval:
+		return api.NodeKey{}, fmt.Errorf("%w: node %s registered key %s at %s: a node may replace its key once every %s",
+			api.ErrTooSoon, node, cur.rec.KeyID, cur.rec.RegisteredAt.UTC().Format(time.RFC3339), minKeyChangeInterval)
 	case len(req.Proof) == 0:
 		box, err := sealing.SealChallenge(c.proofKey(), node, cur.pub, pub, c.now())
 		if err != nil {
@@ -202,6 +205,17 @@ func (c *Controller) RegisterNodeKey(ctx context.Context, node string, req api.N
 		return api.NodeKey{}, fmt.Errorf("%w: %v: register again without a proof for a new challenge", api.ErrForbidden, err)
 	}
 	return c.registerNodeKey(ctx, node, pub, keySourceRotation)
+}
+
+// minKeyChangeInterval is the least time between two keys a node
+// registers itself (a key an enrollment or an admin registered may be
+// replaced at once): each is a store write, an event and a republish of
+// the node's Secrets, which a node must not be able to loop on.
+const minKeyChangeInterval = time.Minute
+
+// registeredByNode reports whether the node itself registered rec.
+func registeredByNode(rec store.NodeKeyRecord) bool {
+	return rec.Source == keySourceNode || rec.Source == keySourceRotation
 }
 
 // proofKey is the controller's key of node key challenges, derived from

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,7 +126,10 @@ func TestUnsealedSecretsFallback(t *testing.T) {
 // rotating its key answers it, and its Secret is published sealed to the
 // new key. An admin may set a key, and forget one.
 func TestNodeKeyReplacementNeedsProof(t *testing.T) {
-	tc := startController(t, Config{})
+	var clock atomic.Int64 // Unix nanoseconds
+	clock.Store(time.Now().UnixNano())
+	advance := func() { clock.Add(int64(2 * minKeyChangeInterval)) }
+	tc := startController(t, Config{Clock: func() time.Time { return time.Unix(0, clock.Load()) }})
 	s := startSpy(t, tc)
 	ctx := context.Background()
 	a := startNode(t, tc.brokerURL(), tc.secret, gateway("node-a", nil))
@@ -137,6 +141,9 @@ func TestNodeKeyReplacementNeedsProof(t *testing.T) {
 	// An attacker with the token and a key of its own.
 	evil, err := sealing.GenerateKey()
 	require.NoError(t, err)
+	_, _, err = nc.RegisterNodeKey(ctx, api.NodeKeyRequest{PublicKey: evil.Public().String()})
+	assert.Equal(t, http.StatusTooManyRequests, statusCode(err), "a key is replaced at most once a minute: %v", err)
+	advance()
 	_, ch, err := nc.RegisterNodeKey(ctx, api.NodeKeyRequest{PublicKey: evil.Public().String()})
 	require.NoError(t, err)
 	require.NotNil(t, ch, "another key needs a proof")

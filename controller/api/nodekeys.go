@@ -15,6 +15,10 @@ import (
 	"github.com/edgeset/edgeset/schema"
 )
 
+// ErrTooSoon: a node replaces its key again too soon after the last
+// (429).
+var ErrTooSoon = errors.New("too soon")
+
 // NodeKey is the X25519 public key a node's Secrets are sealed to.
 type NodeKey struct {
 	Node         string    `json:"node"`
@@ -144,6 +148,9 @@ func (s *Server) registerNodeKey(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.As(err, &ch):
 		writeJSON(w, http.StatusConflict, NodeKeyChallenge{Message: ch.Error(), KeyID: ch.KeyID, Challenge: ch.Challenge})
+	case errors.Is(err, ErrTooSoon):
+		w.Header().Set("Retry-After", "60")
+		writeJSON(w, http.StatusTooManyRequests, Error{Message: err.Error()})
 	case err != nil:
 		s.writeError(w, r, err)
 	default:
