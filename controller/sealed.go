@@ -141,6 +141,7 @@ func (k *nodeKeys) remove(node string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	delete(k.byNode, node)
+	delete(k.warned, node)
 }
 
 // firstWarning reports whether node, found without a key, was not
@@ -273,7 +274,8 @@ func (c *Controller) registerNodeKey(ctx context.Context, node string, pub seali
 		fmt.Sprintf("sealing key %s registered (%s): its Secrets are sealed to it", pub.KeyID(), source))
 	c.log.Info("node sealing key registered", "node", node, "keyId", pub.KeyID(), "source", source)
 	if msgs := c.state.nodeSecretMessages(node); len(msgs) > 0 {
-		if err := c.publishAll(ctx, msgs); err != nil && !errors.Is(err, mqttclient.ErrNotConnected) {
+		// Not cut short by the caller going away: the registration is stored.
+		if err := c.publishAll(context.WithoutCancel(ctx), msgs); err != nil && !errors.Is(err, mqttclient.ErrNotConnected) {
 			c.log.Warn("publish a node's secrets under its new key; republished on the next connection", "node", node, "err", err)
 		}
 	}
