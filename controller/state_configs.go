@@ -228,6 +228,20 @@ func (fs *fleetState) configMessageLocked(tc topicChange) (mqttclient.Message, b
 	return secretMessage(tc.node, rec), true
 }
 
+// nodeSecretMessages encodes node's published Secret topics, for a
+// publish under a key it just registered.
+func (fs *fleetState) nodeSecretMessages(node string) []mqttclient.Message {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	var msgs []mqttclient.Message
+	for _, h := range sortedKeys(fs.topics.secrets[node]) {
+		if m, ok := fs.configMessageLocked(topicChange{node: node, hash: h, key: fs.topics.secrets[node][h]}); ok {
+			msgs = append(msgs, m)
+		}
+	}
+	return msgs
+}
+
 // publishedConfigMessagesLocked encodes every published config topic, for
 // a republish: ConfigMaps, then each node's Secrets.
 func (fs *fleetState) publishedConfigMessagesLocked() []mqttclient.Message {

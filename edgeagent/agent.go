@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/edgeset/edgeset/internal/boltfile"
 	"github.com/edgeset/edgeset/schema"
+	"github.com/edgeset/edgeset/sealing"
 )
 
 // Conn is the agent's MQTT connection as the agent needs it. Inbound
@@ -83,6 +85,20 @@ type Config struct {
 	// instances that opt in are looked at between passes; default
 	// DefaultUpdateLockPoll.
 	UpdateLockPoll time.Duration
+	// NodeKeyFile is the node's sealing key (sealing.KeyFile): Secrets
+	// reach the node sealed to it. Empty is DataDir/node.key; a missing
+	// file is created with a new key. An Ephemeral agent without one
+	// keeps a new key in memory.
+	NodeKeyFile string
+	// SecretsAtRest is where the agent keeps Secrets between runs:
+	// SecretsSealed (the default) in its local state as the sealed
+	// message received, SecretsInMemory nowhere (and secret volumes on a
+	// tmpfs).
+	SecretsAtRest string
+	// KeyRegistrar, when set, registers the node's public key with the
+	// controller when the agent runs (sealed.go); nil leaves it to
+	// enrollment or an admin.
+	KeyRegistrar KeyRegistrar
 
 	// republished, when set, is called on the agent's goroutine after it
 	// reported again for a republished desired state (handleDesired); a
@@ -118,6 +134,12 @@ func (c Config) withDefaults() Config {
 	if c.UpdateLockPoll <= 0 {
 		c.UpdateLockPoll = DefaultUpdateLockPoll
 	}
+	if c.SecretsAtRest == "" {
+		c.SecretsAtRest = SecretsSealed
+	}
+	if c.NodeKeyFile == "" && !c.Ephemeral {
+		c.NodeKeyFile = filepath.Join(c.DataDir, sealing.KeyFile)
+	}
 	return c
 }
 
@@ -127,6 +149,9 @@ func (c Config) validate() error {
 	}
 	if c.DataDir == "" && !c.Ephemeral {
 		return errNoDataDir
+	}
+	if c.SecretsAtRest != "" && c.SecretsAtRest != SecretsSealed && c.SecretsAtRest != SecretsInMemory {
+		return fmt.Errorf("agent config: SecretsAtRest %q is not %q or %q", c.SecretsAtRest, SecretsSealed, SecretsInMemory)
 	}
 	return nil
 }
@@ -169,7 +194,7 @@ type Agent struct {
 	desired    *schema.DesiredState
 	revisions  map[string]schema.Revision
 	configMaps map[string]schema.ConfigMap // by content hash
-	secrets    map[string]schema.Secret    // by content hash
+	secrets    map[string]schema.Secret    // by content hash, opened
 	applied    uint64
 	instances  map[instanceKey]*instance
 	restarts   map[string]int32 // restart counts as last persisted, by restartsKey
@@ -180,6 +205,8 @@ type Agent struct {
 	// deferrals are the updates deferred by an update lock, by daemonset
 	// (updatelock.go), as persisted.
 	deferrals map[string]deferral
+
+	keys *nodeKeys // the sealing keyring (sealed.go)
 }
 
 // retry is when a missing object's topic is subscribed to again, and the
@@ -203,6 +230,10 @@ func New(cfg Config, rt Runtime, conn Conn) (*Agent, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	keys, err := openNodeKeys(cfg)
+	if err != nil {
+		return nil, err
+	}
 	store, st, err := openStore(cfg)
 	if err != nil {
 		return nil, err
@@ -212,7 +243,7 @@ func New(cfg Config, rt Runtime, conn Conn) (*Agent, error) {
 		wake: make(chan struct{}, 1), inbox: map[string][]byte{}, missing: map[string]bool{},
 		revisions: map[string]schema.Revision{}, instances: map[instanceKey]*instance{},
 		configMaps: map[string]schema.ConfigMap{}, secrets: map[string]schema.Secret{},
-		volumes: newWrittenVolumes(),
+		volumes: newWrittenVolumes(), keys: keys,
 	}
 	a.probes = newProber(rt, a.poke, a.log, cfg.ProbeDial)
 	a.runs = newRunHistory()
@@ -318,6 +349,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	g.Go(func() error { a.loop(gctx); return nil })
 	g.Go(func() error { return a.prefetch.Run(gctx) })
 	g.Go(func() error { a.lockWatch.Run(gctx); return nil })
+	if a.cfg.KeyRegistrar != nil {
+		g.Go(func() error { a.registerKey(gctx); return nil })
+	}
 	err := g.Wait()
 	a.probes.stopAll()
 	a.hooks.stopAll()

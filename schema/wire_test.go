@@ -121,6 +121,7 @@ func wireCases() []wireCase {
 		}, decoderFor(DecodeObservedState)},
 		{"configmap", ConfigMapMessage{SchemaVersion: WireVersion, Hash: ConfigMapHash(sampleConfigMap()), ConfigMap: sampleConfigMap()}, decoderFor(DecodeConfigMapMessage)},
 		{"secret", SecretMessage{SchemaVersion: WireVersion, Node: "pi-01", Hash: SecretHash(sampleSecret()), Secret: sampleSecret()}, decoderFor(DecodeSecretMessage)},
+		{"sealed-secret", sampleSealedSecret(), decoderFor(DecodeSealedSecretMessage)},
 	}
 }
 

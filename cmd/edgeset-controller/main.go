@@ -127,6 +127,8 @@ func addFlags(f *pflag.FlagSet) {
 	f.Bool("signing", false, "sign every desired state, revision, ConfigMap and Secret with the online key in --data-dir (docs/security.md)")
 	f.Duration("signing-validity", controller.DefaultSigningValidity, "how long a signed document stays acceptable; everything is re-signed every half of it")
 	f.String("signing-trust-root", "", "fleet root public key (file or ed25519:... value) to verify uploaded key sets against")
+	f.String("secret-encryption-key-file", "", "file of the AES-256 keys (base64, one a line, the first current) that encrypt Secrets in the store (default: a key derived from the fleet secret)")
+	f.Bool("unsealed-secrets-fallback", false, "send Secrets in the clear to nodes that registered no sealing key (agents older than sealing); off: withheld, with an event")
 	f.Int("republish-rate", controller.DefaultRepublishRate, "desired-state messages per second when republishing the fleet")
 	f.Duration("full-pass-interval", controller.DefaultFullPassInterval, "how often a reconcile pass decides every node and daemonset from scratch (safety net under incremental passes)")
 	f.Duration("desired-repair-after", controller.DefaultDesiredRepairAfter, "publish an online node's desired state again when it reports an older generation for this long (negative: never)")

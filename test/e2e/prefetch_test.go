@@ -53,7 +53,7 @@ func TestPrefetchOnDocker(t *testing.T) {
 	base := testimage.Build(t)
 	f := startFleet(t, cli, 0)
 	node := testimage.Node(t, cli)
-	startAgent(t, f.brokerURL, f.secret, node, func(rt *docker.Runtime) edgeagent.ImageFetcher {
+	f.startAgent(t, node, func(rt *docker.Runtime) edgeagent.ImageFetcher {
 		fetcher, err := imagefetch.New(imagefetch.Options{
 			URL: f.apiURL, Node: node, Token: credential.NodeToken(f.secret, node),
 			Dir: t.TempDir(), Loader: rt, Log: testLogger(node + "/images"),
