@@ -61,6 +61,11 @@ bench-idle: ## idle agent MQTT traffic through a counting proxy (3 min; EDGESET_
 bench-image-resume: ## image fetched from the controller through a link cut at 50%: bytes sent vs image size (real Docker engine)
 	EDGESET_REQUIRE_DOCKER=1 $(GO) test -count=1 -run '^TestImagesWithoutRegistry$$/^ResumesAfterCut$$' -v ./test/e2e/ | grep -E 'controller sent|^(ok|FAIL|---)'
 
+.PHONY: bench-prefetch
+bench-prefetch: ## per-node downtime of a rollout without and with spec.rollout.prefetch: simulated devices pulling over a 200 KB/s link (EDGESET_PREFETCH_NODES, _IMAGE_BYTES, _LINK_BPS)
+	EDGESET_PREFETCH_NODES=$${EDGESET_PREFETCH_NODES:-20} EDGESET_PREFETCH_IMAGE_BYTES=$${EDGESET_PREFETCH_IMAGE_BYTES:-2000000} \
+		$(GO) test -count=1 -timeout 30m -run '^TestPrefetchDowntime$$' -v ./sim/ | grep -E 'nodes, image|downtime per node|^(ok|FAIL|---)'
+
 .PHONY: bench-broker-memory
 bench-broker-memory: ## broker RSS per idle device: embedded broker and Mosquitto (EDGESET_BENCH_CLIENTS, default 5000)
 	EDGESET_BENCH_SCALE=1 $(GO) test -count=1 -run='^$$' -bench='^BenchmarkIdleClients$$' -benchtime=1x ./broker/

@@ -154,6 +154,7 @@ func rolloutView(ro rollout.Status, e *dsEntry) *api.RolloutStatus {
 		PauseReason: pauseReason(ro, e), RolledBack: ro.RolledBack, RolledBackFrom: ro.RolledBackFrom,
 		CanaryWaiting: ro.CanaryWaiting, Strategy: strategyName(e), RollbackReason: ro.RollbackReason,
 		WaitingForWindow: ro.WaitingForWindow, NextWindow: timePtr(ro.NextWindow),
+		WaitingForPrefetch: ro.WaitingForPrefetch, Prefetch: prefetchView(ro.Prefetch, e),
 		HeldByLock: ro.HeldByLock, StaleLocks: ro.StaleLocks,
 	}
 }
@@ -357,6 +358,7 @@ func (c *Controller) instances() []api.Instance {
 			if o := findObserved(obs, d); o != nil {
 				in.Phase, in.Ready, in.Restarts, in.Message = o.Phase, o.Ready, o.Restarts, o.Message
 			}
+			in.Prefetch = instancePrefetch(cur, obs, d.DaemonSet)
 			in.UpdateLock = locks[d.DaemonSet].view(node, reportedLock(obs, d.DaemonSet))
 			out = append(out, in)
 		}

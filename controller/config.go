@@ -164,6 +164,15 @@ type Config struct {
 	SigningValidity  time.Duration `mapstructure:"signing-validity"`
 	SigningTrustRoot string        `mapstructure:"signing-trust-root"`
 
+	// SecretEncryptionKeyFile names the data keys that encrypt Secrets in
+	// the store (controller/datakey: one base64 AES-256 key a line, the
+	// first current); empty derives one key from the fleet secret.
+	SecretEncryptionKeyFile string `mapstructure:"secret-encryption-key-file"`
+	// UnsealedSecretsFallback sends a Secret in the clear to a node that
+	// registered no sealing key (an agent older than sealing), instead of
+	// withholding it: off by default (sealed.go).
+	UnsealedSecretsFallback bool `mapstructure:"unsealed-secrets-fallback"`
+
 	// NodeOfflineGrace is how long a node may be disconnected before it is
 	// marked Ready=Unknown and tainted unreachable.
 	NodeOfflineGrace time.Duration `mapstructure:"node-offline-grace"`

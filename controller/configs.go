@@ -300,7 +300,8 @@ func checkConfigMap(cm *schema.ConfigMap, limit int, add func(field, msg string)
 	checkSize(configMapObject+cm.Key(), size, msg, limit, add)
 }
 
-// checkSecret is checkConfigMap for a Secret; the error names sizes only.
+// checkSecret is checkConfigMap for a Secret, as delivered sealed (a
+// third larger: the ciphertext in base64); the error names sizes only.
 func checkSecret(s *schema.Secret, limit int, add func(field, msg string)) {
 	if s.Metadata.Name == "" {
 		add("metadata.name", "required")
@@ -311,9 +312,9 @@ func checkSecret(s *schema.Secret, limit int, add func(field, msg string)) {
 	for k, v := range wire.Data {
 		size += len(k) + len(v)
 	}
-	msg := messageSize(schema.SecretMessage{SchemaVersion: schema.WireVersion, Node: strings.Repeat("n", 253),
+	plain := messageSize(schema.SecretMessage{SchemaVersion: schema.WireVersion, Node: strings.Repeat("n", 253),
 		Hash: schema.SecretHash(wire), Secret: wire})
-	checkSize(secretObject+s.Key(), size, msg, limit, add)
+	checkSize(secretObject+s.Key(), size, schema.SealedSize(253, plain), limit, add)
 }
 
 func checkSize(object string, size, msg, limit int, add func(field, msg string)) {

@@ -21,6 +21,7 @@ import (
 	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
+	"github.com/edgeset/edgeset/sealing"
 )
 
 const secretValue = "s3cr3t-api-key-4711"
@@ -183,11 +184,42 @@ func refsNamed(refs []schema.ObjectRef) string {
 	return strings.Join(names, ",")
 }
 
-// TestSecretTravelsOnlyToItsNode: a client reading every topic with the
-// controller's identity sees the secret's value on the secret topic of
-// the one node that runs a daemon referencing it, and nowhere else: not on
-// revision or ConfigMap topics, not on other nodes' topics, not in events.
-// A ConfigMap change changes exactly the desired state of that node.
+// registerKey makes node a sealing key and registers it the way an agent
+// does: PUT /api/v1/node/key over HTTP, authenticated with the node's
+// token.
+func registerKey(t *testing.T, tc *testController, node string) sealing.Keyring {
+	t.Helper()
+	k, err := sealing.GenerateKey()
+	require.NoError(t, err)
+	nc := api.NewNodeClient("http://"+tc.APIAddr().String(), node, credential.NodeToken(tc.secret, node), nil)
+	got, challenge, err := nc.RegisterNodeKey(context.Background(), api.NodeKeyRequest{PublicKey: k.Public().String()})
+	require.NoError(t, err)
+	require.Nil(t, challenge, "a node's first key needs no proof")
+	require.Equal(t, k.KeyID(), got.KeyID)
+	return sealing.Keyring{Current: k}
+}
+
+// openSealed opens a sealed secret payload with ring as node's Secret.
+func openSealed(node, hash string, payload []byte, ring sealing.Keyring) (schema.SecretMessage, error) {
+	sm, err := schema.DecodeSealedSecretMessage(payload)
+	if err != nil {
+		return schema.SecretMessage{}, err
+	}
+	plain, err := ring.OpenSecret(node, hash, sm.Sealed)
+	if err != nil {
+		return schema.SecretMessage{}, err
+	}
+	return schema.DecodeSecretMessage(plain)
+}
+
+// TestSecretTravelsOnlyToItsNode is the broker sniffer: a client reading
+// every topic with the controller's identity (what a broker operator
+// sees) finds the secret's value nowhere, in the clear or in base64: not
+// on the secret topic of the one node that runs a daemon referencing it
+// (there it is sealed to that node's key, and opens with it only), not on
+// revision or ConfigMap topics, not in events or logs. Another node's key
+// does not open it. A ConfigMap change changes exactly the desired state
+// of that node.
 func TestSecretTravelsOnlyToItsNode(t *testing.T) {
 	var logs syncBuffer
 	tc := startControllerLogging(t, Config{}, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
@@ -196,6 +228,7 @@ func TestSecretTravelsOnlyToItsNode(t *testing.T) {
 	b := startNode(t, tc.brokerURL(), tc.secret, schema.NodeStatus{Node: "node-b", Labels: map[string]string{"role": "sensor"},
 		Conditions: []schema.NodeCondition{{Type: schema.NodeReady, Status: schema.ConditionTrue}}})
 	b.expectDesired(func(schema.DesiredState) error { return nil })
+	aKeys, bKeys := registerKey(t, tc, "node-a"), registerKey(t, tc, "node-b")
 
 	res := tc.apply(t, configMapObj("edge", "agent-config", map[string]string{"agent.yaml": "level: info"}),
 		secretObj("edge", "api-key", map[string]string{"token": secretValue}), agentDS(false))
@@ -219,7 +252,10 @@ func TestSecretTravelsOnlyToItsNode(t *testing.T) {
 		}
 		return nil
 	})
-	checkMessages(t, s, secretTopic, cmTopic, first)
+	checkMessages(t, s, secretTopic, cmTopic, first, aKeys)
+	p, _ := s.last(secretTopic)
+	_, err := openSealed("node-a", first.Secrets[0].Hash, []byte(p), bKeys)
+	require.ErrorIs(t, err, sealing.ErrNotForKey, "another node's key does not open it")
 	bGen := b.expectDesired(func(d schema.DesiredState) error { return nil }).Generation
 
 	// A ConfigMap change: node-a's desired state gets the new hash, the old
@@ -247,9 +283,9 @@ func TestSecretTravelsOnlyToItsNode(t *testing.T) {
 	for _, e := range events {
 		assert.NotContains(t, e.Message, secretValue)
 	}
-	assert.Empty(t, s.topicsWith(secretValue), "JSON carries a secret's bytes in base64, never raw")
-	assert.Equal(t, []string{secretTopic}, s.topicsWith(base64.StdEncoding.EncodeToString([]byte(secretValue))),
-		"the secret's value travels on node-a's own topic only")
+	assert.Empty(t, s.topicsWith(secretValue), "the sniffer sees no plaintext of the secret")
+	assert.Empty(t, s.topicsWith(base64.StdEncoding.EncodeToString([]byte(secretValue))),
+		"nor its base64: on node-a's topic it travels sealed")
 
 	assert.NotContains(t, logs.String(), secretValue, "the controller never logs a secret's value")
 	assert.NotContains(t, logs.String(), base64.StdEncoding.EncodeToString([]byte(secretValue)))
@@ -271,13 +307,16 @@ func TestSecretTravelsOnlyToItsNode(t *testing.T) {
 	})
 }
 
-// checkMessages verifies the config messages: hashes are the content
-// addresses of what they carry, and only what a device needs travels.
-func checkMessages(t *testing.T, s *spy, secretTopic, cmTopic string, d schema.DesiredState) {
+// checkMessages verifies the config messages: the secret is sealed to
+// node-a's key and opens with ring as the Secret the desired state
+// names; hashes are the content addresses of what they carry, and only
+// what a device needs travels.
+func checkMessages(t *testing.T, s *spy, secretTopic, cmTopic string, d schema.DesiredState, ring sealing.Keyring) {
 	t.Helper()
 	p, _ := s.last(secretTopic)
-	var sm schema.SecretMessage
-	require.NoError(t, json.Unmarshal([]byte(p), &sm))
+	assert.True(t, schema.IsSealedSecret([]byte(p)), "the secret travels sealed")
+	sm, err := openSealed("node-a", d.Secrets[0].Hash, []byte(p), ring)
+	require.NoError(t, err)
 	assert.Equal(t, "node-a", sm.Node)
 	assert.Equal(t, d.Secrets[0].Hash, sm.Hash)
 	assert.Equal(t, schema.SecretHash(sm.Secret), sm.Hash, "the hash is the content address of the secret sent")
@@ -430,6 +469,7 @@ func TestConfigObjectsSurviveRestart(t *testing.T) {
 	dir := t.TempDir()
 	tc := startController(t, Config{DataDir: dir})
 	a := startNode(t, tc.brokerURL(), tc.secret, gateway("node-a", nil))
+	registerKey(t, tc, "node-a") // kept in the store across the restart
 	tc.apply(t, configMapObj("edge", "agent-config", map[string]string{"k": "1"}),
 		secretObj("edge", "api-key", map[string]string{"token": secretValue}), agentDS(false))
 	before := a.expectDesired(func(d schema.DesiredState) error {

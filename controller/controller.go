@@ -88,6 +88,8 @@ type Controller struct {
 	// unless Config.Signing. refusals counts what agents refused.
 	signing  *signingKeys
 	refusals *refusals
+	// nodeKeys are the keys Secrets are sealed to (sealed.go).
+	nodeKeys *nodeKeys
 	// images is the image store nodes without a registry fetch from;
 	// downloads bounds their blob downloads; fleetSecret authenticates
 	// them (images.go).
@@ -128,8 +130,15 @@ func New(cfg Config, log *slog.Logger) (*Controller, error) {
 
 // open acquires every resource New needs, in order.
 func (c *Controller) open() error {
-	var err error
-	if c.store, err = store.Open(c.cfg.storePath(), store.Options{MaxEvents: c.cfg.MaxEvents, MaxNodeEvents: c.cfg.MaxNodeEvents, OnWrite: c.storeWritten, Replicate: c.cfg.Replicate}); err != nil {
+	dataKeys, err := c.openSecretCipher()
+	if err != nil {
+		return err
+	}
+	if c.store, err = store.Open(c.cfg.storePath(), store.Options{MaxEvents: c.cfg.MaxEvents, MaxNodeEvents: c.cfg.MaxNodeEvents,
+		OnWrite: c.storeWritten, Replicate: c.cfg.Replicate, SecretCipher: dataKeys}); err != nil {
+		return err
+	}
+	if err := c.rewrapSecrets(dataKeys); err != nil {
 		return err
 	}
 	c.events = newEventSink(c.store, c.log, c.metrics, limitsOf(c.cfg))
@@ -147,6 +156,7 @@ func (c *Controller) open() error {
 	if c.state, err = loadFleetState(c.store, c.registry, c.cfg.NodeOfflineGrace); err != nil {
 		return err
 	}
+	c.state.siteLabel = c.cfg.SiteLabel
 	if c.transport, err = c.openTransport(); err != nil {
 		return err
 	}
@@ -154,7 +164,9 @@ func (c *Controller) open() error {
 	if err != nil {
 		return err
 	}
-	c.transport = signed
+	if c.transport, err = c.openSealing(signed); err != nil {
+		return err
+	}
 	if c.natsAuth, err = c.openNATSAuth(); err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/edgeset/edgeset/controller/store"
 	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/schema"
+	"github.com/edgeset/edgeset/sealing"
 	"github.com/edgeset/edgeset/signing"
 )
 
@@ -117,6 +118,12 @@ func (c *Controller) Enroll(ctx context.Context, req api.EnrollRequest, src api.
 	if err != nil {
 		return api.Enrollment{}, fmt.Errorf("%w: %v", api.ErrForbidden, err)
 	}
+	var pub sealing.PublicKey
+	if req.PublicKey != "" { // checked before the code's use is recorded
+		if pub, err = sealing.ParsePublicKey(req.PublicKey); err != nil {
+			return api.Enrollment{}, fmt.Errorf("%w: publicKey: %v", api.ErrInvalid, err)
+		}
+	}
 	now := c.now()
 	c.passMu.Lock() // the name check and the labels stay one step with DeleteNode and UpdateNode
 	defer c.passMu.Unlock()
@@ -150,6 +157,11 @@ func (c *Controller) Enroll(ctx context.Context, req api.EnrollRequest, src api.
 	}
 	c.events.add(nodeObject(node), schema.EventNormal, ReasonEnrolled,
 		fmt.Sprintf("enrolled with code %s from %s (use %d of %d)", id, src.RemoteAddr, len(rec.Enrolled), rec.Uses))
+	if !pub.IsZero() {
+		if _, err := c.registerNodeKey(ctx, node, pub, keySourceEnrollment); err != nil {
+			return api.Enrollment{}, err
+		}
+	}
 	c.wake()
 	out := api.Enrollment{Node: node, Username: tok.Username, Token: tok.Token, Fingerprint: tok.Fingerprint,
 		BrokerURLs: c.enrollBrokerURLs(src), Labels: rec.Labels}

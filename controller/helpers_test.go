@@ -102,11 +102,7 @@ func (tc *testController) brokerURL() string { return "tcp://" + tc.MQTTAddr().S
 // the controller uses an external one.
 func (tc *testController) embeddedBroker(t testing.TB) *broker.Broker {
 	t.Helper()
-	tr := tc.transport
-	if s, ok := tr.(*signingTransport); ok {
-		tr = s.transport
-	}
-	e, ok := tr.(*embeddedTransport)
+	e, ok := innermost(tc.transport).(*embeddedTransport)
 	if !ok {
 		t.Fatalf("the controller's transport is %s, not the embedded broker", tc.transport.Describe())
 	}

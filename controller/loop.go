@@ -154,7 +154,7 @@ func (c *Controller) storeDecision(now time.Time, d decider.Decision) (map[strin
 	recs := make(map[string]store.DesiredRecord, len(d.Desired))
 	for node, nd := range d.Desired {
 		recs[node] = store.DesiredRecord{Node: node, Instances: nd.Instances,
-			ConfigMaps: nd.ConfigMaps, Secrets: nd.Secrets, PublishedAt: now}
+			ConfigMaps: nd.ConfigMaps, Secrets: nd.Secrets, Prefetch: nd.Prefetch, PublishedAt: now}
 	}
 	var changed []string
 	for key, r := range d.Rollouts {

@@ -88,7 +88,7 @@ func newFleetCollector(c *Controller) *fleetCollector {
 			count("nodes_offline", "Nodes that should run it and are offline.", func(st *dsStatus) int { return st.NodesOffline }),
 		},
 		rolloutNodes: ds("edgeset_daemonset_rollout_nodes",
-			"Nodes of the daemonset's rollout by phase: updated, updating, waiting, waiting_for_window (its maintenance windows closed), offline, failed (its target instance failed).", "phase"),
+			"Nodes of the daemonset's rollout by phase: updated, updating, waiting, waiting_for_window (its maintenance windows closed), waiting_for_prefetch (its download of the new revision's images not done), offline, failed (its target instance failed).", "phase"),
 		rolloutPhase: ds("edgeset_daemonset_rollout_phase",
 			"1 for the rollout's phase: progressing, complete, paused, canary_waiting or rolling_back (an automatic rollback under way).", "phase"),
 		rolloutPaused: ds("edgeset_daemonset_rollout_paused", "1 while the rollout is paused, by the operator or by its failure threshold."),
@@ -166,7 +166,8 @@ func (f *fleetCollector) collectDaemonSets(gauge gaugeFunc) {
 			gauge(d.desc, float64(d.get(&v.status)), labels...)
 		}
 		ro := v.status.Rollout
-		for phase, n := range map[string]int{"updated": ro.Updated, "updating": ro.Updating, "waiting": ro.Waiting, "waiting_for_window": ro.WaitingForWindow, "held_by_lock": ro.HeldByLock, "offline": ro.Offline, "failed": ro.Failed} {
+		for phase, n := range map[string]int{"updated": ro.Updated, "updating": ro.Updating, "waiting": ro.Waiting, "waiting_for_window": ro.WaitingForWindow,
+			"held_by_lock": ro.HeldByLock, "waiting_for_prefetch": ro.WaitingForPrefetch, "offline": ro.Offline, "failed": ro.Failed} {
 			gauge(f.rolloutNodes, float64(n), append(labels, phase)...)
 		}
 		paused := ro.Paused || v.entry.rollout.OperatorPaused

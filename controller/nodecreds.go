@@ -51,7 +51,7 @@ func (c *Controller) syncNodeEpochs() error {
 // reloadCredentials tells the broker and the NATS callout about a change
 // of the revocation list or epochs now rather than at their next poll.
 func (c *Controller) reloadCredentials() {
-	if r, ok := c.transport.(credentialReloader); ok {
+	if r, ok := innermost(c.transport).(credentialReloader); ok {
 		if err := r.ReloadCredentials(); err != nil {
 			c.log.Error("reload node credentials", "err", err)
 		}

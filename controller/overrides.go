@@ -115,6 +115,10 @@ func validatePatch(p api.NodePatch) error {
 				add("labels["+k+"]", "%s", msg)
 			}
 		}
+		if k == schema.LabelPrefetch && v != nil {
+			add("labels["+k+"]", "set only by the node's agent, which announces it when it understands prefetch lists: "+
+				"an agent that does not would refuse its desired states (removing it opts the node out of prefetching)")
+		}
 	}
 	for i, t := range p.AddTaints {
 		if msg := schema.LabelKeyProblem(t.Key); msg != "" {

@@ -291,12 +291,12 @@ func (c *Controller) DeleteInstance(ctx context.Context, key, node string) error
 	}
 	// The config references stay until the next pass recomputes them.
 	rec, err := c.store.PutDesired(node, store.DesiredRecord{Node: node, Instances: kept,
-		ConfigMaps: cur.ConfigMaps, Secrets: cur.Secrets, PublishedAt: c.now()})
+		ConfigMaps: cur.ConfigMaps, Secrets: cur.Secrets, Prefetch: cur.Prefetch, PublishedAt: c.now()})
 	if err != nil {
 		return err
 	}
 	c.state.setCurrent(node, reconcile.NodeDesired{Generation: rec.Generation, Instances: kept,
-		ConfigMaps: cur.ConfigMaps, Secrets: cur.Secrets})
+		ConfigMaps: cur.ConfigMaps, Secrets: cur.Secrets, Prefetch: cur.Prefetch})
 
 	c.events.add(dsObject(key), schema.EventNormal, "InstanceDeleted", "instance on node "+node+" deleted by the operator")
 	c.wake()

@@ -292,6 +292,8 @@ type signingTransport struct {
 	tooLong func(mqttclient.Message)
 }
 
+func (t *signingTransport) unwrap() transport { return t.transport }
+
 // signChunk is the fewest batches one goroutine signs.
 const signChunk = 2
 

@@ -38,9 +38,14 @@ func BenchmarkSignDesired(b *testing.B) {
 // signingMillis is the time tc spent signing so far, in milliseconds; 0
 // without signing.
 func signingMillis(tc *testController) float64 {
-	st, ok := tc.transport.(*signingTransport)
-	if !ok {
-		return 0
+	for t := tc.transport; ; {
+		if st, ok := t.(*signingTransport); ok {
+			return counterValue(st.seconds) * 1000
+		}
+		w, ok := t.(wrapper)
+		if !ok {
+			return 0
+		}
+		t = w.unwrap()
 	}
-	return counterValue(st.seconds) * 1000
 }

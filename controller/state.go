@@ -64,6 +64,9 @@ type fleetState struct {
 	deletedNodes map[string]bool
 	// work marks what changed since the last reconcile pass (work.go).
 	work work
+	// siteLabel is the controller's site-label: the prefetch topology key
+	// of the daemonsets that name none. Set once, before the first pass.
+	siteLabel string
 }
 
 // dsEntry is a daemonset with what the controller derived from it. The
@@ -203,10 +206,11 @@ func (fs *fleetState) loadDesired(st *store.Store, _ *registry.Registry, _ time.
 		return err
 	}
 	for _, rec := range recs {
-		fs.current[rec.Node] = reconcile.NodeDesired{Generation: rec.Generation, Instances: rec.Instances,
-			ConfigMaps: rec.ConfigMaps, Secrets: rec.Secrets}
+		nd := reconcile.NodeDesired{Generation: rec.Generation, Instances: rec.Instances,
+			ConfigMaps: rec.ConfigMaps, Secrets: rec.Secrets, Prefetch: rec.Prefetch}
+		fs.current[rec.Node] = nd
 		fs.topics.load(rec.Node, rec.ConfigMaps, rec.Secrets)
-		for _, in := range rec.Instances {
+		for in := range referenced(nd) {
 			if _, ok := fs.revisions[in.Revision]; ok {
 				continue
 			}

@@ -142,7 +142,7 @@ func (fs *fleetState) missingRevisions(desired map[string]reconcile.NodeDesired)
 	defer fs.mu.Unlock()
 	need := map[string]string{}
 	for _, nd := range desired {
-		for _, in := range nd.Instances {
+		for in := range referenced(nd) {
 			if _, ok := fs.revisions[in.Revision]; !ok {
 				need[in.Revision] = in.DaemonSet
 			}
@@ -226,6 +226,20 @@ func (fs *fleetState) configMessageLocked(tc topicChange) (mqttclient.Message, b
 		return mqttclient.Message{}, false
 	}
 	return secretMessage(tc.node, rec), true
+}
+
+// nodeSecretMessages encodes node's published Secret topics, for a
+// publish under a key it just registered.
+func (fs *fleetState) nodeSecretMessages(node string) []mqttclient.Message {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	var msgs []mqttclient.Message
+	for _, h := range sortedKeys(fs.topics.secrets[node]) {
+		if m, ok := fs.configMessageLocked(topicChange{node: node, hash: h, key: fs.topics.secrets[node][h]}); ok {
+			msgs = append(msgs, m)
+		}
+	}
+	return msgs
 }
 
 // publishedConfigMessagesLocked encodes every published config topic, for

@@ -93,10 +93,12 @@ func (fs *fleetState) deciderInput(key string) (decider.DaemonSet, bool) {
 	if !ok {
 		return decider.DaemonSet{}, false
 	}
+	strategy := e.strategy
+	strategy.UseSiteLabel(fs.siteLabel)
 	return decider.DaemonSet{
 		Key: key, Policy: e.policy, Revision: e.rec.CurrentRevision,
 		MinReadySeconds: e.rec.DaemonSet.Spec.MinReadySeconds,
-		Strategy:        e.strategy, Rollout: e.rollout, Orphan: e.orphan(),
+		Strategy:        strategy, Rollout: e.rollout, Orphan: e.orphan(),
 	}, true
 }
 

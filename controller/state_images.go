@@ -8,7 +8,7 @@ func (fs *fleetState) nodeTemplates(node string) []schema.PodTemplateSpec {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	var out []schema.PodTemplateSpec
-	for _, in := range fs.current[node].Instances {
+	for in := range referenced(fs.current[node]) {
 		if rev, ok := fs.revisions[in.Revision]; ok {
 			out = append(out, rev.Template)
 		}

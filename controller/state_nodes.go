@@ -25,6 +25,7 @@ type nodeFacts struct {
 	hasCurrent bool
 	deleted    bool
 	observed   []schema.InstanceStatus
+	prefetch   []schema.PrefetchStatus
 }
 
 // facts returns what the state knows of node.
@@ -32,7 +33,8 @@ func (fs *fleetState) facts(node string) nodeFacts {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	cur, ok := fs.current[node]
-	return nodeFacts{current: cur, hasCurrent: ok, deleted: fs.deletedNodes[node], observed: fs.observed[node].Instances}
+	obs := fs.observed[node]
+	return nodeFacts{current: cur, hasCurrent: ok, deleted: fs.deletedNodes[node], observed: obs.Instances, prefetch: obs.Prefetch}
 }
 
 // current returns node's current desired state.

@@ -51,6 +51,24 @@ type transport interface {
 	Close() error
 }
 
+// wrapper is a transport that changes what another sends (signing,
+// sealing) and hands everything else to it.
+type wrapper interface {
+	unwrap() transport
+}
+
+// innermost is t under every wrapper: the embedded broker or the
+// external broker's client, for what only they do.
+func innermost(t transport) transport {
+	for {
+		w, ok := t.(wrapper)
+		if !ok {
+			return t
+		}
+		t = w.unwrap()
+	}
+}
+
 // transportHooks are how a transport reaches the controller. None blocks
 // on I/O.
 type transportHooks struct {
@@ -169,7 +187,7 @@ func desiredMessage(node string, d reconcile.NodeDesired) mqttclient.Message {
 	}
 	payload, _ := json.Marshal(schema.DesiredState{
 		SchemaVersion: schema.WireVersion, Node: node, Generation: d.Generation, Instances: instances,
-		ConfigMaps: d.ConfigMaps, Secrets: d.Secrets,
+		ConfigMaps: d.ConfigMaps, Secrets: d.Secrets, Prefetch: d.Prefetch,
 	})
 	return mqttclient.Message{Topic: schema.NodeTopic(node, schema.TopicDesired), Payload: payload, Retained: true}
 }

@@ -78,7 +78,7 @@ func (c *Controller) feedNodes(names map[string]bool, now time.Time) {
 			n.Online, n.OfflineSince = st.Online, st.OfflineSince
 		}
 		f := c.state.facts(name)
-		n.Current, n.HasCurrent, n.Deleted, n.Observed = f.current, f.hasCurrent, f.deleted, f.observed
+		n.Current, n.HasCurrent, n.Deleted, n.Observed, n.Prefetch = f.current, f.hasCurrent, f.deleted, f.observed, f.prefetch
 		c.decider.SetNode(n)
 	}
 }

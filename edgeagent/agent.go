@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/edgeset/edgeset/internal/boltfile"
 	"github.com/edgeset/edgeset/schema"
+	"github.com/edgeset/edgeset/sealing"
 )
 
 // Conn is the agent's MQTT connection as the agent needs it. Inbound
@@ -74,6 +76,9 @@ type Config struct {
 	// SeccompProfileDir holds the profiles of seccompProfile type
 	// Localhost; default DefaultSeccompProfileDir, the kubelet's.
 	SeccompProfileDir string
+	// PrefetchReportInterval is how often at most a prefetch's progress is
+	// published; default DefaultPrefetchReportInterval.
+	PrefetchReportInterval time.Duration
 	// SelfUpgrade, when set, upgrades the agent's own binary for the
 	// reserved daemonset schema.AgentDaemonSet (selfupgrade.go).
 	SelfUpgrade SelfUpgrader
@@ -81,6 +86,20 @@ type Config struct {
 	// instances that opt in are looked at between passes; default
 	// DefaultUpdateLockPoll.
 	UpdateLockPoll time.Duration
+	// NodeKeyFile is the node's sealing key (sealing.KeyFile): Secrets
+	// reach the node sealed to it. Empty is DataDir/node.key; a missing
+	// file is created with a new key. An Ephemeral agent without one
+	// keeps a new key in memory.
+	NodeKeyFile string
+	// SecretsAtRest is where the agent keeps Secrets between runs:
+	// SecretsSealed (the default) in its local state as the sealed
+	// message received, SecretsInMemory nowhere (and secret volumes on a
+	// tmpfs).
+	SecretsAtRest string
+	// KeyRegistrar, when set, registers the node's public key with the
+	// controller when the agent runs (sealed.go); nil leaves it to
+	// enrollment or an admin.
+	KeyRegistrar KeyRegistrar
 
 	// republished, when set, is called on the agent's goroutine after it
 	// reported again for a republished desired state (handleDesired); a
@@ -110,8 +129,17 @@ func (c Config) withDefaults() Config {
 	if c.SeccompProfileDir == "" {
 		c.SeccompProfileDir = DefaultSeccompProfileDir
 	}
+	if c.PrefetchReportInterval <= 0 {
+		c.PrefetchReportInterval = DefaultPrefetchReportInterval
+	}
 	if c.UpdateLockPoll <= 0 {
 		c.UpdateLockPoll = DefaultUpdateLockPoll
+	}
+	if c.SecretsAtRest == "" {
+		c.SecretsAtRest = SecretsSealed
+	}
+	if c.NodeKeyFile == "" && !c.Ephemeral {
+		c.NodeKeyFile = filepath.Join(c.DataDir, sealing.KeyFile)
 	}
 	return c
 }
@@ -122,6 +150,9 @@ func (c Config) validate() error {
 	}
 	if c.DataDir == "" && !c.Ephemeral {
 		return errNoDataDir
+	}
+	if c.SecretsAtRest != "" && c.SecretsAtRest != SecretsSealed && c.SecretsAtRest != SecretsInMemory {
+		return fmt.Errorf("agent config: SecretsAtRest %q is not %q or %q", c.SecretsAtRest, SecretsSealed, SecretsInMemory)
 	}
 	return nil
 }
@@ -138,6 +169,9 @@ type Agent struct {
 	probes *prober
 	runs   *runHistory // starts of each container's last two runs, for logs --previous
 	hooks  *hooks
+	// prefetch downloads the revisions the desired state asks to prefetch
+	// (prefetch.go); its own goroutine, its own lock.
+	prefetch *prefetcher
 	// lockWatch polls the update locks between passes (lockwatch.go).
 	lockWatch *lockWatcher
 	wake      chan struct{} // capacity 1: a pending request for a pass
@@ -161,7 +195,7 @@ type Agent struct {
 	desired    *schema.DesiredState
 	revisions  map[string]schema.Revision
 	configMaps map[string]schema.ConfigMap // by content hash
-	secrets    map[string]schema.Secret    // by content hash
+	secrets    map[string]schema.Secret    // by content hash, opened
 	applied    uint64
 	instances  map[instanceKey]*instance
 	restarts   map[string]int32 // restart counts as last persisted, by restartsKey
@@ -172,6 +206,8 @@ type Agent struct {
 	// deferrals are the updates deferred by an update lock, by daemonset
 	// (updatelock.go), as persisted.
 	deferrals map[string]deferral
+
+	keys *nodeKeys // the sealing keyring (sealed.go)
 }
 
 // retry is when a missing object's topic is subscribed to again, and the
@@ -195,6 +231,10 @@ func New(cfg Config, rt Runtime, conn Conn) (*Agent, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	keys, err := openNodeKeys(cfg)
+	if err != nil {
+		return nil, err
+	}
 	store, st, err := openStore(cfg)
 	if err != nil {
 		return nil, err
@@ -204,11 +244,12 @@ func New(cfg Config, rt Runtime, conn Conn) (*Agent, error) {
 		wake: make(chan struct{}, 1), inbox: map[string][]byte{}, missing: map[string]bool{},
 		revisions: map[string]schema.Revision{}, instances: map[instanceKey]*instance{},
 		configMaps: map[string]schema.ConfigMap{}, secrets: map[string]schema.Secret{},
-		volumes: newWrittenVolumes(),
+		volumes: newWrittenVolumes(), keys: keys,
 	}
 	a.probes = newProber(rt, a.poke, a.log, cfg.ProbeDial)
 	a.runs = newRunHistory()
 	a.hooks = newHooks(a.probes.runHandler, a.poke)
+	a.prefetch = newPrefetcher(a.prefetchPull, a.publishPrefetch, a.now, cfg.RestartBackoff, cfg.PrefetchReportInterval, a.log)
 	a.lockWatch = newLockWatcher(cfg.UpdateLockPoll, a.poke)
 	if cfg.KubeletLogDir != "" {
 		if a.klogs, err = NewKubeletLogs(cfg.KubeletLogDir); err != nil {
@@ -307,7 +348,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { a.watchRuntime(gctx); return nil })
 	g.Go(func() error { a.loop(gctx); return nil })
+	g.Go(func() error { return a.prefetch.Run(gctx) })
 	g.Go(func() error { a.lockWatch.Run(gctx); return nil })
+	if a.cfg.KeyRegistrar != nil {
+		g.Go(func() error { a.registerKey(gctx); return nil })
+	}
 	err := g.Wait()
 	a.probes.stopAll()
 	a.hooks.stopAll()
@@ -468,7 +513,9 @@ func (a *Agent) Observed() (schema.ObservedState, bool) {
 	if a.observed == nil {
 		return schema.ObservedState{}, false
 	}
-	return *a.observed, true
+	obs := *a.observed
+	obs.Prefetch = a.prefetch.reportedStatus()
+	return obs, true
 }
 
 func (a *Agent) desiredTopic() string { return schema.NodeTopic(a.cfg.NodeName, schema.TopicDesired) }

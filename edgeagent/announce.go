@@ -65,7 +65,7 @@ func (t Thresholds) withDefaults() Thresholds {
 // configured label may not use these keys.
 var automaticLabels = []string{
 	schema.LabelHostname, schema.LabelOS, schema.LabelArch,
-	schema.LabelAgentVersion, schema.LabelRuntime,
+	schema.LabelAgentVersion, schema.LabelRuntime, schema.LabelPrefetch,
 }
 
 // AnnounceConfig configures an Announcer.
@@ -76,8 +76,9 @@ type AnnounceConfig struct {
 	Hostname string
 	// Labels are the operator's labels for this device. The automatic keys
 	// (kubernetes.io/hostname, kubernetes.io/os, kubernetes.io/arch,
-	// edgeset.io/agent-version, edgeset.io/runtime) are refused: they must
-	// describe the device truthfully, since daemonsets select on them.
+	// edgeset.io/agent-version, edgeset.io/runtime, edgeset.io/prefetch)
+	// are refused: they must describe the device truthfully, since
+	// daemonsets select on them and the controller reads the last.
 	// Other kubernetes.io keys (topology.kubernetes.io/zone) are allowed.
 	Labels map[string]string
 	// Taints are announced as given.
@@ -128,6 +129,7 @@ func newAnnouncer(cfg AnnounceConfig, rt Runtime, host hostProbe) (*Announcer, e
 	if v := schema.Version; labelValueOK(v) {
 		a.labels[schema.LabelAgentVersion] = v
 	}
+	a.labels[schema.LabelPrefetch] = "true" // this agent prefetches (schema.DesiredState.Prefetch)
 	return a, nil
 }
 

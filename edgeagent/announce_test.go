@@ -110,7 +110,7 @@ func TestAnnouncerStatusFields(t *testing.T) {
 	require.Equal(t, map[string]string{
 		"site": "berlin-3", "topology.kubernetes.io/zone": "eu",
 		schema.LabelHostname: "gw-1", schema.LabelOS: runtime.GOOS, schema.LabelArch: runtime.GOARCH,
-		schema.LabelAgentVersion: schema.Version, schema.LabelRuntime: "docker",
+		schema.LabelAgentVersion: schema.Version, schema.LabelRuntime: "docker", schema.LabelPrefetch: "true",
 	}, st.Labels)
 	require.Equal(t, taints, st.Taints)
 	require.Equal(t, schema.ResourceList{"cpu": schema.Quantity(strconv.Itoa(runtime.NumCPU())), "memory": "4194304Ki"}, st.Capacity)

@@ -2,9 +2,11 @@ package edgeagent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/edgeset/edgeset/schema"
+	"github.com/edgeset/edgeset/sealing"
 )
 
 // handleConfigMap verifies and caches a ConfigMap the desired state is
@@ -30,8 +32,9 @@ func (a *Agent) handleConfigMap(ctx context.Context, hash string, b []byte) bool
 	return true
 }
 
-// handleSecret verifies and caches a Secret of this node the desired state
-// is waiting for. It returns false only when it could not be persisted.
+// handleSecret opens (sealed.go), verifies and caches a Secret of this
+// node the desired state is waiting for, keeping it at rest sealed, or
+// only in memory. It returns false only when it could not be persisted.
 // Nothing it logs carries a value.
 func (a *Agent) handleSecret(ctx context.Context, hash string, b []byte) bool {
 	topic := schema.NodeSecretTopic(a.cfg.NodeName, hash)
@@ -39,14 +42,21 @@ func (a *Agent) handleSecret(ctx context.Context, hash string, b []byte) bool {
 		a.log.Debug("ignoring secret not waited for", "topic", topic)
 		return true
 	}
-	m, err := receiveSecret(a.cfg.NodeName, hash, b)
+	m, sealed, err := a.openSecret(hash, b)
+	if errors.Is(err, sealing.ErrNotForKey) {
+		a.log.Info("secret sealed to a key this node no longer holds; waiting for the controller to seal it to the current key",
+			"topic", topic, "keyId", a.PublicKey().KeyID(), "err", err)
+		return true
+	}
 	if err != nil {
 		a.log.Warn("rejecting secret", "topic", topic, "err", err)
 		return true
 	}
-	if err := a.store.saveSecret(hash, m.Secret); err != nil {
-		a.log.Error("cannot persist secret; will retry", "secret", m.Secret.Key(), "err", err)
-		return false
+	if a.cfg.SecretsAtRest == SecretsSealed {
+		if err := a.store.saveSecret(hash, sealed); err != nil {
+			a.log.Error("cannot persist secret; will retry", "secret", m.Secret.Key(), "err", err)
+			return false
+		}
 	}
 	a.secrets[hash] = m.Secret
 	a.log.Info("cached secret", "secret", m.Secret.Key(), "hash", hash)
@@ -107,13 +117,7 @@ func (a *Agent) restoreConfigObjects(st localState) {
 		}
 		a.configMaps[h] = cm
 	}
-	for h, s := range st.secrets {
-		if schema.SecretHash(s) != h {
-			a.log.Warn("dropping corrupt cached secret", "hash", h)
-			continue
-		}
-		a.secrets[h] = s
-	}
+	a.restoreSecrets(st.secrets)
 }
 
 // pendingObject is a config object the desired state lists that has not

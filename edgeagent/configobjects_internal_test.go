@@ -27,11 +27,12 @@ func TestConfigObjectsPersistAndDropUnreferenced(t *testing.T) {
 			require.NoError(t, s.saveDesired(schema.DesiredState{SchemaVersion: 1, Node: "n", Generation: 1,
 				ConfigMaps: []schema.ObjectRef{{Namespace: "a", Name: "cfg", Hash: h1}}, Secrets: []schema.ObjectRef{{Namespace: "a", Name: "s", Hash: hs}}}))
 			require.NoError(t, s.saveConfigMap(h1, cm1))
-			require.NoError(t, s.saveSecret(hs, sec))
+			sealed := json.RawMessage(`{"schemaVersion":1,"sealed":{}}`)
+			require.NoError(t, s.saveSecret(hs, sealed))
 			st, err := s.load()
 			require.NoError(t, err)
 			assert.Equal(t, map[string]schema.ConfigMap{h1: cm1}, st.configMaps)
-			assert.Equal(t, map[string]schema.Secret{hs: sec}, st.secrets)
+			assert.Equal(t, map[string]json.RawMessage{hs: sealed}, st.secrets)
 
 			// The next version replaces the ConfigMap; the Secret is no longer referenced.
 			require.NoError(t, s.saveDesired(schema.DesiredState{SchemaVersion: 1, Node: "n", Generation: 2,
@@ -58,7 +59,7 @@ func TestRestoreDropsCorruptConfigObjects(t *testing.T) {
 	require.NoError(t, err)
 	st := newLocalState()
 	st.desired = &ds
-	st.configMaps[hg], st.configMaps[hb], st.secrets[hs] = good, bad, tamperedSecret
+	st.configMaps[hg], st.configMaps[hb], st.secrets[hs] = good, bad, marshal(t, tamperedSecret)
 	a.restore(st)
 	assert.Contains(t, a.configMaps, hg)
 	assert.NotContains(t, a.configMaps, hb)

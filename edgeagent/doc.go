@@ -19,6 +19,12 @@
 //	instances gone -> publish ObservedState if it changed -> kubelet-style
 //	log links (KubeletLogs, if Config.KubeletLogDir is set).
 //
+// Beside the loop, the prefetcher (prefetch.go, its own goroutine) pulls
+// the images of the revisions the desired state asks to prefetch, one
+// image at a time, while the instances keep running; each pass tells it
+// what is asked, and it publishes its progress in the observed state (at
+// most every PrefetchReportInterval for bytes).
+//
 // Kubernetes pod semantics kept: init containers in order, each to exit 0,
 // re-run only when the instance is recreated (never on adoption while its
 // main containers exist); sidecars (restartPolicy Always) started in order

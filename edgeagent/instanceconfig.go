@@ -74,7 +74,7 @@ func (a *Agent) instanceContext(k instanceKey) InstanceContext {
 	ic := InstanceContext{
 		Node: a.cfg.NodeName, NodeLabels: n.labels, HostIPs: n.hostIPs, Allocatable: n.allocatable,
 		DaemonSet: k.DaemonSet, Revision: k.Revision, SeccompProfileDir: a.cfg.SeccompProfileDir,
-		Policy: a.cfg.Policy, written: a.volumes,
+		Policy: a.cfg.Policy, written: a.volumes, SecretsInMemory: a.cfg.SecretsAtRest == SecretsInMemory,
 	}
 	if !a.cfg.Ephemeral {
 		ic.DataDir = a.cfg.DataDir

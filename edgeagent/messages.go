@@ -153,6 +153,9 @@ func (a *Agent) checkRevision(hash string, rev schema.Revision) error {
 			return nil
 		}
 	}
+	if slices.Contains(a.prefetchRevisions(), hash) {
+		return nil
+	}
 	return fmt.Errorf("revision %s is not referenced by the desired state", hash)
 }
 
@@ -173,6 +176,11 @@ func (a *Agent) missingTopics() map[string]bool {
 	for _, in := range a.desired.Instances {
 		if _, ok := a.revisions[in.Revision]; !ok {
 			out[schema.RevisionTopic(in.Revision)] = true
+		}
+	}
+	for _, rev := range a.prefetchRevisions() {
+		if _, ok := a.revisions[rev]; !ok {
+			out[schema.RevisionTopic(rev)] = true
 		}
 	}
 	for _, r := range a.desired.ConfigMaps {

@@ -58,3 +58,6 @@ func isMountPoint(dir string) (bool, error) {
 	}
 	return st.Dev != parent.Dev, nil
 }
+
+// isMounted reports whether dir is a mount point (a tmpfs the agent mounted).
+func isMounted(dir string) (bool, error) { return isMountPoint(dir) }

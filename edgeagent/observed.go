@@ -28,7 +28,9 @@ func (a *Agent) publishObserved(ctx context.Context, force bool) error {
 	if cur == nil || !connected {
 		return nil
 	}
-	b, err := json.Marshal(cur)
+	msg := *cur
+	msg.Prefetch = a.prefetch.reportedStatus()
+	b, err := json.Marshal(msg)
 	if err != nil {
 		return fmt.Errorf("encode observed state: %w", err)
 	}

@@ -37,6 +37,11 @@ type InstanceContext struct {
 	// SeccompProfileDir holds Localhost seccomp profiles; empty is
 	// DefaultSeccompProfileDir.
 	SeccompProfileDir string
+	// SecretsInMemory mounts a tmpfs on every volume that holds a Secret
+	// (a secret volume, a projected volume with a secret source) before
+	// writing it, as the kubelet does, so no Secret reaches the disk
+	// (Config.SecretsAtRest).
+	SecretsInMemory bool
 	// Policy is the device's local policy. Its Check is the caller's; with
 	// RestrictHostPaths, BuildInstance also holds a hostPath volume that
 	// resolves, through symlinks on the host, outside AllowedHostPaths,

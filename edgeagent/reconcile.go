@@ -83,6 +83,7 @@ func (a *Agent) reconcile(ctx context.Context) time.Duration {
 	a.forget(append(desired, keep...))
 	a.persistRestarts()
 	a.sweepPods(append(desired, keep...))
+	a.syncPrefetch()
 	a.finishPass(ctx, statuses)
 	a.syncKubeletLogs(list)
 	return a.untilNextPass(now)
@@ -348,6 +349,9 @@ func (a *Agent) forget(live []instanceKey) {
 	for _, k := range live {
 		liveKeys[k] = true
 		liveRevs[k.Revision] = true
+	}
+	for _, rev := range a.prefetchRevisions() {
+		liveRevs[rev] = true
 	}
 	for k := range a.instances {
 		if !liveKeys[k] {

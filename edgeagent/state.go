@@ -32,15 +32,18 @@ type localState struct {
 	desired    *schema.DesiredState
 	revisions  map[string]schema.Revision
 	configMaps map[string]schema.ConfigMap
-	secrets    map[string]schema.Secret
-	applied    uint64
-	restarts   map[string]int32
-	deferrals  map[string]deferral
+	// secrets are the Secrets as kept at rest: each a SealedSecretMessage
+	// sealed to the node's key (a store written before sealing holds a
+	// schema.Secret's JSON instead; restoreSecret migrates it).
+	secrets   map[string]json.RawMessage
+	applied   uint64
+	restarts  map[string]int32
+	deferrals map[string]deferral
 }
 
 func newLocalState() localState {
 	return localState{revisions: map[string]schema.Revision{}, configMaps: map[string]schema.ConfigMap{},
-		secrets: map[string]schema.Secret{}, restarts: map[string]int32{}, deferrals: map[string]deferral{}}
+		secrets: map[string]json.RawMessage{}, restarts: map[string]int32{}, deferrals: map[string]deferral{}}
 }
 
 // restartsKey is an instance's key in localState.restarts:
@@ -55,7 +58,10 @@ type stateStore interface {
 	saveDesired(ds schema.DesiredState) error
 	saveRevision(rev schema.Revision) error
 	saveConfigMap(hash string, cm schema.ConfigMap) error
-	saveSecret(hash string, s schema.Secret) error
+	// saveSecret keeps a Secret as sealed, a SealedSecretMessage's JSON.
+	saveSecret(hash string, sealed json.RawMessage) error
+	// dropSecrets forgets every Secret (secrets-at-rest: memory).
+	dropSecrets() error
 	saveApplied(gen uint64) error
 	// saveRestarts replaces the persisted restart counts with restarts.
 	saveRestarts(restarts map[string]int32) error
@@ -210,8 +216,22 @@ func (s *boltStore) saveConfigMap(hash string, cm schema.ConfigMap) error {
 	return s.putObject(bucketConfigMaps, "configmap "+cm.Key(), hash, cm)
 }
 
-func (s *boltStore) saveSecret(hash string, sec schema.Secret) error {
-	return s.putObject(bucketSecrets, "secret "+sec.Key(), hash, sec)
+func (s *boltStore) saveSecret(hash string, sealed json.RawMessage) error {
+	return s.putObject(bucketSecrets, "secret", hash, sealed)
+}
+
+func (s *boltStore) dropSecrets() error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.DeleteBucket(bucketSecrets); err != nil {
+			return err
+		}
+		_, err := tx.CreateBucket(bucketSecrets)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("drop secrets from %s: %w", s.path, err)
+	}
+	return nil
 }
 
 // putObject stores v under hash in bucket; errors name what (never the
@@ -360,10 +380,17 @@ func (m *memoryStore) saveConfigMap(hash string, cm schema.ConfigMap) error {
 	return nil
 }
 
-func (m *memoryStore) saveSecret(hash string, s schema.Secret) error {
+func (m *memoryStore) saveSecret(hash string, sealed json.RawMessage) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.st.secrets[hash] = s
+	m.st.secrets[hash] = sealed
+	return nil
+}
+
+func (m *memoryStore) dropSecrets() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	clear(m.st.secrets)
 	return nil
 }
 

@@ -35,6 +35,7 @@ type volumeSetup struct {
 	name     string
 	root     string
 	writer   bool // contents written by writeAtomic from payload; mounted read-only
+	tmpfs    bool // a writer's directory is a tmpfs (SecretsInMemory and a Secret in it)
 	payload  map[string]fileProjection
 	emptyDir *schema.EmptyDirVolumeSource
 	hostPath *schema.HostPathVolumeSource
@@ -111,14 +112,15 @@ func planVolume(ic InstanceContext, f podFields, spec schema.PodSpec, v schema.V
 		return volumeSetup{name: v.Name, root: dir(volumeKindConfigMap), writer: true, payload: p}, err
 	case v.Secret != nil:
 		p, err := secretPayload(ic, v.Secret.SecretName, v.Secret.Items, modeOr(v.Secret.DefaultMode), isTrue(v.Secret.Optional))
-		return volumeSetup{name: v.Name, root: dir(volumeKindSecret), writer: true, payload: p}, err
+		return volumeSetup{name: v.Name, root: dir(volumeKindSecret), writer: true, payload: p, tmpfs: ic.SecretsInMemory}, err
 	case v.DownwardAPI != nil:
 		p := map[string]fileProjection{}
 		err := downwardPayload(p, f, spec, v.DownwardAPI.Items, modeOr(v.DownwardAPI.DefaultMode), ic.Allocatable)
 		return volumeSetup{name: v.Name, root: dir(volumeKindDownwardAPI), writer: true, payload: p}, err
 	case v.Projected != nil:
 		p, err := projectedPayload(ic, f, spec, *v.Projected)
-		return volumeSetup{name: v.Name, root: dir(volumeKindProjected), writer: true, payload: p}, err
+		return volumeSetup{name: v.Name, root: dir(volumeKindProjected), writer: true, payload: p,
+			tmpfs: ic.SecretsInMemory && projectsSecret(*v.Projected)}, err
 	}
 	ed := v.EmptyDir
 	if ed == nil {
@@ -217,6 +219,16 @@ func downwardPayload(out map[string]fileProjection, f podFields, spec schema.Pod
 		out[filepath.Clean(it.Path)] = fileProjection{Data: []byte(v), Mode: mode}
 	}
 	return nil
+}
+
+// projectsSecret reports whether a projected volume has a secret source.
+func projectsSecret(p schema.ProjectedVolumeSource) bool {
+	for _, src := range p.Sources {
+		if src.Secret != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // projectedPayload merges the sources in order, a later path replacing an
@@ -386,6 +398,10 @@ func prepareVolume(vs volumeSetup, fsGroup *int64, now time.Time, written *writt
 	switch {
 	case vs.hostPath != nil:
 		resolved, err = prepareHostPathVolume(vs.policy, *vs.hostPath)
+	case vs.writer && vs.tmpfs:
+		if err = prepareSecretTmpfs(vs.root); err == nil {
+			err = written.write(vs.root, vs.payload, fsGroup, now)
+		}
 	case vs.writer:
 		err = written.write(vs.root, vs.payload, fsGroup, now)
 	case vs.emptyDir != nil:
@@ -504,14 +520,42 @@ func prepareTerminationLog(path string) error {
 	return os.Chmod(path, 0o666)
 }
 
+// prepareSecretTmpfs mounts a tmpfs (mode 0755) on a volume directory
+// that will hold a Secret, unless one is there. A directory already
+// holding files on disk (written before secrets-at-rest: memory was set)
+// is emptied first, so no Secret stays beneath the mount.
+func prepareSecretTmpfs(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if mounted, err := isMounted(dir); err != nil || mounted {
+		return err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	if _, err := mountTmpfs(dir, 0); err != nil {
+		return fmt.Errorf("%w (secrets-at-rest: memory keeps secret volumes on a tmpfs)", err)
+	}
+	return os.Chmod(dir, 0o755)
+}
+
 // removePodFiles removes an instance's directory, unmounting its memory
-// emptyDirs first.
+// emptyDirs and its secret volumes' tmpfs first.
 func removePodFiles(dataDir, podUID string) error {
 	dir := podDir(dataDir, podUID)
-	empties, _ := os.ReadDir(filepath.Join(dir, "volumes", volumeKindEmptyDir))
-	for _, e := range empties {
-		if err := unmountAll(filepath.Join(dir, "volumes", volumeKindEmptyDir, e.Name())); err != nil {
-			return err
+	for _, kind := range []string{volumeKindEmptyDir, volumeKindSecret, volumeKindProjected} {
+		vols, _ := os.ReadDir(filepath.Join(dir, "volumes", kind))
+		for _, e := range vols {
+			if err := unmountAll(filepath.Join(dir, "volumes", kind, e.Name())); err != nil {
+				return err
+			}
 		}
 	}
 	return os.RemoveAll(dir)

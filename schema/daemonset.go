@@ -93,6 +93,9 @@ type RolloutPolicy struct {
 	// MaintenanceWindows, when set, confine switches to a new revision to
 	// the windows that select each node (rollout_schedule.go).
 	MaintenanceWindows []MaintenanceWindow `json:"maintenanceWindows,omitempty"`
+	// Prefetch downloads a new revision's images on every node before
+	// the rollout switches it (rollout_prefetch.go).
+	Prefetch *PrefetchPolicy `json:"prefetch,omitempty"`
 	// UpdateLockStaleAfterSeconds: an update lock (UpdateLockAnnotation)
 	// held longer than this is reported stale, and `edgesetctl rollout
 	// resume --force` may override it. Zero: never stale. Unset:

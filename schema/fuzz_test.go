@@ -43,17 +43,18 @@ func fuzzWire[T any](f *testing.F, decode func([]byte) (T, error)) {
 	})
 }
 
-func FuzzDecodeNodeStatus(f *testing.F)       { fuzzWire(f, DecodeNodeStatus) }
-func FuzzDecodePresence(f *testing.F)         { fuzzWire(f, DecodePresence) }
-func FuzzDecodeDesiredState(f *testing.F)     { fuzzWire(f, DecodeDesiredState) }
-func FuzzDecodeObservedState(f *testing.F)    { fuzzWire(f, DecodeObservedState) }
-func FuzzDecodeNodeEvent(f *testing.F)        { fuzzWire(f, DecodeNodeEvent) }
-func FuzzDecodeRevision(f *testing.F)         { fuzzWire(f, DecodeRevision) }
-func FuzzDecodeConfigMapMessage(f *testing.F) { fuzzWire(f, DecodeConfigMapMessage) }
-func FuzzDecodeSecretMessage(f *testing.F)    { fuzzWire(f, DecodeSecretMessage) }
-func FuzzDecodeExecRequest(f *testing.F)      { fuzzWire(f, DecodeExecRequest) }
-func FuzzDecodeExecChunk(f *testing.F)        { fuzzWire(f, DecodeExecChunk) }
-func FuzzDecodeExecInput(f *testing.F)        { fuzzWire(f, DecodeExecInput) }
+func FuzzDecodeNodeStatus(f *testing.F)          { fuzzWire(f, DecodeNodeStatus) }
+func FuzzDecodePresence(f *testing.F)            { fuzzWire(f, DecodePresence) }
+func FuzzDecodeDesiredState(f *testing.F)        { fuzzWire(f, DecodeDesiredState) }
+func FuzzDecodeObservedState(f *testing.F)       { fuzzWire(f, DecodeObservedState) }
+func FuzzDecodeNodeEvent(f *testing.F)           { fuzzWire(f, DecodeNodeEvent) }
+func FuzzDecodeRevision(f *testing.F)            { fuzzWire(f, DecodeRevision) }
+func FuzzDecodeConfigMapMessage(f *testing.F)    { fuzzWire(f, DecodeConfigMapMessage) }
+func FuzzDecodeSecretMessage(f *testing.F)       { fuzzWire(f, DecodeSecretMessage) }
+func FuzzDecodeSealedSecretMessage(f *testing.F) { fuzzWire(f, DecodeSealedSecretMessage) }
+func FuzzDecodeExecRequest(f *testing.F)         { fuzzWire(f, DecodeExecRequest) }
+func FuzzDecodeExecChunk(f *testing.F)           { fuzzWire(f, DecodeExecChunk) }
+func FuzzDecodeExecInput(f *testing.F)           { fuzzWire(f, DecodeExecInput) }
 
 // addFiles seeds f with every file matching pattern.
 func addFiles(f *testing.F, pattern string) {

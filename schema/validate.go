@@ -577,6 +577,7 @@ func validateRollout(errs *fieldErrors, ds *DaemonSet) {
 		errs.add(field+".updateLockStaleAfterSeconds", "must be >= 0 (0: never stale), not %d", *s)
 	}
 	validateSchedulePolicy(errs, field, r)
+	validatePrefetchPolicy(errs, field, ds.Key(), r.Prefetch)
 	if c := r.Canary; c != nil {
 		if validateIntOrPercent(errs, field+".canary.nodes", c.Nodes) && (c.Nodes == nil || isZero(c.Nodes)) {
 			errs.add(field+".canary.nodes", "required: at least one node or a percentage above 0%%")

@@ -91,6 +91,7 @@ var (
 	volumeType       = reflect.TypeOf(Volume{})
 	volumeMountType  = reflect.TypeOf(VolumeMount{})
 	bytesType        = reflect.TypeOf([]byte(nil))
+	prefetchType     = reflect.TypeOf(PrefetchPolicy{})
 	errBudgetMessage = fmt.Sprintf("document too large: more than %d YAML nodes (counting alias expansions)", maxWalkNodes)
 )
 
@@ -121,6 +122,8 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, p fieldPath) (any, action) {
 		return w.timestamp(n, p)
 	case bytesType:
 		return w.base64(n, p)
+	case prefetchType:
+		return w.prefetch(n, p)
 	}
 	switch t.Kind() {
 	case reflect.Struct:
@@ -273,6 +276,18 @@ func (w *walker) intOrString(n *yaml.Node, p fieldPath) (any, action) {
 		return w.integer(n, reflect.TypeOf(int32(0)), p)
 	}
 	return w.mismatch(n, p, "an integer or a string")
+}
+
+// prefetch accepts spec.rollout.prefetch: a boolean, or the object form
+// with its fields checked as a struct's.
+func (w *walker) prefetch(n *yaml.Node, p fieldPath) (any, action) {
+	if n.Kind == yaml.ScalarNode {
+		return w.boolean(n, p)
+	}
+	if n.Kind != yaml.MappingNode {
+		return w.mismatch(n, p, "true, false or an object with maxConcurrentPerSite and topologyKey")
+	}
+	return w.walkStruct(n, reflect.TypeOf(prefetchObject{}), p)
 }
 
 func (w *walker) walkSlice(n *yaml.Node, t reflect.Type, p fieldPath) (any, action) {

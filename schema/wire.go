@@ -48,6 +48,11 @@ type DesiredState struct {
 	// node's own NodeSecretTopic(node, hash).
 	ConfigMaps []ObjectRef `json:"configMaps,omitempty"`
 	Secrets    []ObjectRef `json:"secrets,omitempty"`
+	// Prefetch lists the revisions whose images the node is to download
+	// in the background, at most one per daemonset, sorted by daemonset:
+	// the revisions it will switch to (spec.rollout.prefetch). Sent only
+	// to agents that announce LabelPrefetch.
+	Prefetch []DesiredInstance `json:"prefetch,omitempty"`
 }
 
 // ObjectRef names one version of a namespaced config object.
@@ -129,6 +134,9 @@ type ObservedState struct {
 	Node               string           `json:"node"`
 	ObservedGeneration uint64           `json:"observedGeneration"`
 	Instances          []InstanceStatus `json:"instances"`
+	// Prefetch reports the progress of each prefetch the desired state
+	// asks for, sorted by daemonset; omitted when it asks for none.
+	Prefetch []PrefetchStatus `json:"prefetch,omitempty"`
 }
 
 // InstanceStatus is the observed state of one daemon instance on a node.

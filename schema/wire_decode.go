@@ -280,6 +280,7 @@ func validateDesiredState(errs *fieldErrors, m *DesiredState) {
 	}
 	validateObjectRefs(errs, "configMaps", m.ConfigMaps)
 	validateObjectRefs(errs, "secrets", m.Secrets)
+	validatePrefetchAsks(errs, m.Prefetch)
 }
 
 // validateObjectRefs checks config object references: a namespace, a
@@ -322,6 +323,7 @@ func validateObservedState(errs *fieldErrors, m *ObservedState) {
 		}
 		validateUpdateLockStatus(errs, f+".updateLock", in.UpdateLock)
 	}
+	validatePrefetchStatuses(errs, m.Prefetch)
 }
 
 // instancePhases are the phases an agent may report.

@@ -97,6 +97,16 @@ func wireCases() []wireCase {
 			SchemaVersion: WireVersion, Node: "pi-01", ObservedGeneration: 43,
 			Instances: []InstanceStatus{{DaemonSet: "edge/agent", Revision: hash, Phase: PhaseInitCrashLoopBackOff, Restarts: 2, LastExitCode: ptr(int32(1)), Message: "init container setup: exit code 1"}},
 		}, decoderFor(DecodeObservedState)},
+		{"desired-state-prefetch", DesiredState{
+			SchemaVersion: WireVersion, Node: "pi-01", Generation: 44,
+			Instances: []DesiredInstance{{DaemonSet: "edge/agent", Revision: "0123456789abcdef0123"}},
+			Prefetch:  []DesiredInstance{{DaemonSet: "edge/agent", Revision: hash}},
+		}, decoderFor(DecodeDesiredState)},
+		{"observed-state-prefetch", ObservedState{
+			SchemaVersion: WireVersion, Node: "pi-01", ObservedGeneration: 44,
+			Instances: []InstanceStatus{{DaemonSet: "edge/agent", Revision: "0123456789abcdef0123", Phase: PhaseRunning, Ready: true, ReadySince: &t1}},
+			Prefetch:  []PrefetchStatus{{DaemonSet: "edge/agent", Revision: hash, BytesDone: 812 << 10, BytesTotal: 1000 << 10}},
+		}, decoderFor(DecodeObservedState)},
 		{"desired-state-lock-override", DesiredState{
 			SchemaVersion: WireVersion, Node: "pi-01", Generation: 44,
 			Instances: []DesiredInstance{{DaemonSet: "edge/agent", Revision: hash, OverrideUpdateLock: FormatLockInstant(t0)}},
@@ -111,6 +121,7 @@ func wireCases() []wireCase {
 		}, decoderFor(DecodeObservedState)},
 		{"configmap", ConfigMapMessage{SchemaVersion: WireVersion, Hash: ConfigMapHash(sampleConfigMap()), ConfigMap: sampleConfigMap()}, decoderFor(DecodeConfigMapMessage)},
 		{"secret", SecretMessage{SchemaVersion: WireVersion, Node: "pi-01", Hash: SecretHash(sampleSecret()), Secret: sampleSecret()}, decoderFor(DecodeSecretMessage)},
+		{"sealed-secret", sampleSealedSecret(), decoderFor(DecodeSealedSecretMessage)},
 	}
 }
 

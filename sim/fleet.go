@@ -71,6 +71,10 @@ type Options struct {
 	TrustRoot ed25519.PublicKey
 	// Logger receives the agents' warnings; default discard.
 	Logger *slog.Logger
+	// RecordDowntime has every device record each switch of a daemon from
+	// one revision to another and how long it had none running
+	// (Fleet.Downtimes). It costs a runtime event subscription per device.
+	RecordDowntime bool
 }
 
 // Fleet is a set of simulated devices. Create it with New and run it with
@@ -93,6 +97,7 @@ type device struct {
 	profile   Profile
 	rt        *fake.Runtime
 	link      *Link
+	downtime  *downtimeWatch // nil unless Options.RecordDowntime
 	node      *edgeagent.Node
 	launched  atomic.Int64  // Unix nanoseconds the ramp started it; 0 before
 	announced atomic.Int64  // Unix nanoseconds of its first status; 0 before
@@ -182,6 +187,9 @@ func (f *Fleet) newDevice(i int) (*device, error) {
 	}
 	d := &device{name: name, profile: f.opts.Shape.Profile(i), up: make(chan struct{})}
 	d.rt = newRuntime(d.profile, f.opts.Shape.Behaviour.PreloadedImages)
+	if f.opts.RecordDowntime {
+		d.downtime = newDowntimeWatch(name, d.rt)
+	}
 	d.link = &Link{bytes: &f.bytes}
 	if n := len(f.opts.SourceAddrs); n > 0 {
 		d.link.src = net.TCPAddrFromAddrPort(netip.AddrPortFrom(f.opts.SourceAddrs[i%n], 0))
@@ -209,6 +217,7 @@ func newRuntime(p Profile, preloaded []string) *fake.Runtime {
 	rt := fake.New()
 	rt.AddImage(preloaded...)
 	rt.StartLatency = p.StartLatency
+	rt.ImageSize, rt.LinkBytesPerSecond = p.ImageSize, p.LinkBytesPerSecond
 	rt.ImagePullFailure = func(image string) error {
 		if p.PullFails(image) {
 			return errors.New("simulated pull failure: manifest unknown")
@@ -239,6 +248,9 @@ func (d *device) status(context.Context) schema.NodeStatus {
 		labels[k] = v
 	}
 	labels[schema.LabelHostname] = d.name
+	if !d.profile.NoPrefetch {
+		labels[schema.LabelPrefetch] = "true" // its agent prefetches
+	}
 	return schema.NodeStatus{
 		Labels: labels, Taints: d.profile.Taints,
 		Conditions: []schema.NodeCondition{{Type: schema.NodeReady, Status: schema.ConditionTrue}},
@@ -292,6 +304,9 @@ func (f *Fleet) runDevice(ctx context.Context, d *device) error {
 		wg.Go(func() { d.goOffline(ctx) })
 	case d.profile.Flaps:
 		wg.Go(func() { f.flap(ctx, d) })
+	}
+	if d.downtime != nil {
+		wg.Go(func() { d.downtime.run(ctx) })
 	}
 	err := d.node.Run(ctx)
 	cancel()

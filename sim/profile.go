@@ -26,9 +26,15 @@ type Profile struct {
 	Flaps, Offline bool
 	// OfflineAfter is how long an Offline device stays connected.
 	OfflineAfter time.Duration
+	// NoPrefetch: the device's agent does not announce prefetching.
+	NoPrefetch bool
+	// LinkBytesPerSecond and ImageSize model its pulls (Behaviour).
+	LinkBytesPerSecond int64
 
 	seed                  uint64
 	pullFailure, crashing float64
+	imageSizes            map[string]int64
+	defaultImageSize      int64
 }
 
 // Profile samples device i. It is a pure function of the Shape's Seed and
@@ -54,7 +60,18 @@ func (s Shape) Profile(i int) Profile {
 	p.Flaps = rng.Float64() < b.Flapping.Probability
 	p.Offline = rng.Float64() < b.Offline
 	p.OfflineAfter = b.OfflineAfter.Sample(rng)
+	p.NoPrefetch = b.NoPrefetch > 0 && chance(s.Seed, i, "noprefetch", "") < b.NoPrefetch
+	p.LinkBytesPerSecond, p.imageSizes, p.defaultImageSize = b.LinkBytesPerSecond, b.ImageSizes, b.DefaultImageSize
 	return p
+}
+
+// ImageSize is an image's size on the device's link, in bytes
+// (Behaviour.ImageSizes, DefaultImageSize).
+func (p Profile) ImageSize(image string) int64 {
+	if n, ok := p.imageSizes[image]; ok {
+		return n
+	}
+	return p.defaultImageSize
 }
 
 // PullFails reports whether pulling image fails on this device; the answer

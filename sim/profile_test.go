@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/edgeset/edgeset/schema"
 )
 
 func testShape(t *testing.T) Shape {
@@ -138,5 +140,29 @@ func TestPercentiles(t *testing.T) {
 	}
 	if (percentiles(nil) != Percentiles{}) {
 		t.Error("percentiles of nothing must be zero")
+	}
+}
+
+// TestNoPrefetchFraction: about the fraction noPrefetch of the devices
+// announce no prefetching, the others edgeset.io/prefetch=true.
+func TestNoPrefetchFraction(t *testing.T) {
+	s, err := ParseShape([]byte("seed: 9\nbehaviour: {noPrefetch: 0.25}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := 0
+	for i := range 2000 {
+		p := s.Profile(i)
+		d := &device{name: "d", profile: p, up: make(chan struct{})}
+		_, announced := d.status(t.Context()).Labels[schema.LabelPrefetch]
+		if announced == p.NoPrefetch {
+			t.Fatalf("device %d: NoPrefetch %v but prefetch label announced %v", i, p.NoPrefetch, announced)
+		}
+		if p.NoPrefetch {
+			old++
+		}
+	}
+	if old < 400 || old > 600 {
+		t.Errorf("%d of 2000 devices without prefetch, want about 500", old)
 	}
 }

@@ -70,6 +70,19 @@ type Behaviour struct {
 	// PreloadedImages are present on every device from the start (for
 	// imagePullPolicy: Never).
 	PreloadedImages []string `yaml:"preloadedImages"`
+	// LinkBytesPerSecond is each device's link speed for image pulls; with
+	// image sizes (ImageSizes, DefaultImageSize) a pull takes an image's
+	// size over it, one transfer at a time per device, resumed where an
+	// interrupted one stopped. Zero (or no sizes) pulls at once.
+	LinkBytesPerSecond int64 `yaml:"linkBytesPerSecond"`
+	// ImageSizes are images' sizes in bytes; DefaultImageSize is the
+	// others'.
+	ImageSizes       map[string]int64 `yaml:"imageSizes"`
+	DefaultImageSize int64            `yaml:"defaultImageSize"`
+	// NoPrefetch is the fraction of devices whose agent does not announce
+	// edgeset.io/prefetch, as one built before download before switch: a
+	// rollout switches them without asking them to prefetch.
+	NoPrefetch float64 `yaml:"noPrefetch"`
 }
 
 // Flapping is a link that fails every Every and stays down for Down.
@@ -179,6 +192,18 @@ func (s Shape) Validate() error {
 	checkProbability(bad, "behaviour.crashLoop", b.CrashLoop)
 	checkProbability(bad, "behaviour.offline", b.Offline)
 	checkProbability(bad, "behaviour.flapping.probability", b.Flapping.Probability)
+	checkProbability(bad, "behaviour.noPrefetch", b.NoPrefetch)
+	if b.LinkBytesPerSecond < 0 {
+		bad("behaviour.linkBytesPerSecond", "must not be negative, not %d", b.LinkBytesPerSecond)
+	}
+	if b.DefaultImageSize < 0 {
+		bad("behaviour.defaultImageSize", "must not be negative, not %d", b.DefaultImageSize)
+	}
+	for _, image := range sortedKeys(b.ImageSizes) {
+		if b.ImageSizes[image] < 0 {
+			bad("behaviour.imageSizes."+image, "must not be negative, not %d", b.ImageSizes[image])
+		}
+	}
 	for _, r := range []struct {
 		key string
 		r   Range

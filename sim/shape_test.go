@@ -44,6 +44,28 @@ behaviour:
 				t.Errorf("behaviour %+v", s.Behaviour)
 			}
 		}},
+		{name: "slow links", yaml: `behaviour:
+  linkBytesPerSecond: 200000
+  imageSizes: {"camera:2": 5000000}
+  defaultImageSize: 1000000
+  noPrefetch: 0.25
+`, check: func(t *testing.T, s Shape) {
+			p := s.Profile(0)
+			if p.LinkBytesPerSecond != 200000 || p.ImageSize("camera:2") != 5000000 || p.ImageSize("other:1") != 1000000 {
+				t.Errorf("profile %+v: want the link and sizes of the shape", p)
+			}
+		}},
+		{name: "bad link and sizes", yaml: `behaviour:
+  linkBytesPerSecond: -1
+  imageSizes: {"camera:2": -5}
+  defaultImageSize: -1
+  noPrefetch: 2
+`, wantErr: []string{
+			"behaviour.noPrefetch: probability 2",
+			"behaviour.linkBytesPerSecond: must not be negative",
+			"behaviour.defaultImageSize: must not be negative",
+			"behaviour.imageSizes.camera:2: must not be negative",
+		}},
 		{name: "unknown top-level key", yaml: "sead: 3\n", wantErr: []string{"sead"}},
 		{name: "unknown nested key", yaml: "behaviour:\n  flapping: {probabilty: 0.1}\n", wantErr: []string{"probabilty"}},
 		{name: "bad duration", yaml: "behaviour:\n  startLatency: {min: fast}\n", wantErr: []string{`"fast" is not a duration`, "line 2"}},

@@ -86,6 +86,11 @@ type fileConfig struct {
 
 	TrustRoot string `mapstructure:"trust-root"`
 
+	NodeKeyFile      string `mapstructure:"node-key-file"`
+	SecretsAtRest    string `mapstructure:"secrets-at-rest"`
+	ControllerURL    string `mapstructure:"controller-url"`
+	ControllerCAFile string `mapstructure:"controller-ca-file"`
+
 	RegistryServer       string `mapstructure:"registry-server"`
 	RegistryUsername     string `mapstructure:"registry-username"`
 	RegistryPassword     string `mapstructure:"registry-password"`
@@ -113,6 +118,10 @@ func addFlags(f *pflag.FlagSet) {
 	f.Int("publish-qos", defaultPublishQoS, "QoS of the node's publishes (presence, status, observed state, events; the will stays 1): 0 or 1; 0 on a NATS cluster, which stores every QoS 1 publish in a replicated JetStream stream (docs/scale-out.md)")
 	f.Duration("broker-settle-interval", defaultSettleInterval, "announce the node again (online, status, observed state) this long after each connection, repairing a clustered broker's late or lost messages (0: never)")
 	f.String("trust-root", "", "fleet root public key (a file, or its ed25519:... value from `edgesetctl keys init`): accept only documents the fleet's keys signed; empty is the insecure mode")
+	f.String("node-key-file", "", "this node's X25519 key that Secrets are sealed to, mode 0600, created when missing (default: DATA-DIR/node.key)")
+	f.String("secrets-at-rest", edgeagent.SecretsSealed, "where Secrets are kept between runs: sealed (agent.db, as received, sealed to the node key) or memory (nowhere on disk; secret volumes on a tmpfs)")
+	f.String("controller-url", "", "controller API URL (https://controller:8080) the node registers its sealing key with, authenticated by its token (default: image-url)")
+	f.String("controller-ca-file", "", "CA bundle verifying --controller-url's TLS certificate (default: system roots)")
 	f.String("data-dir", defaultDataDir, "directory of the local state (agent.db); its filesystem is watched for DiskPressure")
 	f.String("runtime", defaultRuntime, "container runtime: docker, or fake (in memory, for trials)")
 	f.String("docker-host", "", "Docker engine address (default: DOCKER_HOST or the local socket)")
@@ -175,6 +184,8 @@ type settings struct {
 	images imageSettings
 	// boot is what selfupdate.Start found; nil: no self-upgrade.
 	boot *selfupdate.Boot
+	// keys: register the node's sealing key (controller-url); zero: off.
+	keys keySettings
 }
 
 // resolve validates fc and turns it into settings, reporting every problem,
@@ -202,6 +213,9 @@ func (fc fileConfig) resolve(hostname func() (string, error)) (settings, error) 
 	add(err)
 	images, err := fc.imageSettings(token)
 	add(err)
+	keys, err := fc.keySettings(token)
+	add(err)
+	add(fc.checkSecretsAtRest())
 	add(fc.checkChoices())
 	var root ed25519.PublicKey
 	if fc.TrustRoot != "" {
@@ -221,11 +235,12 @@ func (fc fileConfig) resolve(hostname func() (string, error)) (settings, error) 
 	s := settings{
 		runtime: fc.Runtime, dockerHost: fc.DockerHost,
 		logLevel: fc.LogLevel, logFormat: fc.LogFormat, metricsAddr: fc.MetricsAddr,
-		announce: announce, images: images,
+		announce: announce, images: images, keys: keys,
 	}
 	s.node = edgeagent.NodeOptions{
 		Agent: edgeagent.Config{NodeName: node, DataDir: fc.DataDir, Policy: fc.policy(), RegistryAuth: auth,
-			KubeletLogDir: fc.KubeletLogDir, SeccompProfileDir: fc.SeccompDir, TrustRoot: root},
+			KubeletLogDir: fc.KubeletLogDir, SeccompProfileDir: fc.SeccompDir, TrustRoot: root,
+			NodeKeyFile: fc.NodeKeyFile, SecretsAtRest: fc.SecretsAtRest},
 		MQTT: mqttclient.Options{
 			BrokerURLs: brokers, Password: token, KeepAlive: fc.KeepAlive,
 			CAFile: fc.CAFile, CertFile: fc.CertFile, KeyFile: fc.KeyFile,

@@ -18,6 +18,7 @@ import (
 
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/internal/atomicfile"
+	"github.com/edgeset/edgeset/sealing"
 )
 
 // enrollOptions are the flags of edgeset-agent enroll.
@@ -29,6 +30,7 @@ type enrollOptions struct {
 	caFile     string // verifies the controller's HTTPS certificate
 	config     string // the agent config file to write
 	tokenFile  string // the token file to write; next to config by default
+	keyFile    string // the node's sealing key; next to config by default
 	dataDir    string // written into the config when set
 	force      bool
 }
@@ -45,7 +47,13 @@ fleet root to pin. They are written to --config (node-name, broker-url,
 token-file, trust-root) and to the token file (mode 0600), so that
 'edgeset-agent --config FILE' then runs with nothing pasted by hand. A code
 bound to one node gives that node's name; a code shared by several devices
-needs --node. An existing config file is not replaced without --force.`,
+needs --node. An existing config file is not replaced without --force.
+
+enroll also makes the node's X25519 key (--node-key-file, mode 0600; an
+existing one is kept) and sends its public half with the code, so the
+controller seals this node's Secrets to it from the first; the private key
+never leaves the device. The config gets node-key-file and controller-url
+(and controller-ca-file), where the agent registers a rotated key.`,
 		Example: `  edgeset-agent enroll --controller https://ctl.example:8080 --ca-file /etc/edgeset/ca.pem --code esn1_... 
   edgeset-agent enroll --controller http://10.0.0.1:8080 --code-file /boot/edgeset.code --node berlin-gw-07
   edgeset-agent --config /etc/edgeset/agent.yaml`,
@@ -62,6 +70,7 @@ needs --node. An existing config file is not replaced without --force.`,
 	f.StringVar(&o.caFile, "ca-file", "", "PEM CA bundle that verifies the controller's HTTPS certificate")
 	f.StringVar(&o.config, "config", "/etc/edgeset/agent.yaml", "the agent config file to write")
 	f.StringVar(&o.tokenFile, "token-file", "", "the token file to write (default: token next to --config)")
+	f.StringVar(&o.keyFile, "node-key-file", "", "the node's sealing key, created when missing (default: node.key next to --config)")
 	f.StringVar(&o.dataDir, "data-dir", "", "the agent's data directory, written into the config (default: the agent's default)")
 	f.BoolVar(&o.force, "force", false, "replace an existing config file")
 	return cmd
@@ -91,9 +100,15 @@ func enroll(ctx context.Context, o enrollOptions, stdout io.Writer) error {
 	}
 	// The config names the token file absolutely: the agent reads it from
 	// wherever it runs (systemd starts it in /).
+	if o.keyFile == "" {
+		o.keyFile = filepath.Join(filepath.Dir(o.config), sealing.KeyFile)
+	}
 	var err error
 	if o.tokenFile, err = filepath.Abs(o.tokenFile); err != nil {
 		return fmt.Errorf("--token-file: %w", err)
+	}
+	if o.keyFile, err = filepath.Abs(o.keyFile); err != nil {
+		return fmt.Errorf("--node-key-file: %w", err)
 	}
 	if _, err := os.Stat(o.config); err == nil && !o.force {
 		return fmt.Errorf("--config %s exists; enroll replaces it only with --force", o.config)
@@ -104,9 +119,14 @@ func enroll(ctx context.Context, o enrollOptions, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	ring, _, err := sealing.LoadOrCreateKeyFile(o.keyFile)
+	if err != nil {
+		return fmt.Errorf("--node-key-file: %w", err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	got, err := api.NewClient(o.controller, "", hc).Enroll(ctx, api.EnrollRequest{Code: code, Node: o.node})
+	got, err := api.NewClient(o.controller, "", hc).Enroll(ctx, api.EnrollRequest{Code: code, Node: o.node,
+		PublicKey: ring.Current.Public().String()})
 	if err != nil {
 		return fmt.Errorf("enroll at %s: %w", o.controller, err)
 	}
@@ -119,7 +139,15 @@ func enroll(ctx context.Context, o enrollOptions, stdout io.Writer) error {
 	if err := atomicfile.Write(o.tokenFile, []byte(got.Token+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write the token: %w", err)
 	}
-	cfg := map[string]any{"node-name": got.Node, "broker-url": got.BrokerURLs, "token-file": o.tokenFile}
+	cfg := map[string]any{"node-name": got.Node, "broker-url": got.BrokerURLs, "token-file": o.tokenFile,
+		"node-key-file": o.keyFile, "controller-url": o.controller}
+	if o.caFile != "" {
+		ca, err := filepath.Abs(o.caFile)
+		if err != nil {
+			return fmt.Errorf("--ca-file: %w", err)
+		}
+		cfg["controller-ca-file"] = ca
+	}
 	if got.TrustRoot != "" {
 		cfg["trust-root"] = got.TrustRoot // the fleet root, pinned from now on
 	}
@@ -138,8 +166,8 @@ func enroll(ctx context.Context, o enrollOptions, stdout io.Writer) error {
 	if err := atomicfile.Write(o.config, append([]byte(header), out...), 0o644); err != nil {
 		return fmt.Errorf("write the config: %w", err)
 	}
-	fmt.Fprintf(stdout, "enrolled as node %s (token fingerprint %s); brokers %v\nwrote %s and %s; run: edgeset-agent --config %s\n",
-		got.Node, got.Fingerprint, got.BrokerURLs, o.config, o.tokenFile, o.config)
+	fmt.Fprintf(stdout, "enrolled as node %s (token fingerprint %s, sealing key %s); brokers %v\nwrote %s and %s; run: edgeset-agent --config %s\n",
+		got.Node, got.Fingerprint, ring.Current.KeyID(), got.BrokerURLs, o.config, o.tokenFile, o.config)
 	return nil
 }
 

@@ -89,7 +89,7 @@ API token). Precedence: flag, environment, config file, default.`,
 	}
 	addFlags(cmd.Flags())
 	cliconfig.Bind(v, cmd.Flags())
-	cmd.AddCommand(newEnrollCmd(), newVersionCmd())
+	cmd.AddCommand(newEnrollCmd(), newVersionCmd(), newKeyCmd())
 	return cmd
 }
 
@@ -144,6 +144,9 @@ func newNode(s settings, rt edgeagent.Runtime, log *slog.Logger) (*edgeagent.Nod
 	opts := s.node
 	opts.Agent.Logger = log
 	if opts.Agent.Images, err = imageFetcher(s.images, opts.Agent.NodeName, opts.Agent.DataDir, rt); err != nil {
+		return nil, err
+	}
+	if opts.Agent.KeyRegistrar, err = keyRegistrar(s.keys, opts.Agent.NodeName); err != nil {
 		return nil, err
 	}
 	opts.Status = ann.Status

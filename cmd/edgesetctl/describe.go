@@ -175,7 +175,7 @@ func writeDaemonSet(w io.Writer, d api.DaemonSet, events []api.Event) {
 		st.DesiredNumberScheduled, st.CurrentNumberScheduled, st.NumberReady, st.UpdatedNumberScheduled,
 		st.NumberAvailable, st.NumberMisscheduled, st.NodesOffline))
 	if r := st.Rollout; r != nil {
-		field(w, "Rollout", rolloutSummary(*r)+heldNote(d))
+		field(w, "Rollout", rolloutSummary(*r, d.Instances)+heldNote(d))
 	}
 	writeInstances(w, d.Instances, true)
 	writeEvents(w, events)
@@ -189,6 +189,9 @@ func writeSchedule(w io.Writer, r *schema.RolloutPolicy) {
 	}
 	if b := r.MaxUnavailablePerTopology; b != nil && b.MaxUnavailable != nil {
 		field(w, "Site budget", fmt.Sprintf("maxUnavailable %s per %s", b.MaxUnavailable, b.TopologyKey))
+	}
+	if p := r.Prefetch; p.On() {
+		field(w, "Prefetch", prefetchPolicyString(p))
 	}
 	if len(r.MaintenanceWindows) == 0 {
 		return
@@ -236,9 +239,9 @@ func windowNote(r api.RolloutStatus) string {
 	return s + ", no window selects them or opens again"
 }
 
-func rolloutSummary(r api.RolloutStatus) string {
+func rolloutSummary(r api.RolloutStatus, ins []api.Instance) string {
 	s := fmt.Sprintf("%d/%d updated, %d updating, %d waiting, %d offline, %d failed", r.Updated, r.Total, r.Updating, r.Waiting, r.Offline, r.Failed)
-	s += windowNote(r)
+	s += windowNote(r) + prefetchNote(r, ins)
 	switch {
 	case r.RolledBack:
 		s += "; rolled back from " + shortHash(r.RolledBackFrom)
@@ -270,7 +273,11 @@ func writeInstances(w io.Writer, ins []api.Instance, byNode bool) {
 		if byNode {
 			who = in.Node
 		}
-		t.row("  "+who, shortHash(in.Revision), in.Phase, yesNo(in.Ready), strconv.Itoa(int(in.Restarts)), orNone(instanceMessage(in)))
+		msg := instanceMessage(in)
+		if pf := instancePrefetch(in.Prefetch); pf != "" {
+			msg = strings.TrimPrefix(msg+"; "+pf, "; ")
+		}
+		t.row("  "+who, shortHash(in.Revision), in.Phase, yesNo(in.Ready), strconv.Itoa(int(in.Restarts)), orNone(msg))
 	}
 	t.flush()
 }

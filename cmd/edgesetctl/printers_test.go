@@ -165,6 +165,11 @@ func TestGoldenTables(t *testing.T) {
 			(&lineProgress{key: "edge/gateway", out: w}).update(windowedDaemonSet())
 			return nil
 		}},
+		{"describe-daemonset-prefetch", func(w *bytes.Buffer) error { writeDaemonSet(w, prefetchingDaemonSet(), nil); return nil }},
+		{"rollout-progress-prefetch", func(w *bytes.Buffer) error {
+			(&lineProgress{key: "edge/camera", out: w}).update(prefetchingDaemonSet())
+			return nil
+		}},
 		{"describe-daemonset-locks", func(w *bytes.Buffer) error { writeDaemonSet(w, lockedDaemonSet(), nil); return nil }},
 		{"rollout-progress-locks", func(w *bytes.Buffer) error {
 			(&lineProgress{key: "edge/flasher", out: w}).update(lockedDaemonSet())

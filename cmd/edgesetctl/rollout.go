@@ -246,7 +246,7 @@ func progressLine(key string, ds api.DaemonSet) string {
 	}
 	line := fmt.Sprintf("Waiting for daemonset %q rollout to finish: %d of %d nodes updated and available (%d updating, %d waiting, %d offline, %d failed)",
 		key, r.Updated, r.Total, r.Updating, r.Waiting, r.Offline, r.Failed)
-	line += windowNote(*r) + heldNote(ds)
+	line += windowNote(*r) + heldNote(ds) + prefetchNote(*r, ds.Instances)
 	if r.Paused {
 		line += "; paused: " + r.PauseReason
 	}
@@ -287,7 +287,8 @@ func (b *barProgress) update(ds api.DaemonSet) {
 			progressbar.OptionSetDescription(b.key), progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(false))
 	}
 	b.bar.ChangeMax(max(r.Total, 1))
-	b.bar.Describe(fmt.Sprintf("%s: %d updating, %d waiting, %d offline, %d failed%s%s", b.key, r.Updating, r.Waiting, r.Offline, r.Failed, windowNote(*r), heldNote(ds)))
+	b.bar.Describe(fmt.Sprintf("%s: %d updating, %d waiting, %d offline, %d failed%s%s%s", b.key, r.Updating, r.Waiting, r.Offline, r.Failed,
+		windowNote(*r), heldNote(ds), prefetchNote(*r, ds.Instances)))
 	_ = b.bar.Set(r.Updated)
 }
 

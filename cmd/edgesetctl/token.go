@@ -202,14 +202,14 @@ func newTokenEpochCmd(s *streams, verb, short string, call func(*cobra.Command, 
 func newNodeCmd(s *streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "node",
-		Short: "A node's credential: node token rotate NODE, node readmit NODE",
+		Short: "A node's credential: node token rotate NODE, node readmit NODE, node key get|set|rm NODE",
 	}
 	tok := &cobra.Command{Use: "token", Short: "A node's MQTT token"}
 	tok.AddCommand(newTokenEpochCmd(s, "rotate", "Give a node a new MQTT token (a new credential epoch); its old token is refused from now on",
 		func(cmd *cobra.Command, c *api.Client, node string) (api.NodeToken, error) {
 			return c.RotateNodeToken(cmd.Context(), node)
 		}))
-	cmd.AddCommand(tok, newTokenEpochCmd(s, "readmit", "Admit a revoked node again, with a new MQTT token (the revoked one stays refused)",
+	cmd.AddCommand(tok, newNodeKeyCmd(s), newTokenEpochCmd(s, "readmit", "Admit a revoked node again, with a new MQTT token (the revoked one stays refused)",
 		func(cmd *cobra.Command, c *api.Client, node string) (api.NodeToken, error) {
 			return c.ReadmitNode(cmd.Context(), node)
 		}))

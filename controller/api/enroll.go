@@ -57,6 +57,10 @@ type EnrollmentCode struct {
 type EnrollRequest struct {
 	Code string `json:"code"`
 	Node string `json:"node,omitempty"`
+	// PublicKey is the X25519 key ("x25519:...") the device made for its
+	// Secrets to be sealed to; the code authenticates it, so it replaces
+	// any key the node had.
+	PublicKey string `json:"publicKey,omitempty"`
 }
 
 // Enrollment is what an admitted device is given: its node name, its MQTT

@@ -166,6 +166,7 @@ func (s *Server) routes() {
 	s.enrollRoutes(p)
 	s.signingRoutes(p) // signing.go
 	s.imageRoutes(p)
+	s.nodeKeyRoutes(p) // nodekeys.go, after imageRoutes makes the node mux
 }
 
 // handle registers an endpoint answering JSON (authenticated in

@@ -154,6 +154,11 @@ type RolloutStatus struct {
 	// of their windows opens (absent when none ever does).
 	WaitingForWindow int        `json:"waitingForWindow,omitempty"`
 	NextWindow       *time.Time `json:"nextWindow,omitempty"`
+	// WaitingForPrefetch counts the nodes on an older revision that
+	// switch once their download of the target's images is done;
+	// Prefetch counts the downloads (spec.rollout.prefetch only).
+	WaitingForPrefetch int              `json:"waitingForPrefetch,omitempty"`
+	Prefetch           *RolloutPrefetch `json:"prefetch,omitempty"`
 	// HeldByLock counts the nodes on an older revision whose instance
 	// holds its update lock: the rollout passes them over until it is
 	// released. StaleLocks counts the nodes whose lock has been held longer
@@ -161,6 +166,18 @@ type RolloutStatus struct {
 	// resume --force` overrides those (the instances say which).
 	HeldByLock int `json:"heldByLock,omitempty"`
 	StaleLocks int `json:"staleLocks,omitempty"`
+}
+
+// RolloutPrefetch counts a rollout's downloads under spec.rollout.prefetch:
+// of the Nodes (reachable, their agents prefetch, on the target or serving
+// on an older revision), Done have the target's images (or run it);
+// Downloading are asked and not done; Unsupported are reachable nodes on
+// an older revision whose agent does not prefetch (they switch without).
+type RolloutPrefetch struct {
+	Nodes       int `json:"nodes"`
+	Done        int `json:"done"`
+	Downloading int `json:"downloading"`
+	Unsupported int `json:"unsupported,omitempty"`
 }
 
 // UpdateLock is an instance's update lock as the controller sees it.
@@ -187,10 +204,22 @@ type Instance struct {
 	Message   string     `json:"message,omitempty"`
 	Online    bool       `json:"online"`
 	LastSeen  *time.Time `json:"lastSeen,omitempty"`
+	// Prefetch is the node's download of the daemonset's next revision,
+	// as its agent last reported it, while its desired state asks for one.
+	Prefetch *InstancePrefetch `json:"prefetch,omitempty"`
 	// UpdateLock is the update lock the node reports for the daemonset
 	// (on this instance, or on the older one it keeps while it defers
 	// its update); nil while none is held.
 	UpdateLock *UpdateLock `json:"updateLock,omitempty"`
+}
+
+// InstancePrefetch is one node's download of a revision's images.
+type InstancePrefetch struct {
+	Revision   string `json:"revision"`
+	BytesDone  int64  `json:"bytesDone"`
+	BytesTotal int64  `json:"bytesTotal,omitempty"`
+	Done       bool   `json:"done,omitempty"`
+	Error      string `json:"error,omitempty"`
 }
 
 // Node is a node's effective model (announced merged with overrides and the

@@ -78,9 +78,11 @@ func (d *Decider) placeAll(todo []string) map[string]bool {
 // Stage three is pure per node, so a large decision runs it on every
 // core (assembleRange), then folds the results in, in order.
 func (d *Decider) assembleAll(assemble map[string]bool, todo []string, out *Decision) {
-	d.assigns = d.assigns[:0]
+	d.assigns, d.asks = d.assigns[:0], d.asks[:0]
 	for _, slot := range d.plannerK {
-		d.assigns = append(d.assigns, out.Rollouts[d.slots[slot].Key].Assign)
+		delta := out.Rollouts[d.slots[slot].Key]
+		d.assigns = append(d.assigns, delta.Assign)
+		d.asks = append(d.asks, delta.Prefetch)
 	}
 	names := slices.Sorted(maps.Keys(assemble))
 	nodes := make([]*node, len(names))
@@ -137,7 +139,7 @@ func (d *Decider) assembleRange(p *reconcile.Planner, pl *reconcile.Placement, r
 	c := &assembled{lo: lo, nodes: make([]assembledNode, len(nodes)), status: make([]reconcile.StatusBits, 0, len(nodes)*len(d.plannerK))}
 	for i, n := range nodes {
 		p.Place(n.Model, n.Current, pl)
-		p.Assemble(pl, n.HasCurrent, d.revisionsOf(n, pl), n.Observed, n.Online, res)
+		p.AssembleWithPrefetch(pl, n.HasCurrent, d.revisionsOf(n, pl), d.prefetchOf(n), n.Observed, n.Online, res)
 		c.nodes[i] = assembledNode{desired: res.Desired, changed: res.Changed, requeueAt: res.RequeueAt}
 		c.status = append(c.status, res.Status...)
 		c.scheduled = append(c.scheduled, res.Scheduled...)
@@ -286,7 +288,7 @@ func (d *Decider) grow(n *node) {
 // the rollout of daemonset key sees it: presence, the instances of key it
 // was asked to run, and those it reports.
 func sameRolloutFacts(a, b *Node, key string) bool {
-	if a.Online != b.Online || !a.Online && !a.OfflineSince.Equal(b.OfflineSince) {
+	if a.Online != b.Online || !a.Online && !a.OfflineSince.Equal(b.OfflineSince) || !samePrefetchFacts(a, b, key) {
 		return false
 	}
 	if !slices.Equal(instancesOf(a.Current.Instances, key), instancesOf(b.Current.Instances, key)) {
@@ -379,6 +381,7 @@ func rolloutNode(n *node, ds *daemonSet, have []schema.DesiredInstance) rollout.
 		}
 		rn.Observed = append(rn.Observed, inst)
 	}
+	prefetchFacts(n, key, st, &rn)
 	return rn
 }
 
@@ -404,6 +407,11 @@ func (d *Decider) stepRollouts(now time.Time, out *Decision, assemble map[string
 		ds.last, ds.due, ds.step = delta, delta.RequeueAt, delta.StateChanged
 		out.Rollouts[ds.Key] = delta
 		for name := range delta.Assign {
+			if n, ok := d.nodes[name]; ok && n.Model != nil {
+				assemble[name] = true
+			}
+		}
+		for name := range delta.Prefetch {
 			if n, ok := d.nodes[name]; ok && n.Model != nil {
 				assemble[name] = true
 			}

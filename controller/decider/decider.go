@@ -77,6 +77,8 @@ type Node struct {
 	HasCurrent bool
 	// Observed is what the node last reported it runs.
 	Observed []schema.InstanceStatus
+	// Prefetch is what the node last reported of its prefetches.
+	Prefetch []schema.PrefetchStatus
 }
 
 // Decider holds the decision state of one fleet. Create it with New.
@@ -100,6 +102,7 @@ type Decider struct {
 	scratch  reconcile.Placement
 	result   reconcile.NodeResult
 	assigns  []map[string][]string // each planner daemonset's rollout step's moves, this decision
+	asks     []map[string]string   // each planner daemonset's rollout step's prefetch asks, this decision
 	// chunk is the fewest nodes one goroutine of stage three takes
 	// (assembleChunk; tests make it small to run the split on small
 	// fleets).
@@ -280,7 +283,7 @@ func (d *Decider) Commit(name string, nd reconcile.NodeDesired) {
 		switch {
 		case len(have) == 0:
 			d.dirty[name] = true
-		case slices.Equal(have, instancesOf(old.Instances, ds.Key)):
+		case slices.Equal(have, instancesOf(old.Instances, ds.Key)) && askOf(nd, ds.Key) == askOf(old, ds.Key):
 			// Its rollout facts are what the tracker has.
 		case ds.tracker.Set(rolloutNode(n, ds, have)):
 			ds.step = true

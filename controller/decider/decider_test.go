@@ -98,6 +98,7 @@ func (w *world) randomDaemonSet(name string) DaemonSet {
 			}
 		}
 	}
+	randomPrefetch(r, &spec)
 	ds := &schema.DaemonSet{
 		TypeMeta: schema.TypeMeta{APIVersion: schema.APIVersionApps, Kind: schema.KindDaemonSet},
 		Metadata: schema.ObjectMeta{Name: name, Namespace: "default"},
@@ -122,12 +123,15 @@ func (w *world) randomNode(name string) Node {
 	if r.IntN(4) == 0 {
 		m.Taints = append(m.Taints, schema.Taint{Key: "dedicated", Effect: schema.TaintNoExecute, TimeAdded: ptr(w.now)})
 	}
+	if r.IntN(4) > 0 {
+		m.Labels[schema.LabelPrefetch] = "true"
+	}
 	n := Node{Name: name, Model: &m, Online: r.IntN(5) > 0}
 	if !n.Online {
 		n.OfflineSince = w.now.Add(-time.Duration(r.IntN(120)) * time.Second)
 	}
 	if old, ok := w.nodes[name]; ok {
-		n.Current, n.HasCurrent, n.Observed = old.Current, old.HasCurrent, old.Observed
+		n.Current, n.HasCurrent, n.Observed, n.Prefetch = old.Current, old.HasCurrent, old.Observed, old.Prefetch
 	}
 	return n
 }
@@ -154,7 +158,10 @@ func (w *world) event(inc *Decider) {
 	case k < 25 && len(names) > 0: // agents report what they were asked
 		name := pickNode()
 		n := w.nodes[name]
-		n.Observed = w.report(n)
+		if r.IntN(3) > 0 { // else a report of prefetches alone
+			n.Observed = w.report(n)
+		}
+		n.Prefetch = w.reportPrefetch(n)
 		w.setNode(inc, n)
 	case k < 35 && len(names) > 0: // new labels, taints, cordon
 		w.setNode(inc, w.randomNode(pickNode()))

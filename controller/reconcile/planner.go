@@ -40,6 +40,8 @@ type Planner struct {
 	obsNext   []int                    // per observed instance, the next of its daemonset, -1 if none
 	cms       []schema.ObjectRef       // the node's ConfigMaps
 	secrets   []schema.ObjectRef       // the node's Secrets
+	prefetch  []schema.DesiredInstance // the node's prefetch asks
+	objects   []schema.DesiredInstance // instances and prefetch asks, whose config objects the node gets
 }
 
 // NewPlanner compiles daemonsets (in any order; of two with one Key the
@@ -223,7 +225,19 @@ type NodeResult struct {
 // Assemble allocates only for what changed: the new desired state and the
 // changes' messages.
 func (p *Planner) Assemble(pl *Placement, had bool, revs func(k int) []string, observed []schema.InstanceStatus, online bool, out *NodeResult) {
+	p.AssembleWithPrefetch(pl, had, revs, nil, observed, online, out)
+}
+
+// AssembleWithPrefetch is Assemble with the node's prefetch asks: for each
+// daemonset k the node runs that is not an orphan, prefetch(k) is the
+// revision it is to download before it switches ("" for none). The asks
+// go into the desired state's Prefetch, and the config objects their
+// revisions reference (a new imagePullSecret) into its ConfigMaps and
+// Secrets. A nil prefetch asks nothing.
+func (p *Planner) AssembleWithPrefetch(pl *Placement, had bool, revs func(k int) []string, prefetch func(k int) string,
+	observed []schema.InstanceStatus, online bool, out *NodeResult) {
 	out.reset(len(p.ds))
+	p.prefetch = p.prefetch[:0]
 	p.indexObserved(observed)
 	p.instances = p.instances[:0]
 	for k := range p.ds {
@@ -236,6 +250,7 @@ func (p *Planner) Assemble(pl *Placement, had bool, revs func(k int) []string, o
 		start := len(p.instances)
 		if d.Runs {
 			p.appendRevisions(k, revs, pl.node, d.Have)
+			p.appendPrefetch(k, prefetch)
 		}
 		placed := p.instances[start:]
 		out.record(pl.node, p.ds[k].Key, d, placed)
@@ -284,11 +299,28 @@ func (p *Planner) instance(ds *DaemonSetState, rev, node string, have []schema.D
 	return in
 }
 
-// assembleDesired sets out.Desired from p.instances and the config objects
-// they reference, copying them only when they differ from cur.
+// appendPrefetch appends daemonset k's prefetch ask, if any.
+func (p *Planner) appendPrefetch(k int, prefetch func(k int) string) {
+	if prefetch == nil {
+		return
+	}
+	if rev := prefetch(k); rev != "" {
+		p.prefetch = append(p.prefetch, schema.DesiredInstance{DaemonSet: p.ds[k].Key, Revision: rev})
+	}
+}
+
+// assembleDesired sets out.Desired from p.instances, p.prefetch and the
+// config objects they reference, copying them only when they differ from
+// cur.
 func (p *Planner) assembleDesired(cur NodeDesired, had bool, out *NodeResult) {
-	p.cms, p.secrets = p.configs.appendObjects(p.cms[:0], p.secrets[:0], p.instances)
-	if had && slices.Equal(p.instances, cur.Instances) && slices.Equal(p.cms, cur.ConfigMaps) && slices.Equal(p.secrets, cur.Secrets) {
+	objects := p.instances
+	if len(p.prefetch) > 0 {
+		p.objects = append(append(p.objects[:0], p.instances...), p.prefetch...)
+		objects = p.objects
+	}
+	p.cms, p.secrets = p.configs.appendObjects(p.cms[:0], p.secrets[:0], objects)
+	if had && slices.Equal(p.instances, cur.Instances) && slices.Equal(p.cms, cur.ConfigMaps) && slices.Equal(p.secrets, cur.Secrets) &&
+		slices.Equal(p.prefetch, cur.Prefetch) {
 		out.Desired, out.Changed = cur, false
 		return
 	}
@@ -297,6 +329,9 @@ func (p *Planner) assembleDesired(cur NodeDesired, had bool, out *NodeResult) {
 		Instances:  append(make([]schema.DesiredInstance, 0, len(p.instances)), p.instances...),
 		ConfigMaps: cloneRefs(p.cms),
 		Secrets:    cloneRefs(p.secrets),
+	}
+	if len(p.prefetch) > 0 {
+		out.Desired.Prefetch = slices.Clone(p.prefetch)
 	}
 	out.Changed = true
 }

@@ -77,6 +77,9 @@ type NodeDesired struct {
 	Instances  []schema.DesiredInstance `json:"instances"`
 	ConfigMaps []schema.ObjectRef       `json:"configMaps,omitempty"`
 	Secrets    []schema.ObjectRef       `json:"secrets,omitempty"`
+	// Prefetch lists the revisions the node is to download before it
+	// switches (schema.DesiredState.Prefetch), sorted by daemonset.
+	Prefetch []schema.DesiredInstance `json:"prefetch,omitempty"`
 }
 
 // Configs is what Plan needs to list the config objects of a node's

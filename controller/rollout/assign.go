@@ -28,6 +28,7 @@ func (p *pass) assign() {
 // nodes keep theirs and a node with nothing gets the fallback. It reports
 // whether the node waits on an older revision (a candidate for update).
 func (p *pass) assignOne(v *nodeView) (waiting bool) {
+	v.pf = p.prefetchOf(v)
 	switch {
 	case len(v.Assigned) == 0:
 		p.set(v, p.fallback())
@@ -46,7 +47,7 @@ func (p *pass) assignOne(v *nodeView) (waiting bool) {
 			v.heldByLock = true
 			return false
 		}
-		return true
+		return !v.pf.has(pfWaits)
 	}
 	return false
 }
@@ -271,6 +272,7 @@ func (p *pass) completeMessage() string {
 func (p *pass) count(v *nodeView) {
 	phase, unavailable := p.phaseOf(v, p.out[v.Name])
 	p.status.add(phase, unavailable, 1)
+	p.status.Prefetch.add(v.pf, 1)
 	if phase == PhaseWaitingForWindow {
 		p.countWindows(p.viewWindows(v), 1)
 	}
@@ -298,6 +300,8 @@ func (p *pass) phaseOf(v *nodeView, assigned []string) (phase Phase, unavailable
 		phase = PhaseWaitingForWindow
 	case v.heldByLock:
 		phase = PhaseHeldByLock
+	case v.pf.has(pfWaits):
+		phase = PhaseWaitingForPrefetch
 	default:
 		phase = PhaseWaiting
 	}
@@ -320,6 +324,8 @@ func (st *Status) add(phase Phase, unavailable bool, delta int) {
 		st.WaitingForWindow += delta
 	case PhaseHeldByLock:
 		st.HeldByLock += delta
+	case PhaseWaitingForPrefetch:
+		st.WaitingForPrefetch += delta
 	}
 	if unavailable {
 		st.Unavailable += delta
@@ -356,7 +362,7 @@ func (p *pass) promoteCanary() {
 }
 
 func (p *pass) decision() Decision {
-	return Decision{Assign: p.out, State: p.st, Status: p.status, Events: p.events, RequeueAt: p.next}
+	return Decision{Assign: p.out, Prefetch: p.asks, State: p.st, Status: p.status, Events: p.events, RequeueAt: p.next}
 }
 
 func (p *pass) requeue(at time.Time) {

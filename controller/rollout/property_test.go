@@ -22,7 +22,15 @@ type simNode struct {
 	reported  []Instance // what the controller last heard
 	permaAway bool
 	labels    map[string]string
-	lock      simLock // the daemon's update lock and the agent's answer to it
+	// Prefetching (prefetch_test.go): whether its agent prefetches, the
+	// revision it was asked to and when, the images it holds, and the
+	// prefetches the controller last heard were done.
+	canPrefetch bool
+	prefetching string
+	askedAt     time.Time
+	images      map[string]bool
+	prefetched  []string
+	lock        simLock // the daemon's update lock and the agent's answer to it
 }
 
 type sim struct {
@@ -85,10 +93,12 @@ func (sm *sim) tick() {
 			continue
 		}
 		sm.apply(n)
+		sm.download(n)
 		if sm.rng.Float64() < sm.lateProb {
 			continue // this report arrives late: the controller sees the previous one again
 		}
 		n.reported = sm.observe(n)
+		n.prefetched = n.reportPrefetch()
 	}
 }
 
@@ -126,7 +136,8 @@ func (sm *sim) step(t *testing.T) Decision {
 	in := make([]Node, len(sm.nodes))
 	for i, n := range sm.nodes {
 		in[i] = Node{Name: n.name, Online: n.online, OfflineSince: n.offSince,
-			Assigned: slices.Clone(n.assigned), Observed: slices.Clone(n.reported), Labels: n.labels}
+			Assigned: slices.Clone(n.assigned), Observed: slices.Clone(n.reported), Labels: n.labels,
+			CanPrefetch: n.canPrefetch, Prefetching: n.prefetching, Prefetched: slices.Clone(n.prefetched)}
 	}
 	d := Step(sm.now, sm.s, sm.st, in)
 	sm.checkInvariants(t, in, d)
@@ -137,6 +148,7 @@ func (sm *sim) step(t *testing.T) Decision {
 			n.lock.override = sm.st.LockOverrides[n.name] // as the decider attaches it to a new assignment
 		}
 		n.assigned = d.Assign[n.name]
+		sm.ask(n, d.Prefetch[n.name])
 	}
 	return d
 }
@@ -167,6 +179,7 @@ func (sm *sim) checkInvariants(t *testing.T, in []Node, d Decision) {
 		t.Fatalf("%d surge pairs, maxSurge %d", pairs, maxSurge)
 	}
 	sm.checkSchedule(t, in, d)
+	sm.checkPrefetch(t, in, d)
 }
 
 // unavailableReachable counts reachable nodes that would not serve the

@@ -56,6 +56,9 @@ type Strategy struct {
 	// reported stale (State.StaleLocks, ReasonUpdateLockStale), and an
 	// operator may override it. Zero: never stale.
 	UpdateLockStaleAfter time.Duration
+	// Prefetch, when set, has every node download the target's images
+	// before it switches (prefetch.go).
+	Prefetch *Prefetch
 }
 
 // TopologyBudget is spec.rollout.maxUnavailablePerTopology resolved: the
@@ -126,6 +129,7 @@ func applyPolicy(s *Strategy, r *schema.RolloutPolicy) {
 		w, _ := window.New(spec)
 		s.Windows = append(s.Windows, w)
 	}
+	s.Prefetch = prefetchFromSpec(r)
 }
 
 // Instance is what a node reports for one revision of the daemonset.
@@ -158,6 +162,15 @@ type Node struct {
 	// Labels are the node's labels: what the strategy's topology key and
 	// windows' node selectors read (Step and Tracker keep no reference).
 	Labels map[string]string
+	// CanPrefetch: the node's agent prefetches (it announces
+	// schema.LabelPrefetch). One that does not switches without.
+	CanPrefetch bool
+	// Prefetching is the revision the node is asked to prefetch, as
+	// published ("" for none).
+	Prefetching string
+	// Prefetched are the revisions whose images the node reports present
+	// (its finished prefetches).
+	Prefetched []string
 
 	// resolved: a Tracker filled domain, domainID and windows from the
 	// labels it was Set with; Step reads Labels otherwise.
@@ -165,6 +178,10 @@ type Node struct {
 	domain   string
 	domainID uint32
 	windows  uint16
+	// pfDomain and pfDomainID: the node's prefetch domain, resolved by a
+	// Tracker.
+	pfDomain   string
+	pfDomainID uint32
 }
 
 // State is the persisted progress of a daemonset's rollout.
@@ -250,6 +267,10 @@ const (
 	// no budget on it, until the lock is released. Not failed, and no
 	// deadline runs.
 	PhaseHeldByLock Phase = "HeldByLock"
+	// PhaseWaitingForPrefetch: on an older revision, serving, and its
+	// download of the target's images is not done (spec.rollout.prefetch).
+	// Not failed, and no deadline runs.
+	PhaseWaitingForPrefetch Phase = "WaitingForPrefetch"
 )
 
 // Status counts nodes by phase.
@@ -284,6 +305,10 @@ type Status struct {
 	// whose lock is stale (State.StaleLocks), whatever their phase.
 	HeldByLock int `json:"heldByLock,omitempty"`
 	StaleLocks int `json:"staleLocks,omitempty"`
+	// WaitingForPrefetch counts the nodes in PhaseWaitingForPrefetch;
+	// Prefetch counts the downloads (zero without spec.rollout.prefetch).
+	WaitingForPrefetch int            `json:"waitingForPrefetch,omitempty"`
+	Prefetch           PrefetchCounts `json:"prefetch,omitzero"`
 }
 
 // Event reasons emitted by Step.
@@ -311,9 +336,12 @@ type Decision struct {
 	// Assign gives, for every node passed in, the revisions it must run,
 	// sorted (at most two: a surge pair).
 	Assign map[string][]string
-	State  State
-	Status Status
-	Events []Event
+	// Prefetch gives, for every node passed in that is to prefetch, the
+	// revision (the target); a node absent prefetches nothing.
+	Prefetch map[string]string
+	State    State
+	Status   Status
+	Events   []Event
 	// RequeueAt is the earliest time the decision may change with no new
 	// input (a minReadySeconds or deadline expiring); zero if none.
 	RequeueAt time.Time

@@ -36,14 +36,15 @@ func (s *Strategy) windowsOf(labels map[string]string) uint16 {
 }
 
 // SameNodeFacts reports whether strategies a and b read the same of a
-// node's labels: the same topology key and the same windows' selectors.
+// node's labels: the same topology key, the same windows' selectors and
+// the same prefetch topology key.
 // A Tracker whose strategy changes to one that does not needs its nodes
 // Set again (SetStrategy says so).
 func SameNodeFacts(a, b Strategy) bool {
 	if (a.Topology == nil) != (b.Topology == nil) || a.Topology != nil && a.Topology.Key != b.Topology.Key {
 		return false
 	}
-	if len(a.Windows) != len(b.Windows) {
+	if len(a.Windows) != len(b.Windows) || !samePrefetchKey(a.Prefetch, b.Prefetch) {
 		return false
 	}
 	for i := range a.Windows {
@@ -54,19 +55,19 @@ func SameNodeFacts(a, b Strategy) bool {
 	return true
 }
 
-// ScheduleEqual reports whether a and b have the same per-topology budget
-// and maintenance windows.
+// ScheduleEqual reports whether a and b have the same per-topology budget,
+// maintenance windows and prefetch policy.
 func ScheduleEqual(a, b Strategy) bool {
 	if !SameNodeFacts(a, b) {
 		return false
 	}
-	return a.Topology == nil || a.Topology.MaxUnavailable == b.Topology.MaxUnavailable
+	return (a.Topology == nil || a.Topology.MaxUnavailable == b.Topology.MaxUnavailable) && prefetchEqual(a.Prefetch, b.Prefetch)
 }
 
 // SameLabelFacts reports whether nodes with labels a and b are the same to
 // strategy s: the same domain and the same windows.
 func (s *Strategy) SameLabelFacts(a, b map[string]string) bool {
-	return s.domainOf(a) == s.domainOf(b) && s.windowsOf(a) == s.windowsOf(b)
+	return s.domainOf(a) == s.domainOf(b) && s.windowsOf(a) == s.windowsOf(b) && s.prefetchDomainOf(a) == s.prefetchDomainOf(b)
 }
 
 // domainLimit is how many of a domain's total nodes may be in flight:

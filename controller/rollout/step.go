@@ -32,6 +32,7 @@ func Step(now time.Time, s Strategy, st State, nodes []Node) Decision {
 		}
 	}
 	p.assign()
+	p.decidePrefetch()
 	p.finish()
 	return p.decision()
 }
@@ -54,6 +55,8 @@ type pass struct {
 	// win is the maintenance windows' part of the pass, nil until a
 	// node's windows are looked at (passWindows).
 	win *passWindows
+	// asks are the nodes asked to prefetch, with the revision.
+	asks map[string]string
 }
 
 // passWindows are the maintenance windows at a pass's now, and how many
@@ -76,6 +79,8 @@ type nodeView struct {
 	// heldByLock: the node stays on an older revision whose instance
 	// holds its update lock (locks.go).
 	heldByLock bool
+	// pf is the node's prefetch standing (prefetch.go).
+	pf prefetchFlags
 }
 
 func newPass(now time.Time, s Strategy, st State, nodes []Node) *pass {

@@ -45,9 +45,13 @@ type Tracker struct {
 	// budget: one heap per domain (by Tracker.domains id), an entry
 	// whose member's part is now of another domain dropped as stale.
 	domainWaiting [][]string
-	sum           totals   // the members' parts, summed
-	names         interner // revisions and phases, interned
-	domains       interner // topology domains, interned
+	// pfWaiting holds, per prefetch site (by Tracker.domains id), a
+	// name-ordered heap of the members that wait for their download with
+	// no ask yet (flagPrefetchQueued marks them; stale entries skipped).
+	pfWaiting [][]string
+	sum       totals   // the members' parts, summed
+	names     interner // revisions and phases, interned
+	domains   interner // topology domains, interned
 }
 
 // member is one node's facts in compact form, with its share of the last
@@ -67,16 +71,20 @@ type member struct {
 	online       bool
 	dirty        bool
 	waiting      uint8  // the waiting heaps that hold its name (flagWaiting...)
+	canPrefetch  bool   // (in what would be padding)
 	windows      uint16 // the maintenance windows that select it
 	domain       uint32 // its topology domain, interned in Tracker.domains
+	prefetching  uint32 // interned revision it is asked to prefetch ("" for none)
+	pfDomain     uint32 // its prefetch site, interned in Tracker.domains
 	part         part
 }
 
 // overflow holds a member's assigned revisions past the second and its
 // observed instances past the first.
 type overflow struct {
-	assigned []uint32
-	observed []observation
+	assigned   []uint32
+	observed   []observation
+	prefetched []uint32 // Node.Prefetched, interned
 }
 
 // observation is an Instance in compact form.
@@ -145,6 +153,7 @@ func (m *member) setFacts(n *Node, s *Strategy, names, domains *interner) {
 		}
 		m.overflow().observed = append(m.extra.observed, o)
 	}
+	m.setPrefetchFacts(n, s, names, domains)
 }
 
 func (m *member) overflow() *overflow {
@@ -160,6 +169,10 @@ type Delta struct {
 	// Assign holds only the nodes whose decided revisions differ from the
 	// Assigned of the facts last Set for them (sorted, as Step's).
 	Assign map[string][]string
+	// Prefetch holds only the nodes whose prefetch ask (Step's
+	// Decision.Prefetch, "" for none) differs from the Prefetching of the
+	// facts last Set for them.
+	Prefetch map[string]string
 	// State is Step's Decision.State. Its maps are the tracker's: valid
 	// until the next call that changes the tracker; clone them to keep.
 	State State
@@ -272,7 +285,7 @@ func factsEqual(a, b *member) bool {
 			return false
 		}
 	}
-	return true
+	return prefetchFactsEqual(a, b)
 }
 
 // Remove forgets a node: it no longer should run the daemonset. Its
@@ -364,12 +377,17 @@ func (t *Tracker) stepChanged(now time.Time) (Delta, bool) {
 		t.setPart(i, p.decideOne(&views[k]))
 		nexts[k] = earliest(nexts[k], p.next)
 	}
+	if t.prefetchOverLimit(idx) {
+		t.restore(saved, idx, journal)
+		return Delta{}, false
+	}
 	d := Delta{}
 	p.status = t.sum.status
 	var batchNext time.Time
 	if p.batchCanMove(t.sum) {
 		batchNext, d.StateChanged = t.moveBatch(p, &d)
 	}
+	t.askPrefetch(p, idx, &d)
 	for k, i := range idx {
 		moved := !journal[k].equal(entriesOf(&p.st, t.members[i].name))
 		if moved {
@@ -420,6 +438,7 @@ func (p *pass) decideOne(v *nodeView) part {
 		pt.flags |= flagStaleLock
 	}
 	pt.windows, pt.domain = v.Node.windows, v.Node.domainID // a tracker's nodes are resolved
+	pt.pf, pt.pfDomain = v.pf, v.Node.pfDomainID
 	return pt
 }
 
@@ -450,8 +469,12 @@ func (t *Tracker) setPart(i int32, pt part) {
 	if m.part.domain != pt.domain {
 		m.waiting &^= flagWaitingAvailable // its entry, if any, is in the old domain's heap: stale
 	}
+	if m.part.pfDomain != pt.pfDomain {
+		m.waiting &^= flagPrefetchQueued // likewise in the old prefetch site's heap
+	}
 	m.part = pt
 	t.enqueueWaiting(m)
+	t.enqueuePrefetch(m)
 }
 
 // settle stores member i's requeue instant and reports its assignment in d
@@ -575,6 +598,10 @@ func (t *Tracker) stepAll(now time.Time) Delta {
 			d.Assign[nodes[i].Name] = revs
 			t.markDirty(&t.members[i])
 		}
+		if ask := dec.Prefetch[nodes[i].Name]; ask != nodes[i].Prefetching {
+			d.reportPrefetch(nodes[i].Name, ask)
+			t.markDirty(&t.members[i])
+		}
 	}
 	return d
 }
@@ -597,6 +624,9 @@ func (t *Tracker) rebuild(now time.Time, nodes []Node) {
 	for d := range t.domainWaiting {
 		t.domainWaiting[d] = t.domainWaiting[d][:0]
 	}
+	for d := range t.pfWaiting {
+		t.pfWaiting[d] = t.pfWaiting[d][:0]
+	}
 	p := &pass{now: now, s: t.s, st: t.st, out: make(map[string][]string, 1), total: len(t.members)}
 	for i := range t.members {
 		m := &t.members[i]
@@ -607,6 +637,7 @@ func (t *Tracker) rebuild(now time.Time, nodes []Node) {
 		m.part, m.waiting = p.decideOne(&v), 0
 		t.sum.add(m.part, 1)
 		t.enqueueWaiting(m)
+		t.enqueuePrefetch(m)
 		m.requeue, m.slot = nanos(p.next), -1
 		if m.requeue != noTime {
 			m.slot = int32(len(t.queue))
@@ -626,6 +657,9 @@ func (t *Tracker) rebuild(now time.Time, nodes []Node) {
 	}
 	slices.Sort(t.waitingAvailable) // a sorted slice is a heap
 	for _, h := range t.domainWaiting {
+		slices.Sort(h)
+	}
+	for _, h := range t.pfWaiting {
 		slices.Sort(h)
 	}
 	slices.Sort(t.waitingUnavailable)
@@ -665,6 +699,7 @@ func (t *Tracker) appendNode(m *member, revs []string, obs []Instance) (Node, []
 			LockedSince: fromNanos(o.lockedSince), LockDeferred: o.lockDeferred})
 	}
 	n.Observed = obs[start:len(obs):len(obs)]
+	t.prefetchNode(m, &n)
 	return n, revs, obs
 }
 

@@ -7,10 +7,12 @@ import (
 
 // part is a member's share of the counts, as of its last decision.
 type part struct {
-	phase   uint8 // a phaseCode; 0: not counted yet
-	flags   uint8
-	windows uint16 // the member's maintenance windows
-	domain  uint32 // the member's topology domain (Tracker.domains)
+	phase    uint8 // a phaseCode; 0: not counted yet
+	flags    uint8
+	pf       prefetchFlags
+	windows  uint16 // the member's maintenance windows
+	domain   uint32 // the member's topology domain (Tracker.domains)
+	pfDomain uint32 // the member's prefetch site (Tracker.domains)
 }
 
 // Phases as stored in a part.
@@ -23,11 +25,12 @@ const (
 	codeWaiting
 	codeWaitingForWindow
 	codeHeldByLock
+	codeWaitingForPrefetch
 )
 
 var phaseOfCode = [...]Phase{codeOffline: PhaseOffline, codeUpdated: PhaseUpdated, codeFailed: PhaseFailed,
 	codeUpdating: PhaseUpdating, codeWaiting: PhaseWaiting, codeWaitingForWindow: PhaseWaitingForWindow,
-	codeHeldByLock: PhaseHeldByLock}
+	codeHeldByLock: PhaseHeldByLock, codeWaitingForPrefetch: PhaseWaitingForPrefetch}
 
 // Flags of a part.
 const (
@@ -70,6 +73,10 @@ type totals struct {
 	// windowWaiting counts, by window, the members waiting for it.
 	domains       []domainTotals
 	windowWaiting [16]int
+	// pfDomains sums the parts' downloads by prefetch site (by
+	// Tracker.domains id); pfHolders and pfCandidates over every site.
+	pfDomains               []prefetchTotals
+	pfHolders, pfCandidates int
 }
 
 // domainTotals are one topology domain's parts, summed.
@@ -110,6 +117,7 @@ func (s *totals) add(pt part, delta int) {
 			s.windowWaiting[bits.TrailingZeros16(mask)] += delta
 		}
 	}
+	s.addPrefetch(pt, delta)
 }
 
 // entries are one node's entries in a State's maps.

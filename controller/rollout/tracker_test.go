@@ -102,6 +102,7 @@ func randomTrackerStrategy(rng *rand.Rand) Strategy {
 	}
 	s.Paused = rng.IntN(10) == 0
 	randomSchedule(rng, &s)
+	randomPrefetch(rng, &s)
 	s.UpdateLockStaleAfter = time.Duration(rng.IntN(3)) * 5 * time.Second
 	return s
 }
@@ -109,7 +110,8 @@ func randomTrackerStrategy(rng *rand.Rand) Strategy {
 func (m *fleetModel) addNode(assigned []string, observed ...Instance) {
 	name := fmt.Sprintf("n%03d", m.nextNode)
 	m.nextNode++
-	n := &Node{Name: name, Online: true, Assigned: assigned, Observed: observed, Labels: randomLabels(m.rng)}
+	n := &Node{Name: name, Online: true, Assigned: assigned, Observed: observed, Labels: randomLabels(m.rng),
+		CanPrefetch: m.rng.IntN(5) != 0}
 	m.nodes[name] = n
 	i, _ := slices.BinarySearch(m.names, name)
 	m.names = slices.Insert(m.names, i, name)
@@ -119,6 +121,7 @@ func (m *fleetModel) addNode(assigned []string, observed ...Instance) {
 func cloneNode(n Node) Node {
 	n.Assigned = slices.Clone(n.Assigned)
 	n.Observed = slices.Clone(n.Observed)
+	n.Prefetched = slices.Clone(n.Prefetched)
 	n.Labels = maps.Clone(n.Labels)
 	return n
 }
@@ -159,6 +162,13 @@ func (m *fleetModel) step(t *testing.T, seed uint64, step int) {
 			require.NotEqual(t, n.Assigned, revs, "%s: node %s reported unchanged", where, name)
 		}
 		require.Equal(t, want.Assign[name], revs, "%s: node %s (facts %+v)", where, name, n)
+		ask, ok := got.Prefetch[name]
+		if !ok {
+			ask = n.Prefetching
+		} else {
+			require.NotEqual(t, n.Prefetching, ask, "%s: node %s: prefetch reported unchanged", where, name)
+		}
+		require.Equal(t, want.Prefetch[name], ask, "%s: node %s: prefetch (facts %+v)", where, name, n)
 	}
 	m.lastRequeue = want.RequeueAt
 	m.countLocks(before, want)
@@ -169,6 +179,10 @@ func (m *fleetModel) step(t *testing.T, seed uint64, step int) {
 		n := m.nodes[name]
 		if revs := want.Assign[name]; !slices.Equal(revs, n.Assigned) && m.rng.IntN(10) != 0 {
 			n.Assigned = slices.Clone(revs)
+			m.tr.Set(cloneNode(*n))
+		}
+		if ask := want.Prefetch[name]; ask != n.Prefetching && m.rng.IntN(10) != 0 {
+			n.Prefetching = ask
 			m.tr.Set(cloneNode(*n))
 		}
 	}
@@ -283,6 +297,7 @@ func (m *fleetModel) report(n *Node) {
 		obs = nil
 	}
 	n.Observed = obs
+	n.Prefetched = m.prefetchReport(n)
 	m.tr.Set(cloneNode(*n))
 }
 

@@ -51,7 +51,7 @@ func OpenReadOnly(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, openError(path, opts.LockTimeout, err)
 	}
-	return &Store{path: path, db: db, maxEvents: opts.MaxEvents, maxNodeEvents: opts.MaxNodeEvents}, nil
+	return &Store{path: path, db: db, maxEvents: opts.MaxEvents, maxNodeEvents: opts.MaxNodeEvents, secrets: opts.SecretCipher}, nil
 }
 
 // Verify opens the store file at path read-only, runs the consistency

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"maps"
 	"time"
 
@@ -92,19 +93,43 @@ func namespaceOfMeta(m schema.ObjectMeta) string {
 // resourceVersion.
 func (t *Txn) PutConfigMap(c schema.ConfigMap, source string, now time.Time) (ConfigMapRecord, bool, error) {
 	c.Metadata.Namespace = namespaceOfMeta(c.Metadata)
-	return putConfig(t.tx, bucketConfigMaps, c.Key(), c, schema.ConfigMapHash(WireConfigMap(c)), source, now)
+	return putConfig(t.tx, bucketConfigMaps, configMapRecords, c.Key(), c,
+		schema.ConfigMapHash(WireConfigMap(c)), source, now)
 }
 
 // PutSecret is PutConfigMap for a Secret.
 func (t *Txn) PutSecret(s schema.Secret, source string, now time.Time) (SecretRecord, bool, error) {
 	s = normalSecret(s)
 	s.Metadata.Namespace = namespaceOfMeta(s.Metadata)
-	return putConfig(t.tx, bucketSecrets, s.Key(), s, schema.SecretHash(WireSecret(s)), source, now)
+	return putConfig(t.tx, bucketSecrets, secretRecords(t.secretCodec()), s.Key(), s, schema.SecretHash(WireSecret(s)), source, now)
 }
 
-func putConfig[T ConfigObject](tx *boltTx, name []byte, key string, obj T, hash, source string, now time.Time) (ConfigRecord[T], bool, error) {
-	var old ConfigRecord[T]
-	found, err := getJSON(tx, name, key, &old)
+// records reads and writes the records of one config bucket: plain JSON
+// (configMapRecords), or a Secret's through the store's cipher
+// (secretRecords).
+type records[T ConfigObject] struct {
+	get func(tx *boltTx, key string) (ConfigRecord[T], bool, error)
+	put func(tx *boltTx, key string, rec ConfigRecord[T]) error
+}
+
+// configMapRecords are the ConfigMap records, stored as their JSON.
+var configMapRecords = records[schema.ConfigMap]{
+	get: func(tx *boltTx, key string) (rec ConfigMapRecord, found bool, err error) {
+		found, err = getJSON(tx, bucketConfigMaps, key, &rec)
+		return rec, found, err
+	},
+	put: func(tx *boltTx, key string, rec ConfigMapRecord) error {
+		return putJSON(tx, bucketConfigMaps, key, rec)
+	},
+}
+
+// secretRecords are the Secret records, through c.
+func secretRecords(c secretCodec) records[schema.Secret] {
+	return records[schema.Secret]{get: c.get, put: c.put}
+}
+
+func putConfig[T ConfigObject](tx *boltTx, name []byte, recs records[T], key string, obj T, hash, source string, now time.Time) (ConfigRecord[T], bool, error) {
+	old, found, err := recs.get(tx, key)
 	if err != nil {
 		return old, false, err
 	}
@@ -136,7 +161,7 @@ func putConfig[T ConfigObject](tx *boltTx, name []byte, key string, obj T, hash,
 		}
 	}
 	rec.Source = source
-	return rec, changed, putJSON(tx, name, key, rec)
+	return rec, changed, recs.put(tx, key, rec)
 }
 
 // GetConfigMap returns the record under key ("namespace/name"); found is
@@ -148,8 +173,7 @@ func (t *Txn) GetConfigMap(key string) (rec ConfigMapRecord, found bool, err err
 
 // GetSecret is GetConfigMap for a Secret.
 func (t *Txn) GetSecret(key string) (rec SecretRecord, found bool, err error) {
-	found, err = getJSON(t.tx, bucketSecrets, key, &rec)
-	return rec, found, err
+	return t.secretCodec().get(t.tx, key)
 }
 
 // DeleteConfigMap removes the record under key; found is false when there
@@ -192,7 +216,7 @@ func (t *Txn) ListConfigMaps() ([]ConfigMapRecord, error) {
 
 // ListSecrets returns every Secret record, ordered by key.
 func (t *Txn) ListSecrets() ([]SecretRecord, error) {
-	return listJSON[SecretRecord](t.tx, bucketSecrets)
+	return t.secretCodec().list(t.tx)
 }
 
 // ListConfigMaps returns every ConfigMap record, ordered by key.
@@ -217,6 +241,13 @@ func (s *Store) GetConfigMap(key string) (rec ConfigMapRecord, err error) {
 // GetSecret returns the record under key, or an error wrapping
 // ErrNotFound.
 func (s *Store) GetSecret(key string) (rec SecretRecord, err error) {
-	err = s.View(func(t *Txn) error { return mustGetJSON(t.tx, bucketSecrets, key, &rec) })
+	err = s.View(func(t *Txn) error {
+		found := false
+		rec, found, err = t.GetSecret(key)
+		if err == nil && !found {
+			err = fmt.Errorf("%s/%s: %w", bucketSecrets, key, ErrNotFound)
+		}
+		return err
+	})
 	return rec, err
 }

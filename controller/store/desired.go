@@ -25,9 +25,12 @@ type DesiredRecord struct {
 	Instances  []schema.DesiredInstance `json:"instances"`
 	// ConfigMaps and Secrets are the config objects the instances
 	// reference, as in schema.DesiredState.
-	ConfigMaps  []schema.ObjectRef `json:"configMaps,omitempty"`
-	Secrets     []schema.ObjectRef `json:"secrets,omitempty"`
-	PublishedAt time.Time          `json:"publishedAt,omitzero"`
+	ConfigMaps []schema.ObjectRef `json:"configMaps,omitempty"`
+	Secrets    []schema.ObjectRef `json:"secrets,omitempty"`
+	// Prefetch lists the revisions the node is to download before it
+	// switches, as in schema.DesiredState.
+	Prefetch    []schema.DesiredInstance `json:"prefetch,omitempty"`
+	PublishedAt time.Time                `json:"publishedAt,omitzero"`
 }
 
 // Wire returns the record as the node's retained desired-state message.
@@ -43,6 +46,7 @@ func (r DesiredRecord) Wire() schema.DesiredState {
 		Instances:     instances,
 		ConfigMaps:    r.ConfigMaps,
 		Secrets:       r.Secrets,
+		Prefetch:      r.Prefetch,
 	}
 }
 

@@ -81,8 +81,11 @@
 //	events          8-byte big-endian sequence number -> Event
 //	configmaps      "namespace/name" -> ConfigMapRecord; the bucket's
 //	                sequence numbers resourceVersions (schema 2)
-//	secrets         "namespace/name" -> SecretRecord, likewise (schema 2)
+//	secrets         "namespace/name" -> SecretRecord, likewise (schema 2);
+//	                with Options.SecretCipher encrypted (secrets.go)
 //	enrollments     enrollment code ID -> EnrollmentRecord (schema 4)
+//	nodekeys        node name -> NodeKeyRecord, the key its Secrets are
+//	                sealed to (created by its first write)
 //
 // Txn groups the writes of one API request (an apply of daemonsets,
 // ConfigMaps and Secrets) into one transaction: all of it or none.

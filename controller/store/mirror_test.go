@@ -203,7 +203,8 @@ var (
 		"PutEnrollment": true, "UpdateEnrollment": true, "DeleteEnrollment": true,
 		"Probe": true, "Update": true,
 		"PutUser": true, "DeleteUser": true, "AppendAudit": true, "FinishAudit": true, "NoteAudit": true, "BumpNodeEpoch": true,
-		"PutKeySet": true,
+		"PutKeySet":     true,
+		"RewrapSecrets": true, "PutNodeKey": true, "DeleteNodeKey": true, // secrets_test.go
 	}
 	readMethods = map[string]bool{
 		"Backup": true, "ListConfigMaps": true, "ListSecrets": true, "GetConfigMap": true, "GetSecret": true,
@@ -213,7 +214,7 @@ var (
 		"GetRevision": true, "RevisionsByHash": true, "ListRevisions": true, "GetRolloutParts": true,
 		"Available": true, "Path": true, "Close": true, "FailWrites": true, "View": true,
 		"ListEnrollments": true, "ListUsers": true, "ListAudit": true, "NodeEpochs": true,
-		"KeySet": true,
+		"KeySet": true, "ListNodeKeys": true,
 	}
 )
 

@@ -85,6 +85,10 @@ type Options struct {
 	// one transaction each get their own. Replicate must not call the
 	// store.
 	Replicate Replicator
+	// SecretCipher, when set, encrypts every Secret record the store
+	// writes and decrypts those it reads (secrets.go); records written
+	// in the clear before are still read. Nil writes them in the clear.
+	SecretCipher SecretCipher
 }
 
 func (o Options) withDefaults() Options {
@@ -118,6 +122,8 @@ type Store struct {
 
 	// maxNodeEvents bounds the node-caused events (Options.MaxNodeEvents).
 	maxNodeEvents int
+	// secrets encrypts Secret records (Options.SecretCipher); nil: clear.
+	secrets SecretCipher
 }
 
 // What an operator does about a damaged or a missing store; %s is the
@@ -160,7 +166,7 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	return &Store{path: path, db: db, maxEvents: opts.MaxEvents, maxNodeEvents: opts.MaxNodeEvents, onWrite: opts.OnWrite,
-		replicate: opts.Replicate}, nil
+		replicate: opts.Replicate, secrets: opts.SecretCipher}, nil
 }
 
 // MarkerPath is the marker file beside the store at path, written once the

@@ -9,8 +9,12 @@ import (
 // are those of Store that the request needs, without their own
 // transactions. A Txn is valid only inside the function given to Update.
 type Txn struct {
-	tx *boltTx
+	tx      *boltTx
+	secrets SecretCipher // the store's; nil writes Secrets in the clear
 }
+
+// secretCodec is how t reads and writes Secret records.
+func (t *Txn) secretCodec() secretCodec { return secretCodec{cipher: t.secrets} }
 
 // errDryRun rolls back the transaction of a dry run.
 var errDryRun = errors.New("dry run")
@@ -21,7 +25,7 @@ var errDryRun = errors.New("dry run")
 // fn's closure, computed over what the writes would have made).
 func (s *Store) Update(dryRun bool, fn func(t *Txn) error) error {
 	err := s.update(func(tx *boltTx) error {
-		if err := fn(&Txn{tx: tx}); err != nil {
+		if err := fn(&Txn{tx: tx, secrets: s.secrets}); err != nil {
 			return err
 		}
 		if dryRun {
@@ -37,5 +41,5 @@ func (s *Store) Update(dryRun bool, fn func(t *Txn) error) error {
 
 // View runs fn in a read-only transaction; fn must not write.
 func (s *Store) View(fn func(t *Txn) error) error {
-	return s.wrap(s.view(func(tx *boltTx) error { return fn(&Txn{tx: tx}) }), "view")
+	return s.wrap(s.view(func(tx *boltTx) error { return fn(&Txn{tx: tx, secrets: s.secrets}) }), "view")
 }

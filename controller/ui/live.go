@@ -85,9 +85,11 @@ func sampleOf(d *api.DaemonSet) rolloutSample {
 	s := rolloutSample{Key: d.Key(), State: daemonSetState(d), Total: d.Status.DesiredNumberScheduled,
 		Updated: d.Status.UpdatedNumberScheduled, Complete: true}
 	if ro := d.Status.Rollout; ro != nil {
-		// Nodes waiting for a maintenance window, or held by their
-		// update lock, wait too: the counts add up to the total.
-		s.Total, s.Updated, s.Updating, s.Waiting = ro.Total, ro.Updated, ro.Updating, ro.Waiting+ro.WaitingForWindow+ro.HeldByLock
+		// Nodes waiting for a maintenance window, held by their update
+		// lock, or waiting for their download wait too: the counts add up
+		// to the total.
+		s.Total, s.Updated, s.Updating = ro.Total, ro.Updated, ro.Updating
+		s.Waiting = ro.Waiting + ro.WaitingForWindow + ro.HeldByLock + ro.WaitingForPrefetch
 		s.Offline, s.Failed, s.Complete = ro.Offline, ro.Failed, ro.Complete
 	}
 	return s

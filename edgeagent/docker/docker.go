@@ -46,7 +46,10 @@ type Runtime struct {
 	cli *client.Client
 }
 
-var _ edgeagent.Runtime = (*Runtime)(nil)
+var (
+	_ edgeagent.Runtime        = (*Runtime)(nil)
+	_ edgeagent.ProgressPuller = (*Runtime)(nil)
+)
 
 // New connects to the engine described by opts and negotiates the API
 // version. It fails if the engine does not answer or speaks only an API

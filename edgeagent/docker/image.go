@@ -18,9 +18,16 @@ import (
 // "") pulls if absent, PullAlways pulls. A pull drains the engine's progress
 // stream and fails with the engine's message if the stream reports an error.
 func (r *Runtime) PullImage(ctx context.Context, image, policy string, auth *edgeagent.RegistryAuth) error {
+	return r.PullImageProgress(ctx, image, policy, auth, nil)
+}
+
+// PullImageProgress implements edgeagent.ProgressPuller: PullImage, with
+// progress (when not nil) fed from the engine's progress stream
+// (pullprogress.go).
+func (r *Runtime) PullImageProgress(ctx context.Context, image, policy string, auth *edgeagent.RegistryAuth, progress func(done, total int64)) error {
 	switch policy {
 	case schema.PullAlways:
-		return r.pull(ctx, image, auth)
+		return r.pull(ctx, image, auth, progress)
 	case schema.PullIfNotPresent, "", schema.PullNever:
 	default:
 		return fmt.Errorf("pull image %s: unknown pull policy %q", image, policy)
@@ -34,7 +41,7 @@ func (r *Runtime) PullImage(ctx context.Context, image, policy string, auth *edg
 	case policy == schema.PullNever:
 		return fmt.Errorf("pull image %s: %w", image, edgeagent.ErrImageNotPresent)
 	}
-	return r.pull(ctx, image, auth)
+	return r.pull(ctx, image, auth, progress)
 }
 
 // imagePresent reports whether the engine holds image.
@@ -49,8 +56,9 @@ func (r *Runtime) imagePresent(ctx context.Context, image string) (bool, error) 
 	return false, fmt.Errorf("inspect image: %w", err)
 }
 
-// pull pulls image, draining the progress stream.
-func (r *Runtime) pull(ctx context.Context, image string, auth *edgeagent.RegistryAuth) error {
+// pull pulls image, draining the progress stream (into progress, when not
+// nil).
+func (r *Runtime) pull(ctx context.Context, image string, auth *edgeagent.RegistryAuth, progress func(done, total int64)) error {
 	opts, err := pullOptions(auth)
 	if err != nil {
 		return fmt.Errorf("pull image %s: %w", image, err)
@@ -60,7 +68,12 @@ func (r *Runtime) pull(ctx context.Context, image string, auth *edgeagent.Regist
 		return fmt.Errorf("pull image %s: %w", image, err)
 	}
 	defer resp.Close()
-	if err := resp.Wait(ctx); err != nil {
+	if progress != nil {
+		err = drainProgress(ctx, resp, progress)
+	} else {
+		err = resp.Wait(ctx)
+	}
+	if err != nil {
 		return fmt.Errorf("pull image %s: %w", image, err)
 	}
 	return nil

@@ -19,7 +19,10 @@ import (
 	"github.com/edgeset/edgeset/schema"
 )
 
-var _ edgeagent.Runtime = (*Runtime)(nil)
+var (
+	_ edgeagent.Runtime        = (*Runtime)(nil)
+	_ edgeagent.ProgressPuller = (*Runtime)(nil)
+)
 
 // ErrEventOverflow ends an event subscription whose buffer filled up; the
 // subscriber re-subscribes and resynchronises, as with a real engine.
@@ -74,6 +77,10 @@ type Runtime struct {
 	Now func() time.Time
 	// EventBuffer is each subscriber's channel capacity; 0 means 256.
 	EventBuffer int
+	// ImageSize and LinkBytesPerSecond model pull time (pull.go): with
+	// both set, pulling an image takes its size over the link's speed.
+	ImageSize          func(image string) int64
+	LinkBytesPerSecond int64
 
 	mu         sync.Mutex // guards everything below
 	containers map[string]*container
@@ -83,6 +90,7 @@ type Runtime struct {
 	seq        uint64
 	stats      Stats
 	history    []Op
+	pulls      pulls // pull.go
 }
 
 // Op is one call that changed a container, as History records it.
@@ -115,6 +123,7 @@ func New() *Runtime {
 		byName:     map[string]string{},
 		images:     map[string]bool{},
 		subs:       map[*subscriber]struct{}{},
+		pulls:      newPulls(),
 	}
 }
 
@@ -191,6 +200,13 @@ func (r *Runtime) List(ctx context.Context, node string) ([]edgeagent.ContainerS
 
 // PullImage implements edgeagent.Runtime.
 func (r *Runtime) PullImage(ctx context.Context, image, policy string, auth *edgeagent.RegistryAuth) error {
+	return r.PullImageProgress(ctx, image, policy, auth, nil)
+}
+
+// PullImageProgress implements edgeagent.ProgressPuller: PullImage, with
+// the transfer modelled by ImageSize and LinkBytesPerSecond (progress,
+// when not nil, sees the bytes transferred).
+func (r *Runtime) PullImageProgress(ctx context.Context, image, policy string, auth *edgeagent.RegistryAuth, progress func(done, total int64)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -211,9 +227,13 @@ func (r *Runtime) PullImage(ctx context.Context, image, policy string, auth *edg
 			return fmt.Errorf("pull %s: %w", image, err)
 		}
 	}
+	if err := r.transfer(ctx, image, progress); err != nil {
+		return fmt.Errorf("pull %s: %w", image, err)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.images[image] = true
+	r.pulls.done(image, r.now())
 	r.stats.Pulls++
 	return nil
 }

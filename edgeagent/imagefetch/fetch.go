@@ -125,6 +125,13 @@ func New(opts Options) (*Fetcher, error) {
 // FetchImage downloads image from the controller, verifies every blob and
 // loads it into the engine under the name image.
 func (f *Fetcher) FetchImage(ctx context.Context, image string) error {
+	return f.FetchImageProgress(ctx, image, nil)
+}
+
+// FetchImageProgress is FetchImage reporting, when progress is not nil,
+// the bytes of the image's blobs present (a resumed blob's earlier part
+// included) of their total size, as they arrive (progress.go).
+func (f *Fetcher) FetchImageProgress(ctx context.Context, image string, progress func(done, total int64)) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.opts.Loader == nil {
@@ -138,8 +145,9 @@ func (f *Fetcher) FetchImage(ctx context.Context, image string) error {
 		return fmt.Errorf("fetch image %s from the controller: %w", image, err)
 	}
 	blobs := append([]ocispec.Descriptor{m.Config}, m.Layers...)
+	meter := newMeter(progress, blobs)
 	for _, d := range blobs {
-		if err := f.blob(ctx, d); err != nil {
+		if err := f.blob(ctx, d, meter); err != nil {
 			return fmt.Errorf("fetch image %s from the controller: %w", image, err)
 		}
 	}
@@ -237,16 +245,17 @@ func (f *Fetcher) blobPath(digest string) string {
 
 // blob makes the verified blob of d present under Dir, resuming a partial
 // download, retrying a dropped link up to Options.Attempts times.
-func (f *Fetcher) blob(ctx context.Context, d ocispec.Descriptor) error {
+func (f *Fetcher) blob(ctx context.Context, d ocispec.Descriptor, m *meter) error {
 	final := f.blobPath(d.Digest.String())
 	if info, err := os.Stat(final); err == nil && info.Size() == d.Size {
+		m.blobDone(d.Size)
 		return nil // verified by an earlier fetch whose load failed
 	}
 	partial := final + ".partial"
 	var err error
 	for attempt := 1; attempt <= f.opts.Attempts; attempt++ {
 		var retry bool
-		retry, err = f.download(ctx, d, partial)
+		retry, err = f.download(ctx, d, partial, m)
 		if err == nil || !retry || ctx.Err() != nil {
 			break
 		}
@@ -266,13 +275,14 @@ func (f *Fetcher) blob(ctx context.Context, d ocispec.Descriptor) error {
 	if err := os.Rename(partial, final); err != nil {
 		return fmt.Errorf("blob %s: %w", d.Digest, err)
 	}
+	m.blobDone(d.Size)
 	return nil
 }
 
 // download appends to partial what the controller has past its end. It
 // reports whether a failure is worth retrying (a dropped link, a busy or
 // failing controller).
-func (f *Fetcher) download(ctx context.Context, d ocispec.Descriptor, partial string) (retry bool, err error) {
+func (f *Fetcher) download(ctx context.Context, d ocispec.Descriptor, partial string, m *meter) (retry bool, err error) {
 	file, err := os.OpenFile(partial, os.O_CREATE|os.O_WRONLY, 0o600)
 	if err != nil {
 		return false, err
@@ -324,7 +334,8 @@ func (f *Fetcher) download(ctx context.Context, d ocispec.Descriptor, partial st
 		return false, refused(resp)
 	}
 	body := &idleReader{r: resp.Body, timer: idle, idle: f.opts.IdleTimeout}
-	_, err = io.Copy(file, io.LimitReader(body, d.Size-off))
+	m.partial(off)
+	_, err = io.Copy(m.writer(file, off), io.LimitReader(body, d.Size-off))
 	if serr := file.Sync(); err == nil {
 		err = serr // what arrived survives a restart of the agent
 	}

@@ -21,8 +21,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/edgeagent/imagefetch"
 )
+
+var _ edgeagent.ProgressFetcher = (*imagefetch.Fetcher)(nil)
 
 func digest(b []byte) string {
 	sum := sha256.Sum256(b)
@@ -285,4 +288,28 @@ func TestFetchAbandonsStalledLink(t *testing.T) {
 	assert.Equal(t, layer, loadedLayer(t, l))
 	srv.Close()
 	assert.Contains(t, reg.ranges, "bytes="+jsonNumber(len(layer)/2)+"-", "the next attempt resumes at the stall")
+}
+
+// TestFetchProgress: a fetch through a link dropped halfway reports the
+// bytes present of the image's total, never going back, the resumed part
+// counted from where the drop left it, and ends at the total.
+func TestFetchProgress(t *testing.T) {
+	config, layer := []byte(`{"rootfs":{}}`), bytes.Repeat([]byte("0123456789"), 10000)
+	reg := newRegistry(t, config, layer)
+	reg.cutAfter = len(layer) / 2
+	srv := httptest.NewServer(reg)
+	t.Cleanup(srv.Close)
+	total := int64(len(config) + len(layer))
+	var seen []int64
+	err := newFetcher(t, srv.URL, t.TempDir(), &loader{}).FetchImageProgress(t.Context(), "app:v1", func(done, tot int64) {
+		assert.Equal(t, total, tot)
+		seen = append(seen, done)
+	})
+	require.NoError(t, err)
+	require.NotEmpty(t, seen)
+	assert.Equal(t, int64(0), seen[0])
+	assert.Equal(t, total, seen[len(seen)-1])
+	for i := 1; i < len(seen); i++ {
+		require.GreaterOrEqual(t, seen[i], seen[i-1], "progress went back at %d: %v", i, seen)
+	}
 }

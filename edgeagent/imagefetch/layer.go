@@ -26,7 +26,7 @@ func (f *Fetcher) FetchLayer(ctx context.Context, image, digest string) (string,
 		if l.Digest.String() != digest {
 			continue
 		}
-		if err := f.blob(ctx, l); err != nil {
+		if err := f.blob(ctx, l, nil); err != nil {
 			return "", fmt.Errorf("fetch layer of image %s from the controller: %w", image, err)
 		}
 		return f.blobPath(digest), nil

@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,6 +24,7 @@ import (
 	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
+	"github.com/edgeset/edgeset/sealing"
 	"github.com/edgeset/edgeset/test/testimage"
 )
 
@@ -102,8 +105,9 @@ spec:
 // what the daemon sees (its own output, read through the controller's logs
 // API as edgesetctl logs reads it), what Docker was asked, that a
 // ConfigMap change reaches the running daemon's file without a restart,
-// and that the Secret's value travels on no MQTT topic but those of the
-// node that runs the daemon.
+// and that the Secret's value travels on no MQTT topic in any readable
+// form: sealed to the node that runs the daemon, whose key alone opens it,
+// and never in the clear in the controller's store or an agent's data dir.
 func TestDockerConfigObjects(t *testing.T) {
 	cli := testimage.RequireDocker(t)
 	image := testimage.Build(t)
@@ -170,7 +174,45 @@ func TestDockerConfigObjects(t *testing.T) {
 	assert.Equal(t, snapshot{reader: before}.ids(), snapshot{reader: f.containersOf(t, key)[reader]}.ids(),
 		"a ConfigMap change updates files in place, without recreating containers")
 
-	sniff.requireSecretOnlyUnder(t, schema.TopicPrefix+"nodes/"+reader+"/", other)
+	sniff.requireSecretSealedTo(t, reader, f.nodeKeys(t, reader), f.nodeKeys(t, other))
+	for _, dir := range []string{f.dataDir, f.agentDirs[reader], f.agentDirs[other]} {
+		requireNoPlaintext(t, dir)
+	}
+}
+
+// nodeKeys reads node's sealing keys from its agent's data dir, as only
+// the device can.
+func (f *fleet) nodeKeys(t *testing.T, node string) sealing.Keyring {
+	t.Helper()
+	ring, err := sealing.ReadKeyFile(filepath.Join(f.agentDirs[node], sealing.KeyFile))
+	require.NoError(t, err)
+	return ring
+}
+
+// secretForms are the secret's value as it would appear if it travelled
+// or rested in the clear: raw, and in base64 (as Secret data is in JSON).
+var secretForms = []string{secretValue, base64.StdEncoding.EncodeToString([]byte(secretValue))}
+
+// requireNoPlaintext fails the test if a file under dir (a controller's
+// store, an agent's agent.db) holds the secret's value in the clear.
+func requireNoPlaintext(t *testing.T, dir string) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, form := range secretForms {
+			if bytes.Contains(b, []byte(form)) {
+				t.Errorf("%s holds the secret's value in the clear", p)
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
 }
 
 // applyAll sends a manifest of several objects and fails the test if the
@@ -274,27 +316,41 @@ func startSniffer(t *testing.T, f *fleet) *sniffer {
 	return s
 }
 
-// requireSecretOnlyUnder fails the test unless the secret's value (plain
-// or base64, as Secret data travels in JSON) appeared at least once, and
-// only on topics starting with prefix; other's topics are named in the
-// failure.
-func (s *sniffer) requireSecretOnlyUnder(t *testing.T, prefix, other string) {
+// requireSecretSealedTo fails the test if the sniffer saw the secret's
+// value in any readable form on any topic, or never saw it sealed on
+// node's secret topic; what it saw there opens with mine, node's keys,
+// and not with other's. The daemon's log is left out: the daemon prints
+// its environment, secret included, and the test reads it through the
+// logs API, whose output travels as the container wrote it
+// (docs/security.md).
+func (s *sniffer) requireSecretSealedTo(t *testing.T, node string, mine, other sealing.Keyring) {
 	t.Helper()
-	forms := []string{secretValue, base64.StdEncoding.EncodeToString([]byte(secretValue))}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	seen := 0
+	prefix := schema.NodeSecretTopic(node, "")
+	sealed := 0
 	for _, m := range s.msgs {
-		for _, form := range forms {
-			if !strings.Contains(string(m.payload), form) {
-				continue
-			}
-			seen++
-			if !strings.HasPrefix(m.topic, prefix) {
-				t.Errorf("the secret's value travelled on %s (not under %s; the other node is %s)", m.topic, prefix, other)
+		if strings.HasSuffix(m.topic, "/"+schema.TopicLogsResponse) {
+			continue
+		}
+		for _, form := range secretForms {
+			if strings.Contains(string(m.payload), form) {
+				t.Errorf("the secret's value travelled readable on %s", m.topic)
 			}
 		}
+		hash, ok := strings.CutPrefix(m.topic, prefix)
+		if !ok || len(m.payload) == 0 {
+			continue
+		}
+		sm, err := schema.DecodeSealedSecretMessage(m.payload)
+		require.NoError(t, err, "a secret travels sealed on %s", m.topic)
+		plain, err := mine.OpenSecret(node, hash, sm.Sealed)
+		require.NoError(t, err, "the node's own key opens it")
+		require.Contains(t, string(plain), base64.StdEncoding.EncodeToString([]byte(secretValue)))
+		_, err = other.OpenSecret(node, hash, sm.Sealed)
+		require.ErrorIs(t, err, sealing.ErrNotForKey, "another node's key does not open it")
+		sealed++
 	}
-	require.NotZero(t, seen, "the sniffer never saw the secret: it cannot vouch for where it travels (%d messages)", len(s.msgs))
-	t.Logf("sniffer saw %d messages, %d carrying the secret", len(s.msgs), seen)
+	require.NotZero(t, sealed, "the sniffer never saw the sealed secret: it cannot vouch for how it travels (%d messages)", len(s.msgs))
+	t.Logf("sniffer saw %d messages, %d carrying the sealed secret", len(s.msgs), sealed)
 }

@@ -61,6 +61,7 @@ type fleet struct {
 	docker    *client.Client // raw engine client, to look behind the runtime
 	nodes     []string
 	agents    []*countingRuntime // by node index
+	agentDirs map[string]string  // each agent's data dir, by node
 }
 
 // countingRuntime is the Docker runtime counting the agent's reconcile
@@ -107,16 +108,24 @@ func startFleetThen(t *testing.T, cli *client.Client, n int, before func(*fleet)
 	for range n {
 		node := testimage.Node(t, cli) // its cleanup runs after the agent's
 		f.nodes = append(f.nodes, node)
-		f.agents = append(f.agents, startAgent(t, url, secret, node, nil))
+		f.agents = append(f.agents, f.startAgent(t, node, nil))
 	}
 	f.waitNodes(t)
 	return f
 }
 
-// startAgent runs an agent for node on its own Docker runtime and data dir.
-// images, when set, returns the agent's image fetcher for its runtime.
-func startAgent(t *testing.T, url string, secret []byte, node string, images func(*docker.Runtime) edgeagent.ImageFetcher) *countingRuntime {
+// startAgent runs an agent for node on its own Docker runtime and data dir
+// (f.agentDirs), registering its sealing key with f's controller as
+// edgeset-agent does (controller-url). images, when set, returns the
+// agent's image fetcher for its runtime.
+func (f *fleet) startAgent(t *testing.T, node string, images func(*docker.Runtime) edgeagent.ImageFetcher) *countingRuntime {
 	t.Helper()
+	url, secret := f.brokerURL, f.secret
+	dataDir := t.TempDir()
+	if f.agentDirs == nil {
+		f.agentDirs = map[string]string{}
+	}
+	f.agentDirs[node] = dataDir
 	rt, err := docker.New(t.Context(), docker.Options{})
 	require.NoError(t, err)
 	counting := &countingRuntime{Runtime: rt}
@@ -127,7 +136,8 @@ func startAgent(t *testing.T, url string, secret []byte, node string, images fun
 	n, err := edgeagent.NewNode(edgeagent.NodeOptions{
 		Agent: edgeagent.Config{
 			NodeName:       node,
-			DataDir:        t.TempDir(),
+			DataDir:        dataDir,
+			KeyRegistrar:   api.NewNodeClient(f.apiURL, node, credential.NodeToken(secret, node), nil),
 			Logger:         testLogger(node),
 			ResyncInterval: resyncInterval,
 			RestartBackoff: edgeagent.Backoff{Initial: 200 * time.Millisecond, Max: 2 * time.Second, ResetAfter: time.Minute},
@@ -141,7 +151,8 @@ func startAgent(t *testing.T, url string, secret []byte, node string, images fun
 			Backoff:            mqttclient.Backoff{Initial: 50 * time.Millisecond, Max: time.Second},
 		},
 		Status: func(context.Context) schema.NodeStatus {
-			return schema.NodeStatus{Conditions: []schema.NodeCondition{{Type: schema.NodeReady, Status: schema.ConditionTrue}}}
+			return schema.NodeStatus{Labels: map[string]string{schema.LabelPrefetch: "true"}, // as the agent's Announcer says
+				Conditions: []schema.NodeCondition{{Type: schema.NodeReady, Status: schema.ConditionTrue}}}
 		},
 	}, counting)
 	require.NoError(t, err)

@@ -51,7 +51,7 @@ func TestImagesWithoutRegistry(t *testing.T) {
 	proxy := newCuttingProxy(t, strings.TrimPrefix(f.apiURL, "http://"))
 	node := testimage.Node(t, cli)
 	fetchDir := t.TempDir()
-	startAgent(t, f.brokerURL, f.secret, node, func(rt *docker.Runtime) edgeagent.ImageFetcher {
+	f.startAgent(t, node, func(rt *docker.Runtime) edgeagent.ImageFetcher {
 		fetcher, err := imagefetch.New(imagefetch.Options{
 			URL: "http://" + proxy.addr(), Node: node, Token: credential.NodeToken(f.secret, node),
 			Dir: fetchDir, Loader: rt, Log: testLogger(node + "/images"),
