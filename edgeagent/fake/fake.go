@@ -81,11 +81,16 @@ type Runtime struct {
 	// both set, pulling an image takes its size over the link's speed.
 	ImageSize          func(image string) int64
 	LinkBytesPerSecond int64
+	// PullImageID, when set, is the image ID a pull of image gives it (the
+	// content a registry serves under that reference); nil gives
+	// DefaultImageID(image).
+	PullImageID func(image string) string
 
 	mu         sync.Mutex // guards everything below
 	containers map[string]*container
 	byName     map[string]string
 	images     map[string]bool
+	ids        imageIDs // images.go
 	subs       map[*subscriber]struct{}
 	seq        uint64
 	stats      Stats
@@ -122,6 +127,7 @@ func New() *Runtime {
 		containers: map[string]*container{},
 		byName:     map[string]string{},
 		images:     map[string]bool{},
+		ids:        newImageIDs(),
 		subs:       map[*subscriber]struct{}{},
 		pulls:      newPulls(),
 	}
@@ -134,12 +140,13 @@ func (r *Runtime) now() time.Time {
 	return time.Now()
 }
 
-// AddImage makes images present, as if pulled earlier.
+// AddImage makes images present, as if pulled earlier, each with
+// DefaultImageID as its ID.
 func (r *Runtime) AddImage(images ...string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, im := range images {
-		r.images[im] = true
+		r.tagLocked(im, DefaultImageID(im))
 	}
 }
 
@@ -230,9 +237,13 @@ func (r *Runtime) PullImageProgress(ctx context.Context, image, policy string, a
 	if err := r.transfer(ctx, image, progress); err != nil {
 		return fmt.Errorf("pull %s: %w", image, err)
 	}
+	id := DefaultImageID(image)
+	if r.PullImageID != nil {
+		id = r.PullImageID(image)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.images[image] = true
+	r.tagLocked(image, id)
 	r.pulls.done(image, r.now())
 	r.stats.Pulls++
 	return nil
@@ -268,7 +279,7 @@ func (r *Runtime) checkCreateLocked(spec edgeagent.ContainerSpec) error {
 	if _, ok := r.byName[spec.Name]; ok {
 		return fmt.Errorf("create %s: %w", spec.Name, edgeagent.ErrNameConflict)
 	}
-	if !r.images[spec.Image] {
+	if !r.images[spec.Image] && !r.ids.content[spec.Image] {
 		return fmt.Errorf("create %s: no such image: %s", spec.Name, spec.Image)
 	}
 	if spec.NetworkOf != "" && r.lookupLocked(spec.NetworkOf) == nil {
