@@ -152,7 +152,7 @@ func TestPinnedImageFromRegistry(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, f := startPinned(t, true, func(h *harness, _ *storeFetcher) {
-				h.rt.PullImageID = func(string) string { return tc.served }
+				h.rt.SetRegistryImage(pinnedImage, tc.served)
 			})
 			rev := pinnedRevision(pinnedImage, collectorPin)
 			h.apply(1, rev)

@@ -81,10 +81,6 @@ type Runtime struct {
 	// both set, pulling an image takes its size over the link's speed.
 	ImageSize          func(image string) int64
 	LinkBytesPerSecond int64
-	// PullImageID, when set, is the image ID a pull of image gives it (the
-	// content a registry serves under that reference); nil gives
-	// DefaultImageID(image).
-	PullImageID func(image string) string
 
 	mu         sync.Mutex // guards everything below
 	containers map[string]*container
@@ -237,13 +233,9 @@ func (r *Runtime) PullImageProgress(ctx context.Context, image, policy string, a
 	if err := r.transfer(ctx, image, progress); err != nil {
 		return fmt.Errorf("pull %s: %w", image, err)
 	}
-	id := DefaultImageID(image)
-	if r.PullImageID != nil {
-		id = r.PullImageID(image)
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.tagLocked(image, id)
+	r.tagLocked(image, r.ids.servedLocked(image))
 	r.pulls.done(image, r.now())
 	r.stats.Pulls++
 	return nil

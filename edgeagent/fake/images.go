@@ -18,10 +18,28 @@ var _ edgeagent.ImageInspector = (*Runtime)(nil)
 type imageIDs struct {
 	byRef   map[string]string // reference to image ID
 	content map[string]bool   // image IDs present
+	served  map[string]string // reference to the image ID a pull of it gives (SetRegistryImage)
 }
 
 func newImageIDs() imageIDs {
-	return imageIDs{byRef: map[string]string{}, content: map[string]bool{}}
+	return imageIDs{byRef: map[string]string{}, content: map[string]bool{}, served: map[string]string{}}
+}
+
+// servedLocked is the image ID a pull of image gives.
+func (ids imageIDs) servedLocked(image string) string {
+	if id, ok := ids.served[image]; ok {
+		return id
+	}
+	return DefaultImageID(image)
+}
+
+// SetRegistryImage makes a pull of image give the content of ID id (what
+// a registry serves under that reference); by default a pull gives
+// DefaultImageID(image).
+func (r *Runtime) SetRegistryImage(image, id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ids.served[image] = id
 }
 
 // DefaultImageID is the ID of an image AddImage adds or a pull brings
