@@ -208,4 +208,3 @@ func runningID(s snapshot, node, id string) error {
 	}
 	return nil
 }
-
