@@ -264,3 +264,40 @@ func TestUnpinnedFleetKeepsHashes(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, schema.TemplateHash(effectiveTemplate(&ds.Manifest, nil)), cur.Hash)
 }
+
+// TestNodeFetchesPinnedDigest: a node fetches the manifest and blobs of
+// the digest its revision pins, also after the tag was pushed again with
+// other content; a digest no revision of its desired state pins, and a
+// node that does not run the daemonset, are refused.
+func TestNodeFetchesPinnedDigest(t *testing.T) {
+	tc := startController(t, Config{})
+	ctx := context.Background()
+	pushArchive(t, tc, "collector:1.4", "first")
+	tc.applyYAML(t, pinManifest("collector:1.4", ""))
+	_, cur := history(t, tc, "edge/pinned")
+	require.Len(t, cur.Pins, 1)
+	pin := cur.Pins[0]
+	n := startNode(t, tc.brokerURL(), tc.secret, gateway("gw", nil))
+	n.expectDaemonSets("edge/pinned")
+
+	pushArchive(t, tc, "collector:1.4", "second") // the tag now names other content
+	body, digest, err := tc.NodeImageManifest(ctx, "gw", "collector:1.4", pin.Digest)
+	require.NoError(t, err)
+	assert.Equal(t, pin.Digest, digest)
+	assert.Contains(t, string(body), pin.Config, "the pinned manifest, not the tag's new one")
+	f, err := tc.OpenNodeBlob(ctx, "gw", pin.Config)
+	require.NoError(t, err, "the pinned config blob")
+	require.NoError(t, f.Close())
+	_, byName, err := tc.NodeImageManifest(ctx, "gw", "collector:1.4", "")
+	require.NoError(t, err)
+	assert.NotEqual(t, pin.Digest, byName, "by name: what the tag names now")
+
+	_, _, err = tc.NodeImageManifest(ctx, "gw", "collector:1.4", digestOf('7'))
+	require.ErrorIs(t, err, api.ErrForbidden, "a digest no revision pins")
+	_, _, err = tc.NodeImageManifest(ctx, "other", "collector:1.4", pin.Digest)
+	require.ErrorIs(t, err, api.ErrForbidden, "a node without the daemonset")
+	_, _, err = tc.NodeImageManifest(ctx, "gw", "collector:1.4", "sha256:12")
+	require.ErrorIs(t, err, api.ErrInvalid)
+	_, _, err = tc.NodeImageManifest(ctx, "gw", "collector@"+pin.Digest, "")
+	require.NoError(t, err, "a digest reference asks by that digest")
+}
