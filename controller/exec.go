@@ -185,7 +185,7 @@ func (s *execSession) wait() (schema.ExecChunk, error) {
 		case <-s.ctx.Done():
 			return schema.ExecChunk{}, s.ctx.Err()
 		case <-t.C:
-			return schema.ExecChunk{}, fmt.Errorf("%w: node %s did not answer; is it online?", api.ErrTimeout, s.node)
+			return schema.ExecChunk{}, s.c.unanswered(s.node, schema.TopicExecRequest, timeout)
 		case ch := <-s.stream.chunks:
 			if ch.Seq < s.seq {
 				continue

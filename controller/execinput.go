@@ -113,7 +113,7 @@ func (s *execInput) send(ctx context.Context, c *Controller, session string, in 
 	case in.Seq > s.next:
 		return fmt.Errorf("%w: input chunk %d of session %q: the next one is %d", api.ErrConflict, in.Seq, session, s.next)
 	}
-	if err := s.limiter.WaitN(ctx, schema.ExecInputCost(len(in.Data))); err != nil {
+	if err := pace(ctx, s.limiter, c.now(), schema.ExecInputCost(len(in.Data))); err != nil {
 		return fmt.Errorf("%w: input chunk %d of session %q: %v", api.ErrUnavailable, in.Seq, session, err)
 	}
 	payload, err := schema.Encode(schema.ExecInput{SchemaVersion: schema.WireVersion, Node: s.node, ID: session,
@@ -131,4 +131,37 @@ func (s *execInput) send(ctx context.Context, c *Controller, session string, in 
 	}
 	s.next++
 	return nil
+}
+
+// errPaceDeadline: the wait for the rate would outlast the caller's
+// deadline.
+var errPaceDeadline = errors.New("would exceed context deadline")
+
+// pace waits until lim allows n more, as rate.Limiter.WaitN does, with
+// the tokens counted at now (the controller's clock, which tests
+// control): n within what lim holds at now goes at once, whatever the
+// caller's deadline; more waits its turn, unless that wait would outlast
+// ctx's deadline, when it is refused at once and takes nothing.
+func pace(ctx context.Context, lim *rate.Limiter, now time.Time, n int) error {
+	r := lim.ReserveN(now, n)
+	if !r.OK() {
+		return fmt.Errorf("%d exceeds the limiter's burst %d", n, lim.Burst())
+	}
+	delay := r.DelayFrom(now)
+	if delay == 0 {
+		return nil
+	}
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < delay {
+		r.CancelAt(now)
+		return errPaceDeadline
+	}
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		r.CancelAt(now)
+		return ctx.Err()
+	}
 }

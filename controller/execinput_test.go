@@ -22,7 +22,10 @@ import (
 // once it ended. Input past the session's rate waits its turn (here: is
 // refused, as the caller's deadline comes first).
 func TestExecInputInOrder(t *testing.T) {
-	tc := startController(t, Config{})
+	// The clock stands still, so the burst's tokens do not refill
+	// however slowly the machine runs the test.
+	frozen := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	tc := startController(t, Config{Clock: func() time.Time { return frozen }})
 	b := tc.embeddedBroker(t)
 	var mu sync.Mutex
 	var got []schema.ExecInput
@@ -54,7 +57,7 @@ func TestExecInputInOrder(t *testing.T) {
 	// for the rate (8 KiB: 125 ms), longer than this caller's deadline.
 	seq := 3
 	var refused error
-	for range 20 { // 160 KiB: only stalls of more than a second in all would let every one through
+	for range 20 { // 160 KiB: more than the burst
 		short, cancel := context.WithTimeout(ctx, time.Millisecond)
 		refused = tc.ExecInput(short, "edge/agent", "s1", api.ExecInput{Seq: seq, Data: make([]byte, schema.MaxExecInputChunkBytes)}, "alice")
 		cancel()
@@ -67,6 +70,7 @@ func TestExecInputInOrder(t *testing.T) {
 	assert.Contains(t, refused.Error(), "would exceed context deadline")
 	assert.GreaterOrEqual(t, (seq-3)*schema.MaxExecInputChunkBytes, schema.ExecInputBurstBytes-3*schema.ExecInputChunkCost-schema.MaxExecInputChunkBytes,
 		"the burst went through at once")
+	assert.Less(t, (seq-3)*schema.MaxExecInputChunkBytes, schema.ExecInputBurstBytes, "no more than the burst went through at once")
 
 	tc.execInputs.remove("s1")
 	assert.ErrorIs(t, send(api.ExecInput{Seq: seq, Data: []byte("x")}), api.ErrNotFound, "the session ended")

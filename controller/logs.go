@@ -242,7 +242,7 @@ func (r *logReader) next() (schema.LogChunk, error) {
 		case <-r.ctx.Done():
 			return schema.LogChunk{}, r.ctx.Err()
 		case <-t.C:
-			return schema.LogChunk{}, fmt.Errorf("%w: node %s did not answer; is it online?", api.ErrTimeout, r.node)
+			return schema.LogChunk{}, r.c.unanswered(r.node, schema.TopicLogsRequest, timeout)
 		case ch := <-r.stream.chunks:
 			if ch.Seq < r.seq {
 				continue

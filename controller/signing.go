@@ -198,7 +198,7 @@ func (k *signingKeys) status() api.SigningStatus {
 func signedTopic(topic string) (node string, ok bool) {
 	if rest, ok := strings.CutPrefix(topic, schema.TopicPrefix+"nodes/"); ok {
 		node, kind, _ := strings.Cut(rest, "/")
-		if kind == schema.TopicDesired || strings.HasPrefix(kind, schema.TopicSecretsPrefix) {
+		if kind == schema.TopicDesired || strings.HasPrefix(kind, schema.TopicSecretsPrefix) || isRequestKind(kind) {
 			return node, true
 		}
 		return "", false
@@ -220,6 +220,9 @@ func signed(m mqttclient.Message) bool {
 func (k *signingKeys) statement(m mqttclient.Message, now time.Time) (signing.Statement, error) {
 	node, _ := signedTopic(m.Topic)
 	st := signing.Statement{Topic: m.Topic, Node: node, IssuedAt: now, ExpiresAt: now.Add(k.validity), Body: m.Payload}
+	if isRequestTopic(m.Topic) {
+		st.ExpiresAt = now.Add(signing.RequestValidity)
+	}
 	if node != signing.AnyNode && strings.HasSuffix(m.Topic, "/"+schema.TopicDesired) {
 		g, err := desiredGeneration(m.Payload)
 		if err != nil {

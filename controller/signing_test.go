@@ -152,7 +152,11 @@ func TestSignedTopic(t *testing.T) {
 		{schema.RevisionTopic("abc"), "*", true},
 		{schema.ConfigMapTopic("abc"), "*", true},
 		{schema.KeySetTopic, "", false}, // signed by the root already
-		{schema.NodeTopic("gw-1", schema.TopicLogsRequest), "", false},
+		{schema.NodeTopic("gw-1", schema.TopicLogsRequest), "gw-1", true},
+		{schema.NodeTopic("gw-1", schema.TopicExecRequest), "gw-1", true},
+		{schema.ExecInputTopic("gw-1", "s1"), "gw-1", true},
+		{schema.NodeTopic("gw-1", schema.TopicLogsResponse), "", false},
+		{schema.NodeTopic("gw-1", schema.TopicExecResponse), "", false},
 		{schema.NodeTopic("gw-1", schema.TopicStatus), "", false},
 		{schema.FenceTopic, "", false},
 	}

@@ -26,6 +26,26 @@ import (
 // errDiskFull stands in for the file system's refusal.
 var errDiskFull = errors.New("write edgeset.db: no space left on device")
 
+// refuseWrites makes tc's store refuse every write from now on, and
+// returns once an apply was refused and the controller reports itself
+// unready. A write of the controller's own that passed the fault check
+// before it was injected may commit after the apply failed and clear the
+// fault, so it applies until the refusal is what the controller last saw.
+func refuseWrites(t *testing.T, tc *testController) {
+	t.Helper()
+	ctx := context.Background()
+	tc.store.FailWrites(func() error { return errDiskFull })
+	checkfor.Eventually(t, wait, 50*time.Millisecond, func() error {
+		if _, err := tc.api.Apply(ctx, "ds.yaml", []byte(exporterYAML), false); err == nil {
+			return errors.New("an apply committed while the disk refuses writes")
+		}
+		if err := tc.Ready(ctx); !errors.Is(err, api.ErrUnavailable) {
+			return fmt.Errorf("ready after a refused write: %v, want unavailable", err)
+		}
+		return nil
+	})
+}
+
 // TestStoreWriteFailureMakesUnready: while store writes fail, /readyz
 // fails naming the store and edgeset_store_writable is 0 with every
 // failure counted; the next successful write clears both.
@@ -36,10 +56,8 @@ func TestStoreWriteFailureMakesUnready(t *testing.T) {
 	require.NoError(t, tc.Ready(ctx))
 	assert.Equal(t, 1.0, gaugeValue(tc.metrics.storeWritable))
 
-	tc.store.FailWrites(func() error { return errDiskFull })
-	_, err := tc.api.Apply(ctx, "ds.yaml", []byte(exporterYAML), false)
-	require.Error(t, err)
-	err = tc.Ready(ctx)
+	refuseWrites(t, tc)
+	err := tc.Ready(ctx)
 	require.ErrorIs(t, err, api.ErrUnavailable)
 	assert.Contains(t, err.Error(), "store: ")
 	assert.Contains(t, err.Error(), "no space left on device")
@@ -63,15 +81,12 @@ func TestStoreFaultClearsWithoutAnotherRequest(t *testing.T) {
 	tc := startController(t, Config{})
 	<-tc.Synced()
 	ctx := context.Background()
-	tc.store.FailWrites(func() error { return errDiskFull })
-	_, err := tc.api.Apply(ctx, "ds.yaml", []byte(exporterYAML), false)
-	require.Error(t, err)
-	require.ErrorIs(t, tc.Ready(ctx), api.ErrUnavailable)
+	refuseWrites(t, tc)
 
 	tc.store.FailWrites(nil)
 	checkfor.Eventually(t, wait, 50*time.Millisecond, func() error { return tc.Ready(ctx) })
 	assert.Equal(t, 1.0, gaugeValue(tc.metrics.storeWritable))
-	_, err = tc.api.GetDaemonSet(ctx, "monitoring/exporter")
+	_, err := tc.api.GetDaemonSet(ctx, "monitoring/exporter")
 	assert.ErrorIs(t, err, api.ErrNotFound, "the probe write stores nothing")
 }
 

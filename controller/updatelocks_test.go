@@ -194,7 +194,7 @@ func TestUpdateLockRollout(t *testing.T) {
 			assert.True(t, in.UpdateLock.Stale, "%s", in.Node)
 		}
 	}
-	assert.Len(t, eventsOf(t, tc, rollout.ReasonUpdateLockStale), 2)
+	waitEvents(t, tc, rollout.ReasonUpdateLockStale, 2) // the event sink writes them after the pass
 
 	ds, err = tc.api.ForceRollout(ctx, exporter, "gw-0")
 	require.NoError(t, err)
@@ -215,8 +215,7 @@ func TestUpdateLockRollout(t *testing.T) {
 		return nil
 	})
 	assert.Equal(t, v2, agents[0].runs())
-	overridden := eventsOf(t, tc, ReasonUpdateLocksOverridden)
-	require.Len(t, overridden, 1)
+	overridden := waitEvents(t, tc, ReasonUpdateLocksOverridden, 1)
 	assert.Contains(t, overridden[0].Message, "node gw-0 (held since "+held0.Format(time.RFC3339)+")")
 
 	agents[1].mu.Lock()
@@ -248,6 +247,20 @@ func desiredHistory(n *fakeNode) []schema.DesiredState {
 
 func hasRevision(d schema.DesiredState, rev string) bool {
 	return slices.ContainsFunc(d.Instances, func(in schema.DesiredInstance) bool { return in.Revision == rev })
+}
+
+// waitEvents waits until the daemonset has n events of reason, and
+// returns them.
+func waitEvents(t *testing.T, tc *testController, reason string, n int) []api.Event {
+	t.Helper()
+	var evs []api.Event
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
+		if evs = eventsOf(t, tc, reason); len(evs) != n {
+			return fmt.Errorf("%d %s events, want %d: %+v", len(evs), reason, n, evs)
+		}
+		return nil
+	})
+	return evs
 }
 
 func eventsOf(t *testing.T, tc *testController, reason string) []api.Event {

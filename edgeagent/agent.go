@@ -70,7 +70,8 @@ type Config struct {
 	// the agent itself; default 10 s.
 	ConnTimeout time.Duration
 	// TrustRoot, when set, is the pinned fleet root key: the agent then
-	// accepts only signed documents (trust.go). Nil is the insecure mode.
+	// accepts only signed documents (trust.go) and signed requests
+	// (signedrequests.go). Nil is the insecure mode.
 	TrustRoot ed25519.PublicKey
 	// SeccompProfileDir holds the profiles of seccompProfile type
 	// Localhost; default DefaultSeccompProfileDir, the kubelet's.
@@ -257,7 +258,7 @@ func New(cfg Config, rt Runtime, conn Conn) (*Agent, error) {
 		}
 	}
 	if cfg.TrustRoot != nil {
-		a.trust = newTrustState(cfg.TrustRoot, cfg.DataDir, cfg.Ephemeral, a.log.Error)
+		a.trust = newTrustState(cfg.TrustRoot, cfg.DataDir, cfg.Ephemeral, a.now(), a.log.Error)
 	}
 	a.restore(st)
 	return a, nil
@@ -381,6 +382,7 @@ func (a *Agent) loop(ctx context.Context) {
 		case <-timer.C:
 		}
 		a.processInbox(ctx)
+		a.reportRequestRefusals(ctx)
 		next := a.reconcile(ctx)
 		if at := a.resubscribeMissing(ctx); !at.IsZero() {
 			next = min(next, max(at.Sub(a.now()), 0))

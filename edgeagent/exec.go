@@ -96,7 +96,8 @@ func (s *ExecServer) Run(ctx context.Context) error {
 	return nil
 }
 
-// Handle takes one exec/request payload.
+// Handle takes one exec/request payload, as Agent.OpenRequest returns it
+// (verified, when the agent pins a trust root).
 func (s *ExecServer) Handle(payload []byte) {
 	req, err := schema.DecodeExecRequest(payload)
 	if err != nil {

@@ -252,9 +252,10 @@ func (s *ExecServer) IsInputTopic(topic string) bool {
 	return ok && node == s.opts.NodeName
 }
 
-// HandleInput takes one payload of a session's input topic. It never
-// blocks: the chunk is queued for the session's pump. Input of no running
-// session (late, or never asked for) is dropped.
+// HandleInput takes one payload of a session's input topic, as
+// Agent.OpenRequest returns it (verified, when the agent pins a trust
+// root). It never blocks: the chunk is queued for the session's pump.
+// Input of no running session (late, or never asked for) is dropped.
 func (s *ExecServer) HandleInput(topic string, payload []byte) {
 	node, id, ok := schema.ParseExecInputTopic(topic)
 	if !ok || node != s.opts.NodeName {

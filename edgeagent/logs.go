@@ -116,8 +116,9 @@ func (s *LogServer) Run(ctx context.Context) error {
 	return nil
 }
 
-// Handle takes one logs/request payload. It never blocks on I/O: a stream
-// starts in its own goroutine, a cancel only cancels.
+// Handle takes one logs/request payload, as Agent.OpenRequest returns it
+// (verified, when the agent pins a trust root). It never blocks on I/O:
+// a stream starts in its own goroutine, a cancel only cancels.
 func (s *LogServer) Handle(payload []byte) {
 	req, err := schema.DecodeLogRequest(payload)
 	if err != nil {

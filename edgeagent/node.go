@@ -225,20 +225,26 @@ func (n *Node) presence(online bool, session int64) *mqttclient.Message {
 	return &mqttclient.Message{Topic: schema.NodeTopic(n.opts.Agent.NodeName, schema.TopicOnline), Payload: payload, Retained: true}
 }
 
+// handle routes an inbound message: a request (signed when the agent
+// pins a trust root: Agent.OpenRequest) to its server, anything else to
+// the agent.
 func (n *Node) handle(topic string, payload []byte) {
-	switch topic {
-	case n.logs.Topic():
-		n.logs.Handle(payload)
-		return
-	case n.exec.Topic():
-		n.exec.Handle(payload)
-		return
+	switch {
+	case topic == n.logs.Topic():
+		if body, ok := n.agent.OpenRequest(topic, payload); ok {
+			n.logs.Handle(body)
+		}
+	case topic == n.exec.Topic():
+		if body, ok := n.agent.OpenRequest(topic, payload); ok {
+			n.exec.Handle(body)
+		}
+	case n.exec.IsInputTopic(topic):
+		if body, ok := n.agent.OpenRequest(topic, payload); ok {
+			n.exec.HandleInput(topic, body)
+		}
+	default:
+		n.agent.HandleMessage(topic, payload)
 	}
-	if n.exec.IsInputTopic(topic) {
-		n.exec.HandleInput(topic, payload)
-		return
-	}
-	n.agent.HandleMessage(topic, payload)
 }
 
 // onConnect announces the node (online, then its status) and lets the agent

@@ -43,16 +43,24 @@ type trustState struct {
 	path  string            // the key set file; "" for an ephemeral agent
 	held  map[string][]byte // documents signed by a key not (yet) known, by topic
 
+	// requests opens signed requests (signedrequests.go); safe for
+	// concurrent use.
+	requests *requestGate
+
 	mu         sync.Mutex
 	version    uint64               // of the accepted key set, for KeySetVersion
+	keySet     *signing.KeySet      // the accepted key set, for requests; nil before the first
 	refused    map[string]uint64    // by reason
 	lastEvent  map[string]time.Time // by reason
 	suppressed map[string]int       // events not sent since the last, by reason
+	queued     []queuedEvent        // refusal events for the loop to send (signedrequests.go)
 }
 
 // newTrustState pins root and restores the key set persisted in dataDir.
-func newTrustState(root ed25519.PublicKey, dataDir string, ephemeral bool, log func(msg string, args ...any)) *trustState {
-	ts := &trustState{trust: signing.NewTrust(root), held: map[string][]byte{},
+// Requests issued before started are refused (the accepted ones were
+// remembered by an earlier process).
+func newTrustState(root ed25519.PublicKey, dataDir string, ephemeral bool, started time.Time, log func(msg string, args ...any)) *trustState {
+	ts := &trustState{trust: signing.NewTrust(root), held: map[string][]byte{}, requests: newRequestGate(started),
 		refused: map[string]uint64{}, lastEvent: map[string]time.Time{}, suppressed: map[string]int{}}
 	if ephemeral {
 		return ts
@@ -63,7 +71,7 @@ func newTrustState(root ed25519.PublicKey, dataDir string, ephemeral bool, log f
 		err = ts.trust.Restore(env)
 	}
 	if err == nil && ts.trust.KeySet != nil {
-		ts.version = ts.trust.KeySet.Version
+		ts.version, ts.keySet = ts.trust.KeySet.Version, ts.trust.KeySet
 	}
 	if err != nil {
 		log("the persisted key set cannot be used; waiting for the controller's", "file", ts.path, "err", err)
@@ -119,7 +127,7 @@ func (a *Agent) handleKeySet(ctx context.Context, b []byte) bool {
 	}
 	*a.trust.trust = next
 	a.trust.mu.Lock()
-	a.trust.version = next.KeySet.Version
+	a.trust.version, a.trust.keySet = next.KeySet.Version, next.KeySet
 	a.trust.mu.Unlock()
 	ks := a.trust.trust.KeySet
 	a.log.Info("accepted key set", "version", ks.Version, "keys", len(ks.Keys), "revoked", len(ks.Revoked))
@@ -189,6 +197,17 @@ func checkGeneration(st signing.Statement) error {
 // the controller as a node event at most once per reason and
 // refusalEventInterval (the next carries how many were not reported).
 func (a *Agent) refuseDocument(ctx context.Context, topic string, err error) {
+	if msg, report := a.countRefusal(topic, err, "keeping the last accepted state"); report {
+		a.event(ctx, schema.EventWarning, signing.Reason(err), "", msg)
+	}
+}
+
+// countRefusal counts a refusal of what came on topic, and says whether
+// to report it now (at most once per reason and refusalEventInterval),
+// logging it either way; msg is the event's message, ending with outcome
+// (what the agent did instead) and how many refusals of the reason were
+// not reported since the last report.
+func (a *Agent) countRefusal(topic string, err error, outcome string) (msg string, report bool) {
 	reason := signing.Reason(err)
 	now := a.now()
 	ts := a.trust
@@ -203,13 +222,13 @@ func (a *Agent) refuseDocument(ctx context.Context, topic string, err error) {
 	}
 	ts.mu.Unlock()
 	if !send { // a flood of refusals is counted, not logged line by line
-		a.log.Debug("refused a signed document", "topic", topic, "reason", reason, "err", err)
-		return
+		a.log.Debug("refused a signed message", "topic", topic, "reason", reason, "err", err)
+		return "", false
 	}
-	a.log.Warn("refused a signed document; keeping the last accepted state", "topic", topic, "reason", reason, "err", err)
-	msg := fmt.Sprintf("refused %s: %v; keeping the last accepted state", topic, err)
+	a.log.Warn("refused a signed message; "+outcome, "topic", topic, "reason", reason, "err", err)
+	msg = fmt.Sprintf("refused %s: %v; %s", topic, err, outcome)
 	if suppressed > 0 {
 		msg += fmt.Sprintf(" (%d more refusals of this reason since the last report)", suppressed)
 	}
-	a.event(ctx, schema.EventWarning, reason, "", msg)
+	return msg, true
 }

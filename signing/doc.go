@@ -15,7 +15,9 @@
 // pre-authentication encoding PAE(payloadType, payload). A document's
 // payload is a Statement binding the topic and node it is for ("*" for a
 // shared revision or ConfigMap), its generation, issued-at and expires-at,
-// and the message body as published without signing.
+// and the message body as published without signing. A request (an exec,
+// its input, a log stream) is a statement too, short-lived, and a
+// RequestGuard accepts each one once (request.go).
 //
 // Everything here is pure: no clock, no I/O besides the key file helpers
 // in keyfile.go.

@@ -76,24 +76,30 @@ type Expect struct {
 // generation of at least exp.MinGeneration, not expired at now, and
 // returns its statement. Refusals wrap the sentinels of errors.go.
 func Verify(ks *KeySet, env []byte, exp Expect, now time.Time) (Statement, error) {
+	st, _, err := verify(ks, env, exp, now)
+	return st, err
+}
+
+// verify is Verify, also returning the statement's bytes as signed.
+func verify(ks *KeySet, env []byte, exp Expect, now time.Time) (Statement, []byte, error) {
 	e, err := DecodeEnvelope(env)
 	if err != nil {
 		if !IsEnvelope(env) {
-			return Statement{}, fmt.Errorf("%w on %s", ErrUnsigned, exp.Topic)
+			return Statement{}, nil, fmt.Errorf("%w on %s", ErrUnsigned, exp.Topic)
 		}
-		return Statement{}, err
+		return Statement{}, nil, err
 	}
 	if e.PayloadType != PayloadTypeDocument {
-		return Statement{}, fmt.Errorf("%w: payloadType %q, want %q", ErrMalformed, e.PayloadType, PayloadTypeDocument)
+		return Statement{}, nil, fmt.Errorf("%w: payloadType %q, want %q", ErrMalformed, e.PayloadType, PayloadTypeDocument)
 	}
 	if err := verifySignatures(ks, e, now); err != nil {
-		return Statement{}, err
+		return Statement{}, nil, err
 	}
 	st, err := decodeStatement(e.Payload)
 	if err != nil {
-		return Statement{}, err
+		return Statement{}, nil, err
 	}
-	return st, check(st, exp, now)
+	return st, e.Payload, check(st, exp, now)
 }
 
 // verifySignatures accepts e when one signature is by a key of ks that is

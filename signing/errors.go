@@ -32,6 +32,10 @@ var (
 	// ErrDowngrade: a key set older than the one accepted, or another one
 	// of the same version.
 	ErrDowngrade = errors.New("key set older than the accepted one")
+	// ErrReplay: a signed request (request.go) accepted before, or one
+	// that may have been: issued before the receiver started, or expiring
+	// no later than a request it forgot to make room.
+	ErrReplay = errors.New("signed request replayed")
 )
 
 // Reasons of refusals as node event reasons, by sentinel.
@@ -51,6 +55,7 @@ var reasons = []struct {
 	{ErrRollback, "SignedDocumentRollback"},
 	{ErrNotRoot, "KeySetNotSignedByRoot"},
 	{ErrDowngrade, "KeySetDowngrade"},
+	{ErrReplay, "SignedRequestReplayed"},
 }
 
 // Reason returns the node event reason of a refusal (an error wrapping

@@ -123,14 +123,16 @@ type agent struct {
 	rt   *fake.Runtime
 }
 
-func (f *fleet) startAgent(name string) *agent {
+// startAgent runs agent name; each edit may change its options and its
+// runtime's knobs before it starts.
+func (f *fleet) startAgent(name string, edits ...func(*edgeagent.NodeOptions, *fake.Runtime)) *agent {
 	f.t.Helper()
 	a := &agent{name: name, rt: fake.New()}
 	st := schema.NodeStatus{
 		Labels:     map[string]string{schema.LabelHostname: name, "role": "gateway"},
 		Conditions: []schema.NodeCondition{{Type: schema.NodeReady, Status: schema.ConditionTrue}},
 	}
-	node, err := edgeagent.NewNode(edgeagent.NodeOptions{
+	opts := edgeagent.NodeOptions{
 		Agent: edgeagent.Config{NodeName: name, DataDir: f.t.TempDir(), Logger: testLogger("agent " + name),
 			TrustRoot: pubOf(f.root), ResyncInterval: 100 * time.Millisecond},
 		MQTT: mqttclient.Options{
@@ -138,7 +140,11 @@ func (f *fleet) startAgent(name string) *agent {
 			Backoff: mqttclient.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond},
 		},
 		Status: func(context.Context) schema.NodeStatus { return st },
-	}, a.rt)
+	}
+	for _, edit := range edits {
+		edit(&opts, a.rt)
+	}
+	node, err := edgeagent.NewNode(opts, a.rt)
 	require.NoError(f.t, err)
 	a.node = node
 	runUntilCleanup(f.t, "agent "+name, node.Run)
