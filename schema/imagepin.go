@@ -23,8 +23,10 @@ import (
 // annotation is replaced by the controller's.
 const ImagePinsAnnotation = "edgeset.io/image-pins"
 
-// MaxImagePins bounds the pins of one template: one per distinct image of
-// its containers and init containers, which validation bounds too.
+// MaxImagePins bounds the pins of one template (one per distinct image of
+// its containers and init containers): the controller pins the first
+// MaxImagePins images of a template that has more, and the rest run by
+// their tags.
 const MaxImagePins = 64
 
 // ImagePin fixes the content of one image reference of a template.
