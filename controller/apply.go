@@ -177,7 +177,7 @@ func (c *Controller) applyTxn(tx *store.Txn, objs []schema.Object, req applyRequ
 		}
 		out.results[i] = r
 	}
-	if err := rollOnConfigChanges(tx, changed, now, out); err != nil {
+	if err := rollOnConfigChanges(tx, changed, c.imageResolver(), now, out); err != nil {
 		return nil, err
 	}
 	if req.dryRun {
@@ -301,7 +301,7 @@ func (c *Controller) applyDaemonSetTxn(tx *store.Txn, ds *schema.DaemonSet, req 
 		}
 	}
 	move := dsChanged || rec.CurrentRevision == "" || rollsOnConfigChange(&rec.DaemonSet) && changed.affects(&rec.DaemonSet)
-	rec, rev, err := moveToEffective(tx, rec, ds.Metadata.Annotations[ChangeCauseAnnotation], move, now)
+	rec, rev, err := moveToEffective(tx, rec, ds.Metadata.Annotations[ChangeCauseAnnotation], move, c.imageResolver(), now)
 	if err != nil {
 		return res, err
 	}
@@ -328,19 +328,22 @@ func rejectedTemplate(tx *store.Txn, old store.DaemonSetRecord, live bool, ds *s
 	if !live || old.Rejected == nil || req.retry {
 		return nil
 	}
-	if schema.TemplateHash(effectiveTemplate(ds, txConfigVersions(tx))) != old.Rejected.Hash {
+	if !isRevisionOf(tx, old.Key(), old.Rejected.Hash, effectiveTemplate(ds, txConfigVersions(tx))) {
 		return nil
 	}
 	return old.Rejected
 }
 
-// moveToEffective ensures the revision of rec's effective template and,
-// with move, makes it current; a move to another revision clears the
-// revision an automatic rollback rejected, which no longer describes the
-// daemonset.
-func moveToEffective(tx *store.Txn, rec store.DaemonSetRecord, cause string, move bool, now time.Time) (store.DaemonSetRecord, store.Revision, error) {
+// moveToEffective ensures the revision of rec's effective template,
+// its images pinned by resolver (imagepin.go), and, with move, makes it
+// current; a move to another revision clears the revision an automatic
+// rollback rejected, which no longer describes the daemonset.
+func moveToEffective(tx *store.Txn, rec store.DaemonSetRecord, cause string, move bool, resolver ImageResolver, now time.Time) (store.DaemonSetRecord, store.Revision, error) {
 	key := rec.Key()
-	tmpl := effectiveTemplate(&rec.DaemonSet, txConfigVersions(tx))
+	tmpl, err := pinnedTemplateTxn(tx, rec, effectiveTemplate(&rec.DaemonSet, txConfigVersions(tx)), resolver)
+	if err != nil {
+		return rec, store.Revision{}, err
+	}
 	rev, _, err := tx.EnsureRevision(key, tmpl, cause, now)
 	if err != nil {
 		return rec, rev, err
@@ -359,7 +362,7 @@ func moveToEffective(tx *store.Txn, rec store.DaemonSetRecord, cause string, mov
 // rollOnConfigChanges gives every stored daemonset with rollOnConfigChange
 // that the request did not apply itself, and that references a config
 // object the request changed, the revision of its new effective template.
-func rollOnConfigChanges(tx *store.Txn, changed configChanges, now time.Time, out *applied) error {
+func rollOnConfigChanges(tx *store.Txn, changed configChanges, resolver ImageResolver, now time.Time, out *applied) error {
 	if len(changed) == 0 {
 		return nil
 	}
@@ -373,7 +376,7 @@ func rollOnConfigChanges(tx *store.Txn, changed configChanges, now time.Time, ou
 			continue
 		}
 		before := rec.CurrentRevision
-		rec, rev, err := moveToEffective(tx, rec, "config change: "+changed.names(&rec.DaemonSet), true, now)
+		rec, rev, err := moveToEffective(tx, rec, "config change: "+changed.names(&rec.DaemonSet), true, resolver, now)
 		if err != nil {
 			return err
 		}
@@ -490,6 +493,7 @@ func checkDaemonSet(ds *schema.DaemonSet, limit int, add func(field, msg string)
 	}
 	tmpl := ds.Spec.Template
 	tmpl.Metadata.Annotations = withAnnotation(tmpl.Metadata.Annotations, ConfigHashAnnotation, "00000000000000000000")
+	tmpl = worstCasePins(tmpl)
 	if n := messageSize(schema.Revision{SchemaVersion: schema.WireVersion, Hash: schema.TemplateHash(tmpl),
 		DaemonSet: ds.Key(), Number: 1 << 40, Template: tmpl}); n > limit {
 		add("spec.template", fmt.Sprintf("daemonset %s: its revision message is %d bytes, over the limit of %d bytes "+

@@ -77,7 +77,7 @@ func (c *Controller) deleteConfig(kind, key string, del func(*store.Txn) (bool, 
 		if found, err = del(tx); err != nil || !found {
 			return err
 		}
-		return rollOnConfigChanges(tx, configChanges{kind + key: true}, c.now(), out)
+		return rollOnConfigChanges(tx, configChanges{kind + key: true}, c.imageResolver(), c.now(), out)
 	})
 	if err != nil {
 		return err

@@ -130,7 +130,7 @@ func effectiveTemplate(ds *schema.DaemonSet, versions configVersions) schema.Pod
 	t := ds.Spec.Template
 	annotations := make(map[string]string, len(t.Metadata.Annotations)+1)
 	for k, v := range t.Metadata.Annotations {
-		if k != ConfigHashAnnotation {
+		if k != ConfigHashAnnotation && k != schema.ImagePinsAnnotation {
 			annotations[k] = v
 		}
 	}

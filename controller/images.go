@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -69,11 +70,13 @@ func (c *Controller) imageGCLoop(ctx context.Context) error {
 }
 
 // imageUsers returns, by normalized image name, the daemonsets whose
-// stored revisions (or the revisions nodes are told to run) reference it.
+// stored revisions (or the revisions nodes are told to run) reference it,
+// and by digest name (imagestore.DigestName) those whose revisions pin
+// it: the store keeps pinned content when its tag is pushed again.
 func (c *Controller) imageUsers() map[string][]string {
 	users := map[string][]string{}
 	add := func(ds string, t schema.PodTemplateSpec) {
-		for _, name := range templateImages(t) {
+		for _, name := range slices.Concat(templateImages(t), pinnedNames(t)) {
 			if !slices.Contains(users[name], ds) {
 				users[name] = append(users[name], ds)
 			}
@@ -202,25 +205,40 @@ func (c *Controller) AuthenticateNode(node string, token []byte) bool {
 	return !revoked
 }
 
-// nodeImages returns the normalized images of the templates node's
-// current desired state references.
-func (c *Controller) nodeImages(node string) map[string]bool {
-	out := map[string]bool{}
+// nodeImages returns what the templates node's current desired state
+// references let it fetch: their images' normalized names, and the
+// manifest digests their revisions pin or their images name
+// (app@sha256:...).
+func (c *Controller) nodeImages(node string) (names, digests map[string]bool) {
+	names, digests = map[string]bool{}, map[string]bool{}
 	for _, t := range c.state.nodeTemplates(node) {
 		for _, n := range templateImages(t) {
-			out[n] = true
+			names[n] = true
+			if _, d, ok := strings.Cut(n, "@"); ok {
+				digests[d] = true
+			}
+		}
+		for _, p := range revisionPins(t) {
+			digests[p.Digest] = true
 		}
 	}
-	return out
+	return names, digests
 }
 
-// NodeImageManifest implements api.NodeImageBackend.
-func (c *Controller) NodeImageManifest(_ context.Context, node, image string) ([]byte, string, error) {
+// NodeImageManifest implements api.NodeImageBackend: by name, or with a
+// digest (or a digest reference) by manifest digest.
+func (c *Controller) NodeImageManifest(_ context.Context, node, image, digest string) ([]byte, string, error) {
 	name, err := imagestore.Normalize(image)
 	if err != nil {
 		return nil, "", apiImageError(err)
 	}
-	if !c.nodeImages(node)[name] {
+	if _, d, ok := strings.Cut(name, "@"); ok && digest == "" {
+		digest = d
+	}
+	if digest != "" {
+		return c.nodeManifestByDigest(node, name, digest)
+	}
+	if names, _ := c.nodeImages(node); !names[name] {
 		return nil, "", fmt.Errorf("%w: image %s: the desired state of node %s does not reference it", api.ErrForbidden, name, node)
 	}
 	body, digest, err := c.images.Manifest(name)
@@ -230,16 +248,44 @@ func (c *Controller) NodeImageManifest(_ context.Context, node, image string) ([
 	return body, digest, nil
 }
 
+// nodeManifestByDigest returns the stored manifest of digest, if the
+// revisions node's desired state runs pin it or name it.
+func (c *Controller) nodeManifestByDigest(node, name, digest string) ([]byte, string, error) {
+	if err := imagestore.ValidDigest(digest); err != nil {
+		return nil, "", apiImageError(err)
+	}
+	if _, digests := c.nodeImages(node); !digests[digest] {
+		return nil, "", fmt.Errorf("%w: image %s@%s: no revision the desired state of node %s runs pins or names that digest", api.ErrForbidden, name, digest, node)
+	}
+	body, err := c.images.ManifestByDigest(digest)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w (it was pushed again with other content and collected, or removed: "+
+			"push the pinned image again, or `edgesetctl rollout restart` to pin what the store holds now)", apiImageError(err))
+	}
+	return body, digest, nil
+}
+
 // OpenNodeBlob implements api.NodeImageBackend: the blob must be the
 // manifest, config or a layer of an image node's desired state
-// references.
+// references, by name or by the digest a revision pins.
 func (c *Controller) OpenNodeBlob(_ context.Context, node, digest string) (*os.File, error) {
 	if err := imagestore.ValidDigest(digest); err != nil {
 		return nil, apiImageError(err)
 	}
-	for name := range c.nodeImages(node) {
-		im, ok := c.images.Image(name)
-		if ok && slices.Contains(im.Blobs(), digest) {
+	names, digests := c.nodeImages(node)
+	var images []imagestore.Image
+	for name := range names {
+		if im, ok := c.images.Image(name); ok {
+			images = append(images, im)
+		}
+	}
+	for d := range digests {
+		if im, ok := c.images.ImageByDigest(d); ok {
+			images = append(images, im)
+		}
+	}
+	for _, im := range images {
+		if slices.Contains(im.Blobs(), digest) {
 			f, err := c.images.OpenBlob(digest)
 			return f, apiImageError(err)
 		}

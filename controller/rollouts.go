@@ -135,10 +135,13 @@ func (c *Controller) undo(e dsEntry, to int64) error {
 
 // liveTemplate is a revision's template as the daemonset's manifest holds
 // it: the config hash is the controller's, recomputed for the configs of
-// now; it does not belong in the operator's manifest.
+// now, and the image pins are the revision's (imagepin.go); neither
+// belongs in the operator's manifest.
 func liveTemplate(tmpl schema.PodTemplateSpec) schema.PodTemplateSpec {
-	if _, ok := tmpl.Metadata.Annotations[ConfigHashAnnotation]; ok {
-		tmpl.Metadata.Annotations = withoutAnnotation(tmpl.Metadata.Annotations, ConfigHashAnnotation)
+	for _, k := range []string{ConfigHashAnnotation, schema.ImagePinsAnnotation} {
+		if _, ok := tmpl.Metadata.Annotations[k]; ok {
+			tmpl.Metadata.Annotations = withoutAnnotation(tmpl.Metadata.Annotations, k)
+		}
 	}
 	return tmpl
 }
@@ -265,7 +268,7 @@ func (c *Controller) RolloutHistory(ctx context.Context, key string) ([]api.Revi
 	out := make([]api.Revision, 0, len(revs))
 	for _, r := range revs {
 		v := api.Revision{Number: r.Number, Hash: r.Hash, ChangeCause: r.ChangeCause, CreatedAt: r.CreatedAt,
-			Current: r.Hash == e.rec.CurrentRevision, Nodes: nodes[r.Hash], Images: []string{}}
+			Current: r.Hash == e.rec.CurrentRevision, Nodes: nodes[r.Hash], Images: []string{}, Pins: revisionPins(r.Template)}
 		for _, ctr := range r.Template.Spec.Containers {
 			v.Images = append(v.Images, ctr.Image)
 		}

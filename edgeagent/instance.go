@@ -19,6 +19,9 @@ type instance struct {
 	crash        retryState
 	pull         retryState
 	pullErr      string // engine message of the last failed pull
+	// pullMismatch: the last failed pull found other content than the
+	// pinned one (ImageDigestError): Failed, not ImagePullBackOff.
+	pullMismatch bool
 	lastPhase    string // phase reported by the previous pass
 	lastBlock    string // message of the last build error that held the instance
 	readySince   *time.Time
@@ -54,6 +57,7 @@ type instanceSync struct {
 	p     *pass
 	inst  *instance
 	tmpl  schema.PodTemplateSpec
+	pins  []schema.ImagePin // the revision's (schema.ImagePinsAnnotation)
 	spec  InstanceSpec
 	found containerGroup
 	// initializing: the pass is running the init sequence, so failures
@@ -81,6 +85,10 @@ func (a *Agent) syncInstance(ctx context.Context, p *pass, k instanceKey, found 
 	if err := a.cfg.Policy.Check(rev.Template); err != nil {
 		return a.refuse(ctx, inst, found, err, p.now)
 	}
+	pins, err := schema.ImagePins(rev.Template)
+	if err != nil {
+		return a.refuse(ctx, inst, found, fmt.Errorf("revision %s: %w", k.Revision, err), p.now)
+	}
 	spec, err := a.buildInstance(k, rev.Template)
 	if st, blocked := a.buildBlocked(ctx, inst, found, err, p.now); blocked {
 		return st
@@ -89,7 +97,7 @@ func (a *Agent) syncInstance(ctx context.Context, p *pass, k instanceKey, found 
 		a.removeGroup(ctx, found)
 		return a.fail(ctx, inst, containerGroup{}, err.Error(), p.now)
 	}
-	s := &instanceSync{a: a, p: p, inst: inst, tmpl: rev.Template, spec: spec, found: found}
+	s := &instanceSync{a: a, p: p, inst: inst, tmpl: rev.Template, pins: pins, spec: spec, found: found}
 	s.run(ctx)
 	return s.status(ctx)
 }
@@ -356,26 +364,54 @@ func (s *instanceSync) createSlot(ctx context.Context, sl slot) bool {
 
 // pullMissing pulls the images of the containers to create, under the
 // pull backoff, each with its own credentials (ContainerSpec.PullAuth) or
-// else the device's.
+// else the device's; a pinned image only as its pin's content
+// (imagepin.go), which the container is then created from.
 func (s *instanceSync) pullMissing(ctx context.Context, slots []slot) bool {
 	inst, now := s.inst, s.p.now
 	if inst.pull.waiting(now) {
-		s.block(schema.PhaseImagePullBackOff, fmt.Sprintf("back-off pulling image: %s", inst.pullErr))
+		if inst.pullMismatch {
+			s.block(schema.PhaseFailed, inst.pullErr)
+		} else {
+			s.block(schema.PhaseImagePullBackOff, fmt.Sprintf("back-off pulling image: %s", inst.pullErr))
+		}
 		return false
 	}
 	for _, sl := range slots {
-		spec := s.specAt(sl)
-		err := s.a.pullImage(ctx, spec, s.containerAt(sl), s.tmpl.Spec.ImageSource)
+		image, err := s.a.ensureImage(ctx, s.specAt(sl), s.containerAt(sl), s.tmpl.Spec.ImageSource, s.pins, nil)
 		if err != nil {
-			inst.pull = s.a.cfg.RestartBackoff.next(inst.pull, now, 0)
-			inst.pullErr = err.Error()
-			s.a.event(ctx, schema.EventWarning, "ErrImagePull", inst.key.DaemonSet, inst.pullErr)
-			s.block(schema.PhaseErrImagePull, inst.pullErr)
+			s.pullFailed(ctx, err)
 			return false
 		}
+		s.setImage(sl, image)
 	}
-	inst.pull, inst.pullErr = retryState{}, ""
+	inst.pull, inst.pullErr, inst.pullMismatch = retryState{}, "", false
 	return true
+}
+
+// pullFailed records a failed pull under the pull backoff: Failed with an
+// ImageDigestMismatch event when the engine holds other content than the
+// pinned one, ErrImagePull otherwise.
+func (s *instanceSync) pullFailed(ctx context.Context, err error) {
+	inst := s.inst
+	inst.pull = s.a.cfg.RestartBackoff.next(inst.pull, s.p.now, 0)
+	inst.pullErr = err.Error()
+	inst.pullMismatch = errors.Is(err, ErrImageDigestMismatch)
+	if inst.pullMismatch {
+		s.a.event(ctx, schema.EventWarning, "ImageDigestMismatch", inst.key.DaemonSet, inst.pullErr)
+		s.block(schema.PhaseFailed, inst.pullErr)
+		return
+	}
+	s.a.event(ctx, schema.EventWarning, "ErrImagePull", inst.key.DaemonSet, inst.pullErr)
+	s.block(schema.PhaseErrImagePull, inst.pullErr)
+}
+
+// setImage sets the image a slot's container is created from.
+func (s *instanceSync) setImage(sl slot, image string) {
+	if sl.init {
+		s.spec.Init[sl.index].Image = image
+	} else {
+		s.spec.Containers[sl.index].Image = image
+	}
 }
 
 // pullAuth is the credential of a container's pull: its own (from the

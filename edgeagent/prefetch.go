@@ -45,7 +45,8 @@ const DefaultPrefetchReportInterval = 5 * time.Second
 type prefetchImage struct {
 	spec      ContainerSpec // Image and PullAuth
 	container schema.Container
-	source    string // the template's imageSource
+	source    string            // the template's imageSource
+	pins      []schema.ImagePin // the revision's: a pinned image is fetched as its pin's content
 }
 
 // prefetchJob is one prefetch the desired state asks for. Its images are
@@ -310,19 +311,21 @@ func (a *Agent) prefetchImages(key string, t schema.PodTemplateSpec) []prefetchI
 	ns, _, _ := strings.Cut(key, "/")
 	_, secrets, _ := a.configObjectsFor(ns)
 	var out []prefetchImage
+	pins, _ := schema.ImagePins(t) // pins that do not parse: the instance refuses the revision
 	for _, c := range slices.Concat(t.Spec.InitContainers, t.Spec.Containers) {
 		if slices.ContainsFunc(out, func(img prefetchImage) bool { return img.spec.Image == c.Image }) {
 			continue
 		}
 		spec := ContainerSpec{Image: c.Image, PullAuth: pullAuthFor(c.Image, t.Spec.ImagePullSecrets, secrets)}
-		out = append(out, prefetchImage{spec: spec, container: c, source: t.Spec.ImageSource})
+		out = append(out, prefetchImage{spec: spec, container: c, source: t.Spec.ImageSource, pins: pins})
 	}
 	return out
 }
 
 // prefetchPull pulls one image of a prefetch as an instance would.
 func (a *Agent) prefetchPull(ctx context.Context, img prefetchImage, progress func(done, total int64)) error {
-	return a.pullImageProgress(ctx, img.spec, img.container, img.source, progress)
+	_, err := a.ensureImage(ctx, img.spec, img.container, img.source, img.pins, progress)
+	return err
 }
 
 // publishPrefetch publishes the observed state with new prefetch reports.

@@ -34,6 +34,9 @@ func (s *Store) commit(images []parsed) ([]Image, error) {
 	now := s.opts.Clock().UTC()
 	out := make([]Image, 0, len(images))
 	for _, p := range images {
+		if err := s.keepPinnedLocked(p.name, p.manifest.digest, inUse); err != nil {
+			return nil, err
+		}
 		im, err := s.putImageLocked(p, now)
 		if err != nil {
 			return nil, err
@@ -119,21 +122,45 @@ func (s *Store) putBlobLocked(st staged) error {
 
 // putImageLocked writes the image file of p, replacing any of that name.
 func (s *Store) putImageLocked(p parsed, now time.Time) (Image, error) {
-	raw, err := json.Marshal(imageFile{Name: p.name, Manifest: p.manifest.digest, Pushed: now})
+	return s.writeImageLocked(p.name, p.manifest.digest, now)
+}
+
+// writeImageLocked writes the image file naming manifest digest name,
+// replacing any of that name; the manifest and its blobs are stored.
+func (s *Store) writeImageLocked(name, digest string, pushed time.Time) (Image, error) {
+	raw, err := json.Marshal(imageFile{Name: name, Manifest: digest, Pushed: pushed})
 	if err != nil {
-		return Image{}, fmt.Errorf("push image %s: %w", p.name, err)
+		return Image{}, fmt.Errorf("push image %s: %w", name, err)
 	}
-	body, err := os.ReadFile(s.blobPath(p.manifest.digest))
+	body, err := os.ReadFile(s.blobPath(digest))
 	if err != nil {
-		return Image{}, fmt.Errorf("push image %s: %w", p.name, err)
+		return Image{}, fmt.Errorf("push image %s: %w", name, err)
 	}
-	im, err := imageOf(p.name, p.manifest.digest, body, now)
+	im, err := imageOf(name, digest, body, pushed)
 	if err != nil {
 		return Image{}, err
 	}
-	if err := writeFileAtomic(s.imagePath(p.name), raw); err != nil {
-		return Image{}, fmt.Errorf("push image %s: %w", p.name, err)
+	if err := writeFileAtomic(s.imagePath(name), raw); err != nil {
+		return Image{}, fmt.Errorf("push image %s: %w", name, err)
 	}
-	s.images[p.name] = im
+	s.images[name] = im
 	return im, nil
+}
+
+// keepPinnedLocked keeps the image name holds when a push replaces it
+// with a manifest other than digest while a revision pins the old one
+// (inUse holds its DigestName): the old image stays under its digest
+// name, so nodes still fetch what the revision pins (and a rollback finds
+// it) until no revision pins it and garbage collection takes it.
+func (s *Store) keepPinnedLocked(name, digest string, inUse map[string]bool) error {
+	old, ok := s.images[name]
+	if !ok || old.Digest == digest {
+		return nil
+	}
+	pinned, err := DigestName(name, old.Digest)
+	if _, kept := s.images[pinned]; err != nil || !inUse[pinned] || kept {
+		return nil // not pinned (a name that does not parse never is), or kept already
+	}
+	_, err = s.writeImageLocked(pinned, old.Digest, old.Pushed)
+	return err
 }

@@ -7,7 +7,12 @@
 //	blobs/sha256/<hex>   manifests, image configs and layers, each named by
 //	                     the sha256 of its content
 //	images/<hex>.json    one file per image name (hex is the sha256 of the
-//	                     name): the name, its manifest digest, when pushed
+//	                     name): the name, its manifest digest, when pushed.
+//	                     A name is a tag ("docker.io/library/app:v1") or,
+//	                     for an image a revision pins whose tag was pushed
+//	                     again with other content, a digest reference
+//	                     ("docker.io/library/app@sha256:..."), kept while
+//	                     a revision pins it (Options.InUse)
 //	tmp/                 uploads being received; emptied on Open
 //
 // Invariants, kept by the Store's methods:

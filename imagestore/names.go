@@ -28,3 +28,33 @@ func Familiar(name string) string {
 	}
 	return reference.FamiliarString(named)
 }
+
+// DigestName returns the digest reference of the manifest digest in the
+// repository of the normalized name: "docker.io/library/app:v1" and
+// sha256:abc... give "docker.io/library/app@sha256:abc...". The store
+// keeps an image a revision pins under this name once its tag is pushed
+// again with other content.
+func DigestName(name, digest string) (string, error) {
+	if err := ValidDigest(digest); err != nil {
+		return "", err
+	}
+	named, err := reference.ParseNormalizedNamed(name)
+	if err != nil {
+		return "", fmt.Errorf("image name %q: %w: %v", name, ErrInvalid, err)
+	}
+	return reference.TrimNamed(named).String() + "@" + digest, nil
+}
+
+// splitDigest returns the repository and digest of a normalized digest
+// reference, and false for a reference without a digest.
+func splitDigest(name string) (repo, digest string, ok bool) {
+	named, err := reference.ParseNormalizedNamed(name)
+	if err != nil {
+		return "", "", false
+	}
+	d, ok := named.(reference.Digested)
+	if !ok {
+		return "", "", false
+	}
+	return reference.TrimNamed(named).String(), d.Digest().String(), true
+}

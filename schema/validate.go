@@ -264,6 +264,7 @@ func validatePodTemplate(errs *fieldErrors, field string, t *PodTemplateSpec, no
 	validateLabels(errs, field+".metadata.labels", t.Metadata.Labels)
 	validateAnnotations(errs, field+".metadata.annotations", t.Metadata.Annotations)
 	validateUpdateLock(errs, field, t)
+	validateImagePins(errs, field, t)
 	validatePodSpec(errs, field+".spec", &t.Spec, nodeLabels)
 }
 

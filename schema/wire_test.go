@@ -55,6 +55,16 @@ func sampleRevision() Revision {
 	return r
 }
 
+// samplePinnedRevision is sampleRevision with its image pinned by the
+// controller (schema.ImagePinsAnnotation).
+func samplePinnedRevision() Revision {
+	r := sampleRevision()
+	r.Template = WithImagePins(r.Template, []ImagePin{{Image: "example.com/agent:1.0",
+		Digest: "sha256:" + strings.Repeat("ab", 32), Config: "sha256:" + strings.Repeat("cd", 32)}})
+	r.Hash = TemplateHash(r.Template)
+	return r
+}
+
 func wireCases() []wireCase {
 	hash := sampleRevision().Hash
 	return []wireCase{
@@ -87,6 +97,7 @@ func wireCases() []wireCase {
 			DaemonSet: "edge/agent", Message: "pull example.com/agent:1.0: connection refused",
 		}, decoderFor(DecodeNodeEvent)},
 		{"revision", sampleRevision(), decoderFor(DecodeRevision)},
+		{"revision-pinned", samplePinnedRevision(), decoderFor(DecodeRevision)},
 		{"desired-state-config", DesiredState{
 			SchemaVersion: WireVersion, Node: "pi-01", Generation: 43,
 			Instances:  []DesiredInstance{{DaemonSet: "edge/agent", Revision: hash}},
@@ -196,6 +207,13 @@ func TestWireDecodeRejects(t *testing.T) {
 	badTemplate.Template.Spec.Containers = nil
 	badTemplate.Hash = TemplateHash(badTemplate.Template)
 	badTemplateJSON, _ := Encode(badTemplate)
+	badPins := sampleRevision()
+	badPins.Template.Metadata.Annotations = map[string]string{ImagePinsAnnotation: `[{"image":"evil/miner:1","digest":"sha256:00"}]`}
+	badPins.Hash = TemplateHash(badPins.Template)
+	badPinsJSON, _ := Encode(badPins)
+	swapped := samplePinnedRevision()
+	swapped.Template = WithImagePins(swapped.Template, []ImagePin{{Image: "example.com/agent:1.0", Digest: "sha256:" + strings.Repeat("ee", 32)}})
+	swappedJSON, _ := Encode(swapped) // the pin swapped, the hash kept
 
 	tests := []struct {
 		name   string
@@ -229,6 +247,8 @@ func TestWireDecodeRejects(t *testing.T) {
 		{"event bad type", decoderFor(DecodeNodeEvent), []byte(`{"schemaVersion":1,"node":"a","time":"2025-01-01T00:00:00Z","type":"Error","reason":"X"}`), `type: unsupported type "Error"`, nil},
 		{"revision hash mismatch", decoderFor(DecodeRevision), tamperedJSON, "revision hash does not match template", ErrHashMismatch},
 		{"revision with invalid template", decoderFor(DecodeRevision), badTemplateJSON, "template.spec.containers: required: at least one container", nil},
+		{"revision with bad image pins", decoderFor(DecodeRevision), badPinsJSON, `template.metadata.annotations[edgeset.io/image-pins][0].image: "evil/miner:1" is not the image of any container`, nil},
+		{"revision with a swapped image pin", decoderFor(DecodeRevision), swappedJSON, "revision hash does not match template", ErrHashMismatch},
 		{"bad config ref", decoderFor(DecodeDesiredState), []byte(`{"schemaVersion":1,"node":"a","generation":1,"instances":[],"secrets":[{"namespace":"edge","name":"Tok","hash":"0123456789abcdef0123"}]}`), `secrets[0].name: invalid name "Tok"`, nil},
 		{"configmap hash mismatch", decoderFor(DecodeConfigMapMessage), configMapJSON(func(m *ConfigMapMessage) { m.ConfigMap.Data["agent.conf"] = "level = debug" }), "config object hash does not match", ErrConfigHashMismatch},
 		{"configmap with bad key", decoderFor(DecodeConfigMapMessage), configMapJSON(func(m *ConfigMapMessage) { m.ConfigMap.Data["../x"] = "" }), `configMap.data[../x]: invalid key`, nil},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,7 +158,8 @@ func TestGoldenTables(t *testing.T) {
 		{"rollout-history", func(w *bytes.Buffer) error {
 			return printHistory(w, []api.Revision{
 				{Number: 1, Hash: "1f0c3b2a9d8e7f6a5b4c", CreatedAt: fixedNow.Add(-72 * time.Hour), Nodes: 3, Images: []string{"prom/node-exporter:v1.8.1"}},
-				{Number: 2, Hash: "8232a8846ff7bc935bb3", ChangeCause: "bump to v1.8.2", CreatedAt: fixedNow.Add(-time.Hour), Current: true, Nodes: 7, Images: []string{"prom/node-exporter:v1.8.2"}},
+				{Number: 2, Hash: "8232a8846ff7bc935bb3", ChangeCause: "bump to v1.8.2", CreatedAt: fixedNow.Add(-time.Hour), Current: true, Nodes: 7, Images: []string{"prom/node-exporter:v1.8.2"},
+					Pins: []schema.ImagePin{{Image: "prom/node-exporter:v1.8.2", Digest: "sha256:1b5e0c2d9a" + strings.Repeat("0", 54), Config: "sha256:" + strings.Repeat("c", 64)}}},
 			})
 		}},
 		{"describe-daemonset-windows", func(w *bytes.Buffer) error { writeDaemonSet(w, windowedDaemonSet(), nil); return nil }},

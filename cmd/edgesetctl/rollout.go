@@ -132,9 +132,22 @@ func printHistory(w io.Writer, revs []api.Revision) error {
 		if r.Current {
 			current = "current"
 		}
-		t.row(strconv.FormatInt(r.Number, 10), orNone(r.ChangeCause), strings.Join(r.Images, ","), strconv.Itoa(r.Nodes), age(r.CreatedAt), current)
+		t.row(strconv.FormatInt(r.Number, 10), orNone(r.ChangeCause), historyImages(r), strconv.Itoa(r.Nodes), age(r.CreatedAt), current)
 	}
 	return t.flush()
+}
+
+// historyImages lists a revision's images, each pinned one with the
+// (short) manifest digest the revision pins, as image ls shows digests.
+func historyImages(r api.Revision) string {
+	out := make([]string, len(r.Images))
+	for i, im := range r.Images {
+		out[i] = im
+		if pin, ok := schema.PinOf(r.Pins, im); ok {
+			out[i] += " (" + shortDigest(pin.Digest) + ")"
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 // errRolloutFailed: the rollout paused on failures or rolled back.

@@ -69,8 +69,10 @@ type NodeImageBackend interface {
 	// node is not revoked.
 	AuthenticateNode(node string, token []byte) bool
 	// NodeImageManifest returns the manifest of image and its digest, if
-	// node's desired state references image.
-	NodeImageManifest(ctx context.Context, node, image string) (body []byte, digest string, err error)
+	// node's desired state references image. With digest set (or a
+	// digest reference as image) it returns the manifest of that digest,
+	// if a revision node's desired state runs pins it or names it.
+	NodeImageManifest(ctx context.Context, node, image, digest string) (body []byte, manifestDigest string, err error)
 	// OpenNodeBlob opens the blob of digest, if it belongs to an image
 	// node's desired state references.
 	OpenNodeBlob(ctx context.Context, node, digest string) (*os.File, error)
@@ -204,7 +206,7 @@ func nodeOf(r *http.Request) string {
 	return node
 }
 
-// nodeManifest serves GET node/manifests?image=IMAGE.
+// nodeManifest serves GET node/manifests?image=IMAGE[&digest=sha256:HEX].
 func (s *Server) nodeManifest(w http.ResponseWriter, r *http.Request) {
 	b := s.backend.(NodeImageBackend)
 	image := r.URL.Query().Get("image")
@@ -212,7 +214,7 @@ func (s *Server) nodeManifest(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("%w: image: required", ErrInvalid))
 		return
 	}
-	body, digest, err := b.NodeImageManifest(r.Context(), nodeOf(r), image)
+	body, digest, err := b.NodeImageManifest(r.Context(), nodeOf(r), image, r.URL.Query().Get("digest"))
 	s.startWriteTimeout(w)
 	if err != nil {
 		s.writeError(w, r, err)

@@ -21,6 +21,7 @@ type imageFake struct {
 	fakeBackend
 	blob     string // path of the blob file
 	pushed   string // body of the last push
+	digest   string // digest asked for by the last manifest request
 	slots    int
 	released int
 }
@@ -44,7 +45,8 @@ func (f *imageFake) RemoveImage(_ context.Context, name string, force bool) (Ima
 func (f *imageFake) AuthenticateNode(node string, token []byte) bool {
 	return (node == "n1" && string(token) == "t1") || (node == "n2" && string(token) == "t2")
 }
-func (f *imageFake) NodeImageManifest(_ context.Context, node, image string) ([]byte, string, error) {
+func (f *imageFake) NodeImageManifest(_ context.Context, node, image, digest string) ([]byte, string, error) {
+	f.digest = digest
 	if node != "n1" {
 		return nil, "", fmt.Errorf("%w: image %s: not referenced by node %s", ErrForbidden, image, node)
 	}
@@ -121,6 +123,10 @@ func TestNodeImageEndpoints(t *testing.T) {
 	resp, body = nodeGet(t, srv, "n1", "t1", "manifests?image=app:v1", nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 	assert.Equal(t, fakeDigest, resp.Header.Get("Docker-Content-Digest"))
+	assert.Empty(t, f.digest)
+	resp, body = nodeGet(t, srv, "n1", "t1", "manifests?image=app:v1&digest="+fakeDigest, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	assert.Equal(t, fakeDigest, f.digest, "a fetch by digest passes the digest")
 	resp, _ = nodeGet(t, srv, "n1", "t1", "manifests", nil)
 	assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "no image named")
 

@@ -297,6 +297,10 @@ type Revision struct {
 	Nodes int `json:"nodes"`
 	// Images lists the revision's container images.
 	Images []string `json:"images"`
+	// Pins are the digests the revision pins its images to
+	// (schema.ImagePinsAnnotation), as the controller resolved them when
+	// it made the revision; none for an image it could not resolve.
+	Pins []schema.ImagePin `json:"pins,omitempty"`
 }
 
 // Event is a stored controller event.

@@ -73,6 +73,11 @@ func (t *Txn) EnsureRevision(dsKey string, template schema.PodTemplateSpec, chan
 	return rev, true, putJSONIn(b, revisionBucketName(dsKey), []byte(hash), rev)
 }
 
+// ListRevisions is Store.ListRevisions within the transaction.
+func (t *Txn) ListRevisions(dsKey string) ([]Revision, error) {
+	return listRevisions(t.tx, dsKey)
+}
+
 // GetRevision is Store.GetRevision within the transaction.
 func (t *Txn) GetRevision(dsKey, hash string) (Revision, error) {
 	return getRevision(t.tx, dsKey, hash)

@@ -49,6 +49,7 @@ type Runtime struct {
 var (
 	_ edgeagent.Runtime        = (*Runtime)(nil)
 	_ edgeagent.ProgressPuller = (*Runtime)(nil)
+	_ edgeagent.ImageInspector = (*Runtime)(nil)
 )
 
 // New connects to the engine described by opts and negotiates the API

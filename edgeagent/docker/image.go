@@ -44,6 +44,22 @@ func (r *Runtime) PullImageProgress(ctx context.Context, image, policy string, a
 	return r.pull(ctx, image, auth, progress)
 }
 
+// ImageIdentity implements edgeagent.ImageInspector: the image's ID and
+// repo digests as the engine reports them; an image it does not hold is
+// edgeagent.ErrImageNotPresent, a failing engine edgeagent.ErrUnavailable.
+func (r *Runtime) ImageIdentity(ctx context.Context, image string) (edgeagent.ImageIdentity, error) {
+	res, err := r.cli.ImageInspect(ctx, image)
+	switch {
+	case cerrdefs.IsNotFound(err):
+		return edgeagent.ImageIdentity{}, fmt.Errorf("image %s: %w", image, edgeagent.ErrImageNotPresent)
+	case unavailable(err):
+		return edgeagent.ImageIdentity{}, fmt.Errorf("inspect image %s: %w: %w", image, edgeagent.ErrUnavailable, err)
+	case err != nil:
+		return edgeagent.ImageIdentity{}, fmt.Errorf("inspect image %s: %w", image, err)
+	}
+	return edgeagent.ImageIdentity{ID: res.ID, RepoDigests: res.RepoDigests}, nil
+}
+
 // imagePresent reports whether the engine holds image.
 func (r *Runtime) imagePresent(ctx context.Context, image string) (bool, error) {
 	_, err := r.cli.ImageInspect(ctx, image)

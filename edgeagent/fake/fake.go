@@ -86,6 +86,7 @@ type Runtime struct {
 	containers map[string]*container
 	byName     map[string]string
 	images     map[string]bool
+	ids        imageIDs // images.go
 	subs       map[*subscriber]struct{}
 	seq        uint64
 	stats      Stats
@@ -122,6 +123,7 @@ func New() *Runtime {
 		containers: map[string]*container{},
 		byName:     map[string]string{},
 		images:     map[string]bool{},
+		ids:        newImageIDs(),
 		subs:       map[*subscriber]struct{}{},
 		pulls:      newPulls(),
 	}
@@ -134,12 +136,13 @@ func (r *Runtime) now() time.Time {
 	return time.Now()
 }
 
-// AddImage makes images present, as if pulled earlier.
+// AddImage makes images present, as if pulled earlier, each with
+// DefaultImageID as its ID.
 func (r *Runtime) AddImage(images ...string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, im := range images {
-		r.images[im] = true
+		r.tagLocked(im, DefaultImageID(im))
 	}
 }
 
@@ -232,7 +235,7 @@ func (r *Runtime) PullImageProgress(ctx context.Context, image, policy string, a
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.images[image] = true
+	r.tagLocked(image, r.ids.servedLocked(image))
 	r.pulls.done(image, r.now())
 	r.stats.Pulls++
 	return nil
@@ -268,7 +271,7 @@ func (r *Runtime) checkCreateLocked(spec edgeagent.ContainerSpec) error {
 	if _, ok := r.byName[spec.Name]; ok {
 		return fmt.Errorf("create %s: %w", spec.Name, edgeagent.ErrNameConflict)
 	}
-	if !r.images[spec.Image] {
+	if !r.images[spec.Image] && !r.ids.content[spec.Image] {
 		return fmt.Errorf("create %s: no such image: %s", spec.Name, spec.Image)
 	}
 	if spec.NetworkOf != "" && r.lookupLocked(spec.NetworkOf) == nil {

@@ -130,17 +130,32 @@ func (f *Fetcher) FetchImage(ctx context.Context, image string) error {
 
 // FetchImageProgress is FetchImage reporting, when progress is not nil,
 // the bytes of the image's blobs present (a resumed blob's earlier part
-// included) of their total size, as they arrive (progress.go).
+// included) of their total size, as they arrive (progress.go). A digest
+// reference ("app@sha256:...") is fetched by that digest.
 func (f *Fetcher) FetchImageProgress(ctx context.Context, image string, progress func(done, total int64)) error {
+	_, digest, _ := strings.Cut(image, "@")
+	return f.fetch(ctx, image, digest, progress)
+}
+
+// FetchImageDigest implements edgeagent.DigestFetcher: it fetches the
+// image whose manifest has digest (an image a revision pins), checks the
+// manifest against that digest, and loads it tagged as image (untagged,
+// known by its ID, when image is a reference by digest alone).
+func (f *Fetcher) FetchImageDigest(ctx context.Context, image, digest string, progress func(done, total int64)) error {
+	if err := validDigest(digest); err != nil {
+		return fmt.Errorf("fetch image %s from the controller: %w", image, err)
+	}
+	return f.fetch(ctx, image, digest, progress)
+}
+
+// fetch fetches image, by manifest digest when digest is set.
+func (f *Fetcher) fetch(ctx context.Context, image, digest string, progress func(done, total int64)) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.opts.Loader == nil {
 		return fmt.Errorf("fetch image %s from the controller: this fetcher loads no images (no loader)", image)
 	}
-	if strings.Contains(image, "@") {
-		return fmt.Errorf("fetch image %s from the controller: a digest reference cannot be loaded by name", image)
-	}
-	m, err := f.manifest(ctx, image)
+	m, err := f.manifest(ctx, image, digest)
 	if err != nil {
 		return fmt.Errorf("fetch image %s from the controller: %w", image, err)
 	}
@@ -151,7 +166,7 @@ func (f *Fetcher) FetchImageProgress(ctx context.Context, image string, progress
 			return fmt.Errorf("fetch image %s from the controller: %w", image, err)
 		}
 	}
-	if err := f.load(ctx, image, m); err != nil {
+	if err := f.load(ctx, loadTag(image), m); err != nil {
 		return fmt.Errorf("load image %s fetched from the controller: %w", image, err)
 	}
 	for _, d := range blobs {
@@ -187,11 +202,30 @@ func refused(resp *http.Response) error {
 	return fmt.Errorf("%w: HTTP %d: %s", ErrRefused, resp.StatusCode, msg)
 }
 
-// manifest fetches and checks the image's manifest.
-func (f *Fetcher) manifest(ctx context.Context, image string) (ocispec.Manifest, error) {
+// loadTag is the tag an image fetched for reference image is loaded
+// under: the reference without its digest, if it has a tag; none for a
+// reference by digest alone (the engine then knows the image by its ID).
+func loadTag(image string) string {
+	name, _, hasDigest := strings.Cut(image, "@")
+	if !hasDigest {
+		return image
+	}
+	if last := name[strings.LastIndex(name, "/")+1:]; strings.Contains(last, ":") {
+		return name
+	}
+	return ""
+}
+
+// manifest fetches and checks the image's manifest: the one of digest
+// when set, which the content must hash to whatever the controller says.
+func (f *Fetcher) manifest(ctx context.Context, image, digest string) (ocispec.Manifest, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.opts.IdleTimeout) // a few KiB at most
 	defer cancel()
-	resp, err := f.get(ctx, "manifests?image="+url.QueryEscape(image), nil)
+	path := "manifests?image=" + url.QueryEscape(image)
+	if digest != "" {
+		path += "&digest=" + url.QueryEscape(digest)
+	}
+	resp, err := f.get(ctx, path, nil)
 	if err != nil {
 		return ocispec.Manifest{}, fmt.Errorf("manifest: %w", err)
 	}
@@ -208,6 +242,9 @@ func (f *Fetcher) manifest(ctx context.Context, image string) (ocispec.Manifest,
 	}
 	if want := resp.Header.Get("Docker-Content-Digest"); want != digestOf(body) {
 		return ocispec.Manifest{}, fmt.Errorf("manifest: %w: content is %s, the controller says %s", ErrDigest, digestOf(body), want)
+	}
+	if digest != "" && digest != digestOf(body) {
+		return ocispec.Manifest{}, fmt.Errorf("manifest: %w: content is %s, the pinned digest %s", ErrDigest, digestOf(body), digest)
 	}
 	var m ocispec.Manifest
 	if err := json.Unmarshal(body, &m); err != nil {

@@ -41,6 +41,7 @@ type registry struct {
 	blobs    map[string][]byte
 	tamper   bool // serve every blob with its last byte flipped
 	stall    bool // stall instead of dropping the connection at the cut
+	lie      bool // serve the manifest whatever digest is asked for
 
 	mu       sync.Mutex // guards cut, served, ranges
 	cutAfter int
@@ -77,8 +78,16 @@ func (r *registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if req.URL.Path == "/api/v1/node/manifests" {
-		if req.URL.Query().Get("image") != "app:v1" {
+		image, want := req.URL.Query().Get("image"), req.URL.Query().Get("digest")
+		if _, d, ok := strings.Cut(image, "@"); ok && want == "" {
+			want = d
+		}
+		if image != "app:v1" && want == "" {
 			http.Error(w, `{"message":"image not referenced"}`, http.StatusForbidden)
+			return
+		}
+		if want != "" && want != digest(r.manifest) && !r.lie {
+			http.Error(w, `{"message":"manifest not in the image store"}`, http.StatusNotFound)
 			return
 		}
 		w.Header().Set("Docker-Content-Digest", digest(r.manifest))
@@ -312,4 +321,49 @@ func TestFetchProgress(t *testing.T) {
 	for i := 1; i < len(seen); i++ {
 		require.GreaterOrEqual(t, seen[i], seen[i-1], "progress went back at %d: %v", i, seen)
 	}
+}
+
+var _ edgeagent.DigestFetcher = (*imagefetch.Fetcher)(nil)
+
+// TestFetchByDigest: a pinned image is fetched by its manifest digest and
+// loaded under the template's reference (untagged for a reference by
+// digest alone); a controller that serves another manifest than the
+// pinned one is refused, whatever digest it claims.
+func TestFetchByDigest(t *testing.T) {
+	config, layer := []byte(`{"rootfs":{}}`), bytes.Repeat([]byte("pinned"), 1000)
+	reg := newRegistry(t, config, layer)
+	srv := httptest.NewServer(reg)
+	t.Cleanup(srv.Close)
+	pinned := digest(reg.manifest)
+	tags := func(l *loader) []string {
+		var m []struct{ RepoTags []string }
+		require.NoError(t, json.Unmarshal(l.files["manifest.json"], &m))
+		return m[0].RepoTags
+	}
+
+	l := &loader{}
+	require.NoError(t, newFetcher(t, srv.URL, t.TempDir(), l).FetchImageDigest(t.Context(), "app:v1", pinned, nil))
+	assert.Equal(t, []string{"app:v1"}, tags(l))
+	assert.Equal(t, layer, loadedLayer(t, l))
+
+	for ref, want := range map[string][]string{"app@" + pinned: nil, "registry.example:5000/app:v2@" + pinned: {"registry.example:5000/app:v2"}} {
+		l = &loader{}
+		require.NoError(t, newFetcher(t, srv.URL, t.TempDir(), l).FetchImage(t.Context(), ref), ref)
+		assert.Equal(t, want, tags(l), ref)
+	}
+
+	other := "sha256:" + strings.Repeat("0", 64)
+	l = &loader{}
+	err := newFetcher(t, srv.URL, t.TempDir(), l).FetchImageDigest(t.Context(), "app:v1", other, nil)
+	require.ErrorIs(t, err, imagefetch.ErrRefused, "the controller does not hold that digest")
+
+	reg.lie = true
+	err = newFetcher(t, srv.URL, t.TempDir(), l).FetchImageDigest(t.Context(), "app:v1", other, nil)
+	require.ErrorIs(t, err, imagefetch.ErrDigest)
+	assert.Contains(t, err.Error(), "the pinned digest "+other)
+	assert.Nil(t, l.files, "nothing was loaded")
+
+	err = newFetcher(t, srv.URL, t.TempDir(), l).FetchImageDigest(t.Context(), "app:v1", "sha256:12", nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `digest "sha256:12"`)
 }

@@ -18,7 +18,7 @@ func (f *Fetcher) FetchLayer(ctx context.Context, image, digest string) (string,
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	m, err := f.manifest(ctx, image)
+	m, err := f.manifest(ctx, image, "")
 	if err != nil {
 		return "", fmt.Errorf("fetch layer %s of image %s from the controller: %w", digest, image, err)
 	}

@@ -20,7 +20,7 @@ type loadManifest struct {
 }
 
 // load streams the verified blobs of m to the loader as a docker-load
-// archive tagging the image as image.
+// archive tagging the image as image (untagged when image is empty).
 func (f *Fetcher) load(ctx context.Context, image string, m ocispec.Manifest) error {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
@@ -44,7 +44,10 @@ func archivePath(d ocispec.Descriptor) string {
 
 // writeArchive writes manifest.json, the config and the layers.
 func (f *Fetcher) writeArchive(w io.Writer, image string, m ocispec.Manifest) error {
-	lm := loadManifest{Config: archivePath(m.Config), RepoTags: []string{image}}
+	lm := loadManifest{Config: archivePath(m.Config)}
+	if image != "" {
+		lm.RepoTags = []string{image}
+	}
 	for _, l := range m.Layers {
 		lm.Layers = append(lm.Layers, archivePath(l))
 	}
