@@ -68,22 +68,37 @@ func TestMetricsFleetSeries(t *testing.T) {
 		"a, d and b (offline within its grace) report Ready")
 	assert.Equal(t, 1.0, metricValue(t, reg, "edgeset_nodes_by_condition", "condition", schema.NodeReady, "status", schema.ConditionFalse))
 
-	ds, err := tc.GetDaemonSet(context.Background(), exporter)
-	require.NoError(t, err)
 	labels := []string{"namespace", "monitoring", "daemonset", "exporter"}
-	st := ds.Status
-	for name, want := range map[string]int{
-		"desired_number_scheduled": st.DesiredNumberScheduled, "current_number_scheduled": st.CurrentNumberScheduled,
-		"number_ready": st.NumberReady, "number_available": st.NumberAvailable, "number_unavailable": st.NumberUnavailable,
-		"updated_number_scheduled": st.UpdatedNumberScheduled, "nodes_offline": st.NodesOffline, "number_misscheduled": st.NumberMisscheduled,
-	} {
-		assert.Equal(t, float64(want), metricValue(t, reg, "edgeset_daemonset_status_"+name, labels...), name)
-	}
-	require.Positive(t, st.DesiredNumberScheduled, "the daemonset runs somewhere")
+	// The apply returns before the pass that places the daemonset: wait
+	// for its status, then compare the series with it. Nothing reports
+	// (the transport only counts), so the status stays as decided.
+	var st api.DaemonSetStatus
+	checkfor.Eventually(t, 10*time.Second, 20*time.Millisecond, func() error {
+		ds, err := tc.GetDaemonSet(context.Background(), exporter)
+		if err != nil {
+			return err
+		}
+		if st = ds.Status; st.DesiredNumberScheduled == 0 || st.Rollout == nil {
+			return fmt.Errorf("daemonset not placed yet: %+v", st)
+		}
+		return nil
+	})
+	checkfor.Eventually(t, 10*time.Second, 20*time.Millisecond, func() error {
+		for name, want := range map[string]int{
+			"desired_number_scheduled": st.DesiredNumberScheduled, "current_number_scheduled": st.CurrentNumberScheduled,
+			"number_ready": st.NumberReady, "number_available": st.NumberAvailable, "number_unavailable": st.NumberUnavailable,
+			"updated_number_scheduled": st.UpdatedNumberScheduled, "nodes_offline": st.NodesOffline, "number_misscheduled": st.NumberMisscheduled,
+		} {
+			if got := metricValue(t, reg, "edgeset_daemonset_status_"+name, labels...); got != float64(want) {
+				return fmt.Errorf("%s: series %v, status %d", name, got, want)
+			}
+		}
+		return nil
+	})
 	assertOnePhase(t, reg, labels, rolloutProgressing)
 	assert.Positive(t, metricValue(t, reg, "edgeset_daemonset_rollout_last_progress_timestamp_seconds", labels...))
 
-	_, err = tc.Rollout(context.Background(), exporter, api.RolloutRequest{Action: api.RolloutPause})
+	_, err := tc.Rollout(context.Background(), exporter, api.RolloutRequest{Action: api.RolloutPause})
 	require.NoError(t, err)
 	checkfor.Eventually(t, 10*time.Second, 20*time.Millisecond, func() error {
 		if got := metricValue(t, reg, "edgeset_daemonset_rollout_paused", labels...); got != 1 {
