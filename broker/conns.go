@@ -61,8 +61,8 @@ func (c *conns) track(establish listeners.EstablishFn, refused func(conn net.Con
 			ended(conn, connEnd{closing: true}, ErrClosed)
 			return nil
 		default:
+			refused(conn, reason) // counted before the close that others observe
 			_ = conn.Close()
-			refused(conn, reason)
 			return nil
 		}
 		err := establish(id, conn)
