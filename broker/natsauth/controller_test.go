@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -35,7 +34,7 @@ import (
 // (broker-settle-interval) the announcement is now and then lost between
 // the two servers and the node never registers.
 func TestControllerServesCallout(t *testing.T) {
-	cluster := natstest.Start(t, 3)
+	cluster := natstest.StartCluster(t, 3)
 	dataDir := t.TempDir()
 	secret, err := credential.LoadOrCreateFleetSecret(dataDir)
 	require.NoError(t, err)
@@ -51,7 +50,7 @@ func TestControllerServesCallout(t *testing.T) {
 		DataDir:                dataDir,
 		BrokerURLs:             cluster.MQTTURLs()[:1],
 		APIAddr:                "127.0.0.1:0",
-		NATSAuthURLs:           strings.Split(cluster.ClientURLs(), ","),
+		NATSAuthURLs:           cluster.Clients,
 		NATSAuthUser:           natstest.AuthUser,
 		NATSAuthPasswordFile:   write("auth.password", cluster.AuthPassword),
 		NATSAuthIssuerSeedFile: write("issuer.seed", string(seed)),
