@@ -108,7 +108,9 @@ const healthyTimeout = 2 * time.Minute
 
 // StartProcs starts n nats-server processes of bin as one cluster, kills
 // them when the test ends, and waits until every member reports
-// JetStream healthy. The processes inherit the test's file limit. With
+// JetStream healthy. The processes inherit the test's file limit. Each
+// member's log goes to a file in its directory (Proc.Log), and to the
+// test's standard error too with EDGESET_NATS_LOG=1. With
 // EDGESET_NATS_PROF=1 each serves its Go profiles (ProfURL).
 func StartProcs(t testing.TB, bin string, n int) *Procs {
 	t.Helper()
