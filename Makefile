@@ -23,9 +23,6 @@ test: test-unit fuzz ## unit and integration tests with -race, then a short fuzz
 
 test-unit:
 	$(GO) test -race -count=1 -timeout 9m ./...
-	@# broker/natsauth's cluster tests embed nats-server, whose own data race
-	@# the race detector reports: they build only without -race (see there).
-	$(GO) test -count=1 -timeout 5m ./broker/natsauth/
 
 fuzz: ## run each fuzz target for FUZZTIME (default 3s)
 	@# A crash saves its input under testdata/fuzz and fails at once. A run

@@ -1,25 +1,17 @@
-//go:build !race
-
-// These tests embed a nats-server cluster (internal/natstest), and
-// nats-server v2.15 has a data race of its own (applyStreamMsgOp reads
-// expectedPerSubjectSequence without clMu), which the race detector
-// reports in this binary. make test runs them without -race.
-
 package natsauth_test
 
 import (
-	"errors"
-	"time"
-
 	"context"
+	"errors"
 	"fmt"
-	"github.com/edgeset/edgeset/broker/natsauth"
 	"testing"
+	"time"
 
 	"github.com/eclipse/paho.mqtt.golang/packets"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgeset/edgeset/broker/natsauth"
 	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/mqttclient"
@@ -154,7 +146,7 @@ func TestConfigReloadDropsRetainedMessagesOfCalloutUsers(t *testing.T) {
 	require.NoError(t, ctl.Publish(ctx, desired, []byte("v1"), true))
 	witness, err := f.dial(t, 0, "n9", "n9", f.token("n9"), nil)
 	require.NoError(t, err)
-	require.NoError(t, f.cluster.Servers[0].Reload())
+	f.cluster.Procs[0].Reload(t)
 	checkfor.Eventually(t, waitFor, 20*time.Millisecond, func() error {
 		if witness.IsConnectionOpen() {
 			return errors.New("node still connected after the reload")

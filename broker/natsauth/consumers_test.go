@@ -1,10 +1,3 @@
-//go:build !race
-
-// These tests embed a nats-server cluster (internal/natstest), and
-// nats-server v2.15 has a data race of its own (applyStreamMsgOp reads
-// expectedPerSubjectSequence without clMu), which the race detector
-// reports in this binary. make test runs them without -race.
-
 package natsauth_test
 
 import (
@@ -15,7 +8,6 @@ import (
 	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
@@ -37,7 +29,7 @@ func TestConsumersPerSubscription(t *testing.T) {
 	}
 	f := startFleet(t, nil)
 	for _, qos := range []byte{0, 1} {
-		before := consumers(t, f.cluster.Servers[0])
+		before := consumers(t, f.cluster.Procs[0])
 		start := time.Now()
 		f.subscribeNodes(t, n, qos)
 		elapsed := time.Since(start)
@@ -47,14 +39,14 @@ func TestConsumersPerSubscription(t *testing.T) {
 		}
 		var after map[string]int
 		checkfor.Eventually(t, waitFor, 20*time.Millisecond, func() error {
-			after = consumers(t, f.cluster.Servers[0])
+			after = consumers(t, f.cluster.Procs[0])
 			if after[msgsStream] != want {
 				return fmt.Errorf("%s has %d consumers, want %d", msgsStream, after[msgsStream], want)
 			}
 			return nil
 		})
 		t.Logf("QoS %d: %d clients connected and subscribed in %s; consumers before %v, after %v; replicas of %s consumers: %v",
-			qos, n, elapsed.Round(time.Millisecond), before, after, msgsStream, consumerReplicas(t, f.cluster.Servers[0]))
+			qos, n, elapsed.Round(time.Millisecond), before, after, msgsStream, consumerReplicas(t, f.cluster.Procs[0]))
 	}
 }
 
@@ -71,7 +63,7 @@ func (f *fleet) subscribeNodes(t *testing.T, n int, qos byte) {
 	for i := range n {
 		g.Go(func() error {
 			node := fmt.Sprintf("q%d-node-%d", qos, i)
-			c, err := f.connect(i%len(f.cluster.Servers), node, node, f.token(node), nil)
+			c, err := f.connect(i%len(f.cluster.Procs), node, node, f.token(node), nil)
 			if err != nil {
 				return fmt.Errorf("connect %s: %w", node, err)
 			}
@@ -91,39 +83,35 @@ func (f *fleet) subscribeNodes(t *testing.T, n int, qos byte) {
 }
 
 // consumers returns the consumer count of every stream of the edgeset
-// account, as server s sees it.
-func consumers(t *testing.T, s *server.Server) map[string]int {
+// account, as server s reports it (/jsz).
+func consumers(t *testing.T, s *natstest.Proc) map[string]int {
 	t.Helper()
-	info, err := s.Jsz(&server.JSzOptions{Account: natstest.Account, Accounts: true, Streams: true})
+	streams, err := s.Streams(natstest.Account, false)
 	require.NoError(t, err)
 	counts := map[string]int{}
-	for _, acc := range info.AccountDetails {
-		for _, st := range acc.Streams {
-			counts[st.Name] = st.State.Consumers
-		}
+	for _, st := range streams {
+		counts[st.Name] = st.State.Consumers
 	}
 	return counts
 }
 
 // consumerReplicas counts the consumers of msgsStream by their number of
-// replicas, as server s sees them.
-func consumerReplicas(t *testing.T, s *server.Server) map[int]int {
+// replicas, as server s reports them (/jsz?consumers=true).
+func consumerReplicas(t *testing.T, s *natstest.Proc) map[int]int {
 	t.Helper()
-	info, err := s.Jsz(&server.JSzOptions{Account: natstest.Account, Accounts: true, Streams: true, Consumer: true})
+	streams, err := s.Streams(natstest.Account, true)
 	require.NoError(t, err)
 	counts := map[int]int{}
-	for _, acc := range info.AccountDetails {
-		for _, st := range acc.Streams {
-			if st.Name != msgsStream {
-				continue
+	for _, st := range streams {
+		if st.Name != msgsStream {
+			continue
+		}
+		for _, c := range st.Consumers {
+			r := 1
+			if c.Cluster != nil {
+				r = 1 + len(c.Cluster.Replicas)
 			}
-			for _, c := range st.Consumer {
-				r := 1
-				if c.Cluster != nil {
-					r = 1 + len(c.Cluster.Replicas)
-				}
-				counts[r]++
-			}
+			counts[r]++
 		}
 	}
 	return counts

@@ -1,10 +1,3 @@
-//go:build !race
-
-// These tests embed a nats-server cluster (internal/natstest), and
-// nats-server v2.15 has a data race of its own (applyStreamMsgOp reads
-// expectedPerSubjectSequence without clMu), which the race detector
-// reports in this binary. make test runs them without -race.
-
 package natsauth_test
 
 import (
@@ -13,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -35,7 +27,7 @@ import (
 // (broker-settle-interval) the announcement is now and then lost between
 // the two servers and the node never registers.
 func TestControllerServesCallout(t *testing.T) {
-	cluster := natstest.Start(t, 3)
+	cluster := natstest.StartCluster(t, 3)
 	dataDir := t.TempDir()
 	secret, err := credential.LoadOrCreateFleetSecret(dataDir)
 	require.NoError(t, err)
@@ -51,7 +43,7 @@ func TestControllerServesCallout(t *testing.T) {
 		DataDir:                dataDir,
 		BrokerURLs:             cluster.MQTTURLs()[:1],
 		APIAddr:                "127.0.0.1:0",
-		NATSAuthURLs:           strings.Split(cluster.ClientURLs(), ","),
+		NATSAuthURLs:           cluster.Clients,
 		NATSAuthUser:           natstest.AuthUser,
 		NATSAuthPasswordFile:   write("auth.password", cluster.AuthPassword),
 		NATSAuthIssuerSeedFile: write("issuer.seed", string(seed)),

@@ -1,10 +1,3 @@
-//go:build !race
-
-// These tests embed a nats-server cluster (internal/natstest), and
-// nats-server v2.15 has a data race of its own (applyStreamMsgOp reads
-// expectedPerSubjectSequence without clMu), which the race detector
-// reports in this binary. make test runs them without -race.
-
 package natsauth_test
 
 import (

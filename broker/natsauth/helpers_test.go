@@ -1,10 +1,3 @@
-//go:build !race
-
-// These tests embed a nats-server cluster (internal/natstest), and
-// nats-server v2.15 has a data race of its own (applyStreamMsgOp reads
-// expectedPerSubjectSequence without clMu), which the race detector
-// reports in this binary. make test runs them without -race.
-
 package natsauth_test
 
 import (
@@ -12,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -32,10 +26,20 @@ import (
 // waitFor bounds every wait for a message or a connection in these tests.
 const waitFor = 15 * time.Second
 
-// fleet is a 3-server NATS cluster whose auth callout a Responder serves,
-// for one fleet secret.
+// TestMain removes the nats-server that natstest.StartCluster built once
+// the tests ran.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	natstest.RemoveBinary()
+	os.Exit(code)
+}
+
+// fleet is a cluster of three nats-server processes whose auth callout a
+// Responder serves, for one fleet secret. The servers run outside the
+// test binary, so that -race instruments the responder, the controller
+// and the agents, not nats-server.
 type fleet struct {
-	cluster *natstest.Cluster
+	cluster *natstest.Procs
 	resp    *natsauth.Responder
 	secret  []byte
 	dataDir string         // holds revoked-tokens
@@ -46,12 +50,12 @@ type fleet struct {
 // the test ends. opts may adjust the responder's options.
 func startFleet(t *testing.T, adjust func(*natsauth.Options)) *fleet {
 	t.Helper()
-	f := &fleet{cluster: natstest.Start(t, 3), dataDir: t.TempDir()}
+	f := &fleet{cluster: natstest.StartCluster(t, 3), dataDir: t.TempDir()}
 	var err error
 	f.secret, err = credential.LoadOrCreateFleetSecret(f.dataDir) // as the controller's data dir
 	require.NoError(t, err)
 	opts := natsauth.Options{
-		URL:            f.cluster.ClientURLs(),
+		URL:            strings.Join(f.cluster.Clients, ","),
 		User:           natstest.AuthUser,
 		Password:       f.cluster.AuthPassword,
 		Issuer:         f.cluster.Issuer,
@@ -93,7 +97,7 @@ func startFleet(t *testing.T, adjust func(*natsauth.Options)) *fleet {
 // race detector) and may time out ("lookup sessions stream ... timeout").
 func (f *fleet) warmUp(t *testing.T) {
 	t.Helper()
-	for i := range f.cluster.Servers {
+	for i := range f.cluster.Procs {
 		checkfor.Eventually(t, 4*waitFor, 10*time.Millisecond, func() error {
 			c, err := f.connect(i, credential.ControllerUsername, credential.ControllerUsername, credential.ControllerToken(f.secret), nil)
 			if err != nil {

@@ -1,10 +1,3 @@
-//go:build !race
-
-// These tests embed a nats-server cluster (internal/natstest), and
-// nats-server v2.15 has a data race of its own (applyStreamMsgOp reads
-// expectedPerSubjectSequence without clMu), which the race detector
-// reports in this binary. make test runs them without -race.
-
 package natsauth_test
 
 import (
@@ -57,8 +50,8 @@ func TestRetainedPublishThroughput(t *testing.T) {
 	require.NoError(t, err, "EDGESET_NATS_RETAINED_PUBLISHES")
 	require.Positive(t, n, "EDGESET_NATS_RETAINED_PUBLISHES")
 	f := startFleet(t, nil)
-	leader := streamLeader(t, f.cluster, retainedStream)
-	other := (leader + 1) % len(f.cluster.Servers)
+	leader := f.cluster.StreamLeader(t, natstest.Account, retainedStream)
+	other := (leader + 1) % len(f.cluster.Procs)
 	cases := []struct {
 		name       string
 		atMostOnce bool
@@ -78,7 +71,7 @@ func TestRetainedPublishThroughput(t *testing.T) {
 			k := i % len(shards)
 			shards[k] = append(shards[k], mqttclient.Message{Topic: fmt.Sprintf("%s%06d", prefix, i), Payload: make([]byte, 300), Retained: true})
 		}
-		waitInterest(t, f.cluster, tc.publishers, natsauth.Subject(shards[0][0].Topic))
+		f.cluster.WaitInterest(t, natstest.Account, natsauth.Subject(shards[0][0].Topic), tc.publishers...)
 		var publishers []*mqttclient.Client
 		for k, server := range tc.publishers {
 			publishers = append(publishers, f.mqttClient(t, server, fmt.Sprintf("pub-%d-%d", round, k), tc.atMostOnce, "", nil))
@@ -118,12 +111,12 @@ func (f *fleet) burstsOfThree(t *testing.T, prefix string, clients int, atMostOn
 	var got atomic.Int64
 	f.mqttClient(t, leader, prefix+"sub", false, prefix+"+", func() { got.Add(1) })
 	var others []int
-	for i := range f.cluster.Servers {
+	for i := range f.cluster.Procs {
 		if i != leader {
 			others = append(others, i)
 		}
 	}
-	waitInterest(t, f.cluster, others, natsauth.Subject(prefix+"x"))
+	f.cluster.WaitInterest(t, natstest.Account, natsauth.Subject(prefix+"x"), others...)
 	start := time.Now()
 	sem := make(chan struct{}, 20)
 	var wg sync.WaitGroup
@@ -171,43 +164,6 @@ func (f *fleet) burstsOfThree(t *testing.T, prefix string, clients int, atMostOn
 	})
 	t.Logf("QoS %d, %d connections publishing 3 retained messages back to back: all %d delivered in %s; %d retained copies kept",
 		map[bool]int{false: 1, true: 0}[atMostOnce], clients, 3*clients, all.Round(time.Millisecond), kept.Load())
-}
-
-// waitInterest waits until each of servers knows of a subscriber to
-// subject: a subscription made on one server reaches the others over the
-// routes a moment later, and a message published before that is not
-// delivered to it.
-func waitInterest(t *testing.T, c *natstest.Cluster, servers []int, subject string) {
-	t.Helper()
-	checkfor.Eventually(t, waitFor, 10*time.Millisecond, func() error {
-		for _, i := range servers {
-			acc, err := c.Servers[i].LookupAccount(natstest.Account)
-			if err != nil {
-				return err
-			}
-			if !acc.SubscriptionInterest(subject) {
-				return fmt.Errorf("server %d has no subscriber to %s yet", i, subject)
-			}
-		}
-		return nil
-	})
-}
-
-// streamLeader is the index of the server leading the MQTT account's
-// stream name.
-func streamLeader(t *testing.T, c *natstest.Cluster, name string) int {
-	t.Helper()
-	leader := -1
-	checkfor.Eventually(t, waitFor, 10*time.Millisecond, func() error {
-		for i, s := range c.Servers {
-			if s.JetStreamIsStreamLeader(natstest.Account, name) {
-				leader = i
-				return nil
-			}
-		}
-		return fmt.Errorf("no leader of %s", name)
-	})
-	return leader
 }
 
 // mqttClient runs an mqttclient as the controller on server until the test

@@ -1,10 +1,3 @@
-//go:build !race
-
-// These tests embed a nats-server cluster (internal/natstest), and
-// nats-server v2.15 has a data race of its own (applyStreamMsgOp reads
-// expectedPerSubjectSequence without clMu), which the race detector
-// reports in this binary. make test runs them without -race.
-
 package natsauth_test
 
 import (
@@ -12,7 +5,6 @@ import (
 	"net"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +14,7 @@ import (
 
 	"github.com/edgeset/edgeset/broker/natsauth"
 	"github.com/edgeset/edgeset/internal/checkfor"
+	"github.com/edgeset/edgeset/internal/natstest"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 )
@@ -30,22 +23,18 @@ import (
 // permissions, so a node's will on another node's topic is dropped while
 // one on its own online topic reaches the controller. The allowed will,
 // published after the forbidden one through the same server, is the
-// fence; the server's log line of the refused will says it was tried.
+// fence; the server's error line of the refused will, in its log, says it
+// was tried.
 func TestWillChecked(t *testing.T) {
 	f := startFleet(t, nil)
 	in := newInbox()
 	f.controller(t, 0, in, mqttclient.Subscription{Filter: "edgeset/v1/nodes/+/online", QoS: 1})
-	logs := &errorLog{}
-	f.cluster.Servers[1].SetLogger(logs, false, false)
 	forger := f.dialWithWill(t, 1, "n3", schema.NodeTopic("n2", schema.TopicOnline))
 	honest := f.dialWithWill(t, 1, "n4", schema.NodeTopic("n4", schema.TopicOnline))
 	require.NoError(t, forger.Close()) // no DISCONNECT: the will is due
 	violation := fmt.Sprintf("Publish Violation - Subject %q", natsauth.Subject(schema.NodeTopic("n2", schema.TopicOnline)))
 	checkfor.Eventually(t, waitFor, 10*time.Millisecond, func() error {
-		if !logs.contains(violation) {
-			return fmt.Errorf("server logged no %s", violation)
-		}
-		return nil
+		return loggedError(f.cluster.Procs[1], violation)
 	})
 	require.NoError(t, honest.Close())
 	own := schema.NodeTopic("n4", schema.TopicOnline)
@@ -77,31 +66,17 @@ func (f *fleet) dialWithWill(t *testing.T, i int, node, topic string) net.Conn {
 	return conn
 }
 
-// errorLog is a nats-server logger keeping its error lines.
-type errorLog struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *errorLog) Errorf(format string, v ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, fmt.Sprintf(format, v...))
-}
-
-func (l *errorLog) contains(s string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, line := range l.lines {
-		if strings.Contains(line, s) {
-			return true
+// loggedError returns nil once server s has logged an error line (level
+// [ERR]) containing text.
+func loggedError(s *natstest.Proc, text string) error {
+	log, err := s.Log()
+	if err != nil {
+		return err
+	}
+	for line := range strings.Lines(log) {
+		if strings.Contains(line, "[ERR]") && strings.Contains(line, text) {
+			return nil
 		}
 	}
-	return false
+	return fmt.Errorf("server %s logged no error %s", s.Name(), text)
 }
-
-func (*errorLog) Noticef(string, ...any) {}
-func (*errorLog) Warnf(string, ...any)   {}
-func (*errorLog) Fatalf(string, ...any)  {}
-func (*errorLog) Debugf(string, ...any)  {}
-func (*errorLog) Tracef(string, ...any)  {}

@@ -24,6 +24,7 @@ import (
 	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/edgeagent/fake"
 	"github.com/edgeset/edgeset/internal/checkfor"
+	"github.com/edgeset/edgeset/internal/natstest"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 	"github.com/edgeset/edgeset/sim"
@@ -60,7 +61,7 @@ func TestMain(m *testing.M) {
 		os.Exit(runController(dir))
 	}
 	code := m.Run()
-	removeNATSBinary()
+	natstest.RemoveBinary()
 	os.Exit(code)
 }
 

@@ -7,11 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,40 +27,12 @@ import (
 // runs three of them as processes (make test-cluster).
 const envCluster = "EDGESET_TEST_CLUSTER"
 
-// natsBinary is the nats-server built once per test binary from the
-// module the project requires (no registry, no Debian package: Debian's
-// 2.9 is too old).
-var natsBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "edgeset-nats-")
-	if err != nil {
-		return "", err
-	}
-	natsBinaryDir.Store(&dir)
-	bin := filepath.Join(dir, "nats-server")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/nats-io/nats-server/v2")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build nats-server: %v\n%s", err, out)
-	}
-	return bin, nil
-})
-
-// natsBinaryDir is where natsBinary built it, removed when the tests end.
-var natsBinaryDir atomic.Pointer[string]
-
-// removeNATSBinary removes what natsBinary built, if anything.
-func removeNATSBinary() {
-	if dir := natsBinaryDir.Load(); dir != nil {
-		_ = os.RemoveAll(*dir)
-	}
-}
-
-// startNATSProcs starts a cluster of n nats-server processes of the
-// binary natsBinary built, with the auth callout configured for its
-// issuer, once every member reports JetStream healthy.
+// startNATSProcs starts a cluster of n nats-server processes (built once
+// per test binary from the module the project requires: no registry, no
+// Debian package, Debian's 2.9 being too old), with the auth callout
+// configured for its issuer, once every member reports JetStream healthy.
 func startNATSProcs(t *testing.T, n int) *natstest.Procs {
-	bin, err := natsBinary()
-	require.NoError(t, err)
-	return natstest.StartProcs(t, bin, n)
+	return natstest.StartCluster(t, n)
 }
 
 // writeFiles writes each name's content (plus a newline, mode 0600) into
