@@ -160,7 +160,8 @@ func (c *Controller) open() error {
 	if c.transport, err = c.openTransport(); err != nil {
 		return err
 	}
-	signed, err := c.openSigning(c.transport)
+	metered := &meteredTransport{transport: c.transport, messages: c.metrics.messagesOut, bytes: c.metrics.bytesOut}
+	signed, err := c.openSigning(metered)
 	if err != nil {
 		return err
 	}

@@ -3,10 +3,12 @@ package controller
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/controller/reconcile"
 	"github.com/edgeset/edgeset/internal/checkfor"
+	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 	"github.com/edgeset/edgeset/signing"
 )
@@ -231,5 +234,40 @@ func TestUndelegatedKeyIsReported(t *testing.T) {
 			}
 		}
 		return fmt.Errorf("no SigningKeyNotDelegated event among %d", len(evs))
+	})
+}
+
+// TestPublishedBytesAreSigned: edgeset_mqtt_messages_out_total and
+// edgeset_mqtt_bytes_out_total count the messages as they reach the
+// broker, signed, not as the decider wrote them.
+func TestPublishedBytesAreSigned(t *testing.T) {
+	var mu sync.Mutex
+	var messages, wire, desired int
+	tc := startController(t, Config{Signing: true, newTransport: countingTransportOf(func(m mqttclient.Message) {
+		mu.Lock()
+		defer mu.Unlock()
+		messages++
+		wire += len(m.Payload)
+		if m.Topic == schema.NodeTopic("node-000001", schema.TopicDesired) && signing.IsEnvelope(m.Payload) {
+			desired++
+		}
+	})})
+	online, _ := schema.Encode(schema.Presence{SchemaVersion: schema.WireVersion, Node: "node-000001", Online: true, Session: 1})
+	tc.handleMessage(schema.NodeTopic("node-000001", schema.TopicStatus), scaleStatus(1, false))
+	tc.handleMessage(schema.NodeTopic("node-000001", schema.TopicOnline), online)
+	tc.applyYAML(t, dsManifest("exporter", "1.0", "10%"))
+	checkfor.Eventually(t, wait, 10*time.Millisecond, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if desired == 0 {
+			return errors.New("no signed desired state published for node-000001")
+		}
+		if got := counterValue(tc.metrics.messagesOut); got != float64(messages) {
+			return fmt.Errorf("messages counted %v, sent %d", got, messages)
+		}
+		if got := counterValue(tc.metrics.bytesOut); got != float64(wire) {
+			return fmt.Errorf("bytes counted %v, sent %d", got, wire)
+		}
+		return nil
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/edgeset/edgeset/controller/reconcile"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // subscriptions are the topics the controller reads: every node's state.
@@ -156,9 +157,9 @@ func (c *Controller) publish(ctx context.Context, topic string, payload []byte, 
 	return c.publishAll(ctx, []mqttclient.Message{{Topic: topic, Payload: payload, Retained: retained}})
 }
 
-// publishAll sends many messages, pipelined on an external broker, and
-// counts them: every message and its bytes when all were sent, one
-// publish error otherwise.
+// publishAll sends many messages, pipelined on an external broker,
+// counting one publish error if any was not sent (meteredTransport counts
+// what was).
 func (c *Controller) publishAll(ctx context.Context, msgs []mqttclient.Message) error {
 	var err error
 	if len(msgs) == 1 {
@@ -168,15 +169,43 @@ func (c *Controller) publishAll(ctx context.Context, msgs []mqttclient.Message) 
 	}
 	if err != nil {
 		c.metrics.publishErrors.Inc()
+	}
+	return err
+}
+
+// meteredTransport counts what its transport sent: every message and its
+// payload bytes as they went to the broker, so under signing and sealing
+// (which wrap it) the bytes are the signed and sealed ones.
+type meteredTransport struct {
+	transport
+	messages, bytes prometheus.Counter
+}
+
+func (t *meteredTransport) unwrap() transport { return t.transport }
+
+func (t *meteredTransport) Publish(ctx context.Context, m mqttclient.Message) error {
+	if err := t.transport.Publish(ctx, m); err != nil {
 		return err
 	}
+	t.count([]mqttclient.Message{m})
+	return nil
+}
+
+func (t *meteredTransport) PublishAll(ctx context.Context, msgs []mqttclient.Message) error {
+	if err := t.transport.PublishAll(ctx, msgs); err != nil {
+		return err
+	}
+	t.count(msgs)
+	return nil
+}
+
+func (t *meteredTransport) count(msgs []mqttclient.Message) {
 	bytes := 0
 	for _, m := range msgs {
 		bytes += len(m.Payload)
 	}
-	c.metrics.messagesOut.Add(float64(len(msgs)))
-	c.metrics.bytesOut.Add(float64(bytes))
-	return nil
+	t.messages.Add(float64(len(msgs)))
+	t.bytes.Add(float64(bytes))
 }
 
 // desiredMessage encodes a node's desired state as published.
