@@ -32,9 +32,9 @@ type Tracker struct {
 	rebased bool
 
 	members []member
-	index   map[string]int32 // member by node name
-	queue   []int32          // members with a requeue instant, a min-heap on it
-	dirty   []string         // members to recompute; member.dirty marks them, stale names are skipped
+	index   nameIndex // member by node name
+	queue   []int32   // members with a requeue instant, a min-heap on it
+	dirty   []string  // members to recompute; member.dirty marks them, stale names are skipped
 	// waitingAvailable and waitingUnavailable are min-heaps of the names of
 	// the members whose part waits on an older revision, available or not
 	// (member.waiting marks them); an entry a member no longer matches is
@@ -202,7 +202,7 @@ type Delta struct {
 // NewTracker returns a tracker for a daemonset with strategy s and
 // persisted state st (copied), and no nodes.
 func NewTracker(s Strategy, st State) *Tracker {
-	return &Tracker{s: s, st: cloneState(st), full: true, rebased: true, index: map[string]int32{},
+	return &Tracker{s: s, st: cloneState(st), full: true, rebased: true, index: newNameIndex(),
 		names: newInterner(), domains: newInterner()}
 }
 
@@ -217,7 +217,7 @@ func (t *Tracker) SetStrategy(s Strategy) (forgotNodes bool) {
 	if same {
 		return false
 	}
-	*t = Tracker{s: s, st: t.st, full: true, rebased: t.rebased, index: map[string]int32{},
+	*t = Tracker{s: s, st: t.st, full: true, rebased: t.rebased, index: newNameIndex(),
 		names: t.names, domains: newInterner()}
 	return true
 }
@@ -249,11 +249,11 @@ func (t *Tracker) Len() int { return len(t.members) }
 // with the facts the node already has changes nothing, and the next Step
 // costs nothing for it.
 func (t *Tracker) Set(n Node) bool {
-	i, ok := t.index[n.Name]
+	i, ok := t.index.find(t.members, n.Name)
 	if !ok {
 		i = int32(len(t.members))
 		t.members = append(t.members, member{name: n.Name, slot: -1, requeue: noTime})
-		t.index[n.Name] = i
+		t.index.add(t.members, i)
 	}
 	m := &t.members[i]
 	if ok {
@@ -291,7 +291,7 @@ func factsEqual(a, b *member) bool {
 // Remove forgets a node: it no longer should run the daemonset. Its
 // entries in the state stay, as Step leaves those of nodes it is not given.
 func (t *Tracker) Remove(name string) {
-	i, ok := t.index[name]
+	i, ok := t.index.find(t.members, name)
 	if !ok {
 		return
 	}
@@ -299,17 +299,17 @@ func (t *Tracker) Remove(name string) {
 	if slot := t.members[i].slot; slot >= 0 {
 		t.unqueue(int(slot))
 	}
+	t.index.remove(t.members, i)
 	last := int32(len(t.members) - 1)
 	if i != last {
+		t.index.move(t.members, last, i)
 		t.members[i] = t.members[last]
-		t.index[t.members[i].name] = i
 		if slot := t.members[i].slot; slot >= 0 {
 			t.queue[slot] = i
 		}
 	}
 	t.members[last] = member{}
 	t.members = t.members[:last]
-	delete(t.index, name)
 }
 
 // Step decides one pass at now (never before the last Step's now): what
@@ -347,12 +347,12 @@ func (t *Tracker) takeDirty(now time.Time) []int32 {
 	}
 	idx := make([]int32, 0, len(t.dirty))
 	for _, name := range t.dirty {
-		if i, ok := t.index[name]; ok && t.members[i].dirty {
+		if i, ok := t.index.find(t.members, name); ok && t.members[i].dirty {
 			t.members[i].dirty = false
 			idx = append(idx, i)
 		}
 	}
-	t.dirty = t.dirty[:0]
+	t.dirty = emptied(t.dirty)
 	slices.SortFunc(idx, func(a, b int32) int { return compareStrings(t.members[a].name, t.members[b].name) })
 	return idx
 }
@@ -613,11 +613,11 @@ func (t *Tracker) stepAll(now time.Time) Delta {
 // left them and is recomputed at the next Step.
 func (t *Tracker) rebuild(now time.Time, nodes []Node) {
 	for _, name := range t.dirty {
-		if i, ok := t.index[name]; ok {
+		if i, ok := t.index.find(t.members, name); ok {
 			t.members[i].dirty = false
 		}
 	}
-	t.dirty = t.dirty[:0]
+	t.dirty = emptied(t.dirty)
 	t.queue = t.queue[:0]
 	t.sum = totals{}
 	t.waitingAvailable, t.waitingUnavailable = t.waitingAvailable[:0], t.waitingUnavailable[:0]
@@ -701,6 +701,20 @@ func (t *Tracker) appendNode(m *member, revs []string, obs []Instance) (Node, []
 	n.Observed = obs[start:len(obs):len(obs)]
 	t.prefetchNode(m, &n)
 	return n, revs, obs
+}
+
+// maxKeptDirty is the capacity of Tracker.dirty kept between Steps: a
+// Step over a whole fleet (a new daemonset, a batch) leaves it long, and
+// the few nodes an event marks need little of it.
+const maxKeptDirty = 256
+
+// emptied returns s with no elements, releasing its array when it holds
+// more than maxKeptDirty.
+func emptied(s []string) []string {
+	if cap(s) > maxKeptDirty {
+		return nil
+	}
+	return s[:0]
 }
 
 func earliest(a, b time.Time) time.Time {

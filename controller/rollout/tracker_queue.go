@@ -174,7 +174,7 @@ func (t *Tracker) popWaiting(h *[]string, flag uint8) (int32, bool) {
 		(*h)[0] = (*h)[last]
 		*h = (*h)[:last]
 		downNames(*h, 0)
-		i, ok := t.index[name]
+		i, ok := t.index.find(t.members, name)
 		if !ok || t.members[i].waiting&flag == 0 {
 			continue // removed, or a duplicate of an entry already taken
 		}
