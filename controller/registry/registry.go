@@ -46,12 +46,14 @@ type record struct {
 }
 
 // effective returns Effective(rec.in, now, grace), computing it only when
-// the input changed or now left the window in which the result holds.
+// the input changed or now left the window in which the result holds. The
+// result shares rec.in.Status's maps and slices (a status is replaced
+// whole, never modified in place): it is read-only.
 func (rec *record) effective(now time.Time, grace time.Duration) (schema.Node, time.Time) {
 	if !rec.cached || rec.cacheGrace != grace ||
 		!rec.from.IsZero() && now.Before(rec.from) ||
 		!rec.until.IsZero() && !now.Before(rec.until) {
-		rec.cache, rec.until = Effective(rec.in, now, grace)
+		rec.cache, rec.until = effective(rec.in, now, grace, true)
 		rec.cached, rec.cacheGrace, rec.from = true, grace, time.Time{}
 		if !rec.in.Presence.Online && rec.until.IsZero() {
 			rec.from = rec.in.Presence.Since.Add(grace) // unreachable from here on
