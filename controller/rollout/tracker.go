@@ -33,7 +33,7 @@ type Tracker struct {
 
 	members []member
 	index   nameIndex // member by node name
-	queue   []int32   // members with a requeue instant, a min-heap on it
+	queue   []queued  // members with a requeue instant, a min-heap on it
 	dirty   []string  // members to recompute; member.dirty marks them, stale names are skipped
 	// waitingAvailable and waitingUnavailable are min-heaps of the names of
 	// the members whose part waits on an older revision, available or not
@@ -57,39 +57,44 @@ type Tracker struct {
 // member is one node's facts in compact form, with its share of the last
 // decision. The first two assigned revisions and the first observed
 // instance are held inline; the rest, rare (a surge pair observed, a
-// stale instance), in extra.
+// stale instance, a message, an offline node), in extra.
 type member struct {
-	name         string
-	offlineSince int64 // unix nanoseconds, noTime if zero
-	requeue      int64 // when the clock alone may change its decision; noTime if never
-	observed     observation
-	assigned     [2]uint32 // interned revisions, in the order Set
-	extra        *overflow
-	slot         int32 // index in Tracker.queue, -1 if not queued
-	nAssigned    uint8 // inline assigned revisions (0 to 2)
-	nObserved    uint8 // inline observed instances (0 or 1)
-	online       bool
-	dirty        bool
-	waiting      uint8  // the waiting heaps that hold its name (flagWaiting...)
-	canPrefetch  bool   // (in what would be padding)
-	windows      uint16 // the maintenance windows that select it
-	domain       uint32 // its topology domain, interned in Tracker.domains
-	prefetching  uint32 // interned revision it is asked to prefetch ("" for none)
-	pfDomain     uint32 // its prefetch site, interned in Tracker.domains
-	part         part
+	name        string
+	observed    observation
+	assigned    [2]uint32 // interned revisions, in the order Set
+	extra       *overflow
+	slot        int32 // index in Tracker.queue (which holds its requeue instant), -1 if not queued
+	nAssigned   uint8 // inline assigned revisions (0 to 2)
+	nObserved   uint8 // inline observed instances (0 or 1)
+	online      bool
+	dirty       bool
+	waiting     uint8  // the waiting heaps that hold its name (flagWaiting...)
+	canPrefetch bool   // (in what would be padding)
+	windows     uint16 // the maintenance windows that select it
+	domain      uint32 // its topology domain, interned in Tracker.domains
+	prefetching uint32 // interned revision it is asked to prefetch ("" for none)
+	pfDomain    uint32 // its prefetch site, interned in Tracker.domains
+	part        part
 }
 
-// overflow holds a member's assigned revisions past the second and its
-// observed instances past the first.
+// overflow holds a member's assigned revisions past the second, its
+// observed instances past the first, the messages of its observed
+// instances and when it went offline: what most members do not have.
 type overflow struct {
 	assigned   []uint32
 	observed   []observation
 	prefetched []uint32 // Node.Prefetched, interned
+	// messages holds the Message of each observed instance (by index over
+	// every one, the inline first included); nil when none has one.
+	messages []string
+	// offlineSince is Node.OfflineSince in unix nanoseconds, noTime if
+	// zero.
+	offlineSince int64
 }
 
-// observation is an Instance in compact form.
+// observation is an Instance in compact form, without its message (see
+// overflow.messages).
 type observation struct {
-	message      string
 	readySince   int64
 	lockedSince  int64 // noTime while the lock is not held
 	revision     uint32
@@ -126,14 +131,32 @@ func (m *member) observedAt(k int) *observation {
 	return &m.extra.observed[k-1]
 }
 
+// messageAt is the Message of observed instance k.
+func (m *member) messageAt(k int) string {
+	if m.extra == nil || m.extra.messages == nil {
+		return ""
+	}
+	return m.extra.messages[k]
+}
+
+// offlineSince is Node.OfflineSince in unix nanoseconds, noTime if zero.
+func (m *member) offlineSince() int64 {
+	if m.extra == nil {
+		return noTime
+	}
+	return m.extra.offlineSince
+}
+
 // setFacts stores n's facts in m, interning its strings in names and its
 // topology domain (under strategy s) in domains.
 func (m *member) setFacts(n *Node, s *Strategy, names, domains *interner) {
 	m.domain = domains.id(s.domainOf(n.Labels))
 	m.windows = s.windowsOf(n.Labels)
 	m.online = n.Online
-	m.offlineSince = nanos(n.OfflineSince)
 	m.extra = nil
+	if since := nanos(n.OfflineSince); since != noTime {
+		m.overflow().offlineSince = since
+	}
 	m.nAssigned = uint8(min(len(n.Assigned), len(m.assigned)))
 	for k, rev := range n.Assigned {
 		if k < len(m.assigned) {
@@ -145,8 +168,11 @@ func (m *member) setFacts(n *Node, s *Strategy, names, domains *interner) {
 	m.nObserved = uint8(min(len(n.Observed), 1))
 	for k := range n.Observed {
 		in := &n.Observed[k]
-		o := observation{message: in.Message, readySince: nanos(in.ReadySince), lockedSince: nanos(in.LockedSince),
+		o := observation{readySince: nanos(in.ReadySince), lockedSince: nanos(in.LockedSince),
 			revision: names.id(in.Revision), phase: names.id(in.Phase), ready: in.Ready, lockDeferred: in.LockDeferred}
+		if in.Message != "" {
+			m.setMessage(k, len(n.Observed), in.Message)
+		}
 		if k == 0 {
 			m.observed = o
 			continue
@@ -156,9 +182,19 @@ func (m *member) setFacts(n *Node, s *Strategy, names, domains *interner) {
 	m.setPrefetchFacts(n, s, names, domains)
 }
 
+// setMessage records msg as the message of observed instance k, of n
+// observed instances.
+func (m *member) setMessage(k, n int, msg string) {
+	x := m.overflow()
+	if x.messages == nil {
+		x.messages = make([]string, n)
+	}
+	x.messages[k] = msg
+}
+
 func (m *member) overflow() *overflow {
 	if m.extra == nil {
-		m.extra = &overflow{}
+		m.extra = &overflow{offlineSince: noTime}
 	}
 	return m.extra
 }
@@ -252,7 +288,7 @@ func (t *Tracker) Set(n Node) bool {
 	i, ok := t.index.find(t.members, n.Name)
 	if !ok {
 		i = int32(len(t.members))
-		t.members = append(t.members, member{name: n.Name, slot: -1, requeue: noTime})
+		t.members = append(t.members, member{name: n.Name, slot: -1})
 		t.index.add(t.members, i)
 	}
 	m := &t.members[i]
@@ -271,7 +307,7 @@ func (t *Tracker) Set(n Node) bool {
 // factsEqual reports whether a and b hold the same facts (not the same
 // decision state).
 func factsEqual(a, b *member) bool {
-	if a.online != b.online || a.offlineSince != b.offlineSince || a.domain != b.domain || a.windows != b.windows ||
+	if a.online != b.online || a.offlineSince() != b.offlineSince() || a.domain != b.domain || a.windows != b.windows ||
 		a.assignedLen() != b.assignedLen() || a.observedLen() != b.observedLen() {
 		return false
 	}
@@ -281,7 +317,7 @@ func factsEqual(a, b *member) bool {
 		}
 	}
 	for k := range a.observedLen() {
-		if *a.observedAt(k) != *b.observedAt(k) {
+		if *a.observedAt(k) != *b.observedAt(k) || a.messageAt(k) != b.messageAt(k) {
 			return false
 		}
 	}
@@ -305,7 +341,7 @@ func (t *Tracker) Remove(name string) {
 		t.index.move(t.members, last, i)
 		t.members[i] = t.members[last]
 		if slot := t.members[i].slot; slot >= 0 {
-			t.queue[slot] = i
+			t.queue[slot].member = i
 		}
 	}
 	t.members[last] = member{}
@@ -340,8 +376,8 @@ func (t *Tracker) markDirty(m *member) {
 // clears their marks.
 func (t *Tracker) takeDirty(now time.Time) []int32 {
 	at := now.UnixNano()
-	for len(t.queue) > 0 && t.members[t.queue[0]].requeue <= at {
-		m := &t.members[t.queue[0]]
+	for len(t.queue) > 0 && t.queue[0].at <= at {
+		m := &t.members[t.queue[0].member]
 		t.unqueue(0)
 		t.markDirty(m)
 	}
@@ -638,10 +674,10 @@ func (t *Tracker) rebuild(now time.Time, nodes []Node) {
 		t.sum.add(m.part, 1)
 		t.enqueueWaiting(m)
 		t.enqueuePrefetch(m)
-		m.requeue, m.slot = nanos(p.next), -1
-		if m.requeue != noTime {
+		m.slot = -1
+		if at := nanos(p.next); at != noTime {
 			m.slot = int32(len(t.queue))
-			t.queue = append(t.queue, int32(i))
+			t.queue = append(t.queue, queued{at: at, member: int32(i)})
 		}
 		moved := !e.equal(entriesOf(&p.st, m.name))
 		if moved {
@@ -684,7 +720,7 @@ func (t *Tracker) allNodes() []Node {
 // appendNode expands m into a Node whose slices are appended to revs and
 // obs.
 func (t *Tracker) appendNode(m *member, revs []string, obs []Instance) (Node, []string, []Instance) {
-	n := Node{Name: m.name, Online: m.online, OfflineSince: fromNanos(m.offlineSince),
+	n := Node{Name: m.name, Online: m.online, OfflineSince: fromNanos(m.offlineSince()),
 		resolved: true, domain: t.domains.str(m.domain), domainID: m.domain, windows: m.windows}
 	start := len(revs)
 	for k := range m.assignedLen() {
@@ -695,7 +731,7 @@ func (t *Tracker) appendNode(m *member, revs []string, obs []Instance) (Node, []
 	for k := range m.observedLen() {
 		o := m.observedAt(k)
 		obs = append(obs, Instance{Revision: t.names.str(o.revision), Ready: o.ready,
-			ReadySince: fromNanos(o.readySince), Phase: t.names.str(o.phase), Message: o.message,
+			ReadySince: fromNanos(o.readySince), Phase: t.names.str(o.phase), Message: m.messageAt(k),
 			LockedSince: fromNanos(o.lockedSince), LockDeferred: o.lockDeferred})
 	}
 	n.Observed = obs[start:len(obs):len(obs)]
