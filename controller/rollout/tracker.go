@@ -57,7 +57,7 @@ type Tracker struct {
 // member is one node's facts in compact form, with its share of the last
 // decision. The first two assigned revisions and the first observed
 // instance are held inline; the rest, rare (a surge pair observed, a
-// stale instance, a message, an offline node), in extra.
+// stale instance, a message, an update lock, an offline node), in extra.
 type member struct {
 	name        string
 	observed    observation
@@ -84,19 +84,21 @@ type overflow struct {
 	assigned   []uint32
 	observed   []observation
 	prefetched []uint32 // Node.Prefetched, interned
-	// messages holds the Message of each observed instance (by index over
-	// every one, the inline first included); nil when none has one.
-	messages []string
+	// messages and lockedSince hold the Message and the LockedSince (unix
+	// nanoseconds, noTime if zero) of each observed instance, by index over
+	// every one (the inline first included); each is nil when no instance
+	// has one.
+	messages    []string
+	lockedSince []int64
 	// offlineSince is Node.OfflineSince in unix nanoseconds, noTime if
 	// zero.
 	offlineSince int64
 }
 
-// observation is an Instance in compact form, without its message (see
-// overflow.messages).
+// observation is an Instance in compact form, without its message and
+// update lock (see overflow.messages and lockedSince).
 type observation struct {
 	readySince   int64
-	lockedSince  int64 // noTime while the lock is not held
 	revision     uint32
 	phase        uint32
 	ready        bool
@@ -139,6 +141,14 @@ func (m *member) messageAt(k int) string {
 	return m.extra.messages[k]
 }
 
+// lockedAt is the LockedSince of observed instance k, noTime if zero.
+func (m *member) lockedAt(k int) int64 {
+	if m.extra == nil || m.extra.lockedSince == nil {
+		return noTime
+	}
+	return m.extra.lockedSince[k]
+}
+
 // offlineSince is Node.OfflineSince in unix nanoseconds, noTime if zero.
 func (m *member) offlineSince() int64 {
 	if m.extra == nil {
@@ -168,11 +178,9 @@ func (m *member) setFacts(n *Node, s *Strategy, names, domains *interner) {
 	m.nObserved = uint8(min(len(n.Observed), 1))
 	for k := range n.Observed {
 		in := &n.Observed[k]
-		o := observation{readySince: nanos(in.ReadySince), lockedSince: nanos(in.LockedSince),
-			revision: names.id(in.Revision), phase: names.id(in.Phase), ready: in.Ready, lockDeferred: in.LockDeferred}
-		if in.Message != "" {
-			m.setMessage(k, len(n.Observed), in.Message)
-		}
+		o := observation{readySince: nanos(in.ReadySince), revision: names.id(in.Revision), phase: names.id(in.Phase),
+			ready: in.Ready, lockDeferred: in.LockDeferred}
+		m.setRare(k, n.Observed)
 		if k == 0 {
 			m.observed = o
 			continue
@@ -182,14 +190,27 @@ func (m *member) setFacts(n *Node, s *Strategy, names, domains *interner) {
 	m.setPrefetchFacts(n, s, names, domains)
 }
 
-// setMessage records msg as the message of observed instance k, of n
-// observed instances.
-func (m *member) setMessage(k, n int, msg string) {
-	x := m.overflow()
-	if x.messages == nil {
-		x.messages = make([]string, n)
+// setRare records the message and the update lock of observed instance k
+// of observed, in the overflow when it has them.
+func (m *member) setRare(k int, observed []Instance) {
+	in := &observed[k]
+	if in.Message != "" {
+		x := m.overflow()
+		if x.messages == nil {
+			x.messages = make([]string, len(observed))
+		}
+		x.messages[k] = in.Message
 	}
-	x.messages[k] = msg
+	if !in.LockedSince.IsZero() {
+		x := m.overflow()
+		if x.lockedSince == nil {
+			x.lockedSince = make([]int64, len(observed))
+			for j := range x.lockedSince {
+				x.lockedSince[j] = noTime
+			}
+		}
+		x.lockedSince[k] = nanos(in.LockedSince)
+	}
 }
 
 func (m *member) overflow() *overflow {
@@ -317,7 +338,7 @@ func factsEqual(a, b *member) bool {
 		}
 	}
 	for k := range a.observedLen() {
-		if *a.observedAt(k) != *b.observedAt(k) || a.messageAt(k) != b.messageAt(k) {
+		if *a.observedAt(k) != *b.observedAt(k) || a.messageAt(k) != b.messageAt(k) || a.lockedAt(k) != b.lockedAt(k) {
 			return false
 		}
 	}
@@ -732,7 +753,7 @@ func (t *Tracker) appendNode(m *member, revs []string, obs []Instance) (Node, []
 		o := m.observedAt(k)
 		obs = append(obs, Instance{Revision: t.names.str(o.revision), Ready: o.ready,
 			ReadySince: fromNanos(o.readySince), Phase: t.names.str(o.phase), Message: m.messageAt(k),
-			LockedSince: fromNanos(o.lockedSince), LockDeferred: o.lockDeferred})
+			LockedSince: fromNanos(m.lockedAt(k)), LockDeferred: o.lockDeferred})
 	}
 	n.Observed = obs[start:len(obs):len(obs)]
 	t.prefetchNode(m, &n)
