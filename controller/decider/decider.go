@@ -247,6 +247,8 @@ func (d *Decider) SetNode(in Node) {
 	if !ok {
 		n = &node{}
 		d.nodes[in.Name] = n
+	} else {
+		in.Name = n.Name // the name the trackers and rollout states hold already: one string per node
 	}
 	if ok && !d.dirty[in.Name] && n.Model != nil {
 		told := n.Node

@@ -116,6 +116,7 @@ func (r *Registry) ApplyStatus(status schema.NodeStatus, now time.Time) (changed
 	rec := r.recordLocked(status.Node, now)
 	rec.lastSeen = now
 	s := cloneStatus(status)
+	s.Node = rec.in.Name // the same name, held once
 	receivedSince(&s, rec.in.Status, now)
 	if rec.in.Status != nil && reflect.DeepEqual(*rec.in.Status, s) {
 		return false
