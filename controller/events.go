@@ -58,7 +58,7 @@ type eventSink struct {
 	lastSweep time.Time               // guarded by mu
 
 	// Owned by Run's goroutine (load and flush): what is stored.
-	series     map[seriesKey]store.Event // last stored event of each series
+	series     map[seriesKey]seriesEvent // last stored event of each series
 	seriesKeys map[uint64]seriesKey      // the series of a stored seq
 	perNode    map[string][]uint64       // stored seqs of each node, oldest first
 }
@@ -72,12 +72,30 @@ func keyOf(e store.Event) seriesKey {
 	return seriesKey{e.Source, e.Object, e.Type, e.Reason, e.Message}
 }
 
+// seriesEvent is a stored event without the fields its series key holds:
+// the sink keeps one per open series, for every node.
+type seriesEvent struct {
+	seq            uint64
+	time, lastTime time.Time
+	count          int32
+}
+
+func seriesEventOf(e store.Event) seriesEvent {
+	return seriesEvent{seq: e.Seq, time: e.Time, lastTime: e.LastTime, count: e.Count}
+}
+
+// event is the stored event of series k.
+func (se seriesEvent) event(k seriesKey) store.Event {
+	return store.Event{Seq: se.seq, Time: se.time, Type: k.typ, Reason: k.reason, Object: k.object, Message: k.message,
+		Count: se.count, LastTime: se.lastTime, Source: k.source}
+}
+
 func newEventSink(st *store.Store, log *slog.Logger, m *metrics, limits eventLimits) *eventSink {
 	return &eventSink{
 		store: st, log: log, metrics: m, limits: limits, now: time.Now,
 		queue:   make(chan store.Event, eventQueue),
 		buckets: map[string]*tokenBucket{},
-		series:  map[seriesKey]store.Event{}, seriesKeys: map[uint64]seriesKey{}, perNode: map[string][]uint64{},
+		series:  map[seriesKey]seriesEvent{}, seriesKeys: map[uint64]seriesKey{}, perNode: map[string][]uint64{},
 	}
 }
 
@@ -185,9 +203,9 @@ func (s *eventSink) remember(e store.Event) {
 	}
 	k := keyOf(e)
 	if old, ok := s.series[k]; ok {
-		delete(s.seriesKeys, old.Seq)
+		delete(s.seriesKeys, old.seq)
 	}
-	s.series[k] = e
+	s.series[k] = seriesEventOf(e)
 	s.seriesKeys[e.Seq] = k
 }
 
@@ -233,7 +251,7 @@ func (s *eventSink) flush(batch []store.Event) {
 		s.perNode[node] = slices.Delete(s.perNode[node], 0, n)
 	}
 	for _, e := range p.write.Update {
-		s.series[keyOf(e)] = e
+		s.series[keyOf(e)] = seriesEventOf(e)
 	}
 	for i, e := range p.write.Append {
 		e.Seq = seqs[i]
@@ -263,7 +281,8 @@ func (s *eventSink) plan(batch []store.Event) eventPlan {
 			p.folded++
 			continue
 		}
-		if st, ok := s.series[k]; ok && s.inWindow(st, e) {
+		if se, ok := s.series[k]; ok && s.inWindow(se.event(k), e) {
+			st := se.event(k)
 			if i, ok := updated[st.Seq]; ok {
 				fold(&p.write.Update[i], e)
 			} else {

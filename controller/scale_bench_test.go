@@ -9,6 +9,7 @@ import (
 	rtmetrics "runtime/metrics"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -19,14 +20,23 @@ import (
 )
 
 // The benchmarks of issue 14's targets: a fleet of EDGESET_BENCH_NODES
-// registered nodes (default 100,000) and 20 daemonsets, in process: the
-// nodes' messages are handed to the controller as a broker would, and its
-// transport only counts what it publishes (countingTransport), so the
-// figures are the controller's own work, without a broker. `make
-// bench-controller` runs them at 10,000 and 100,000 nodes.
+// registered nodes (default 100,000) and 20 daemonsets (or
+// EDGESET_BENCH_DAEMONSETS, to see how the heap grows with them), in
+// process: the nodes' messages are handed to the controller as a broker
+// would, and its transport only counts what it publishes
+// (countingTransport), so the figures are the controller's own work,
+// without a broker. `make bench-controller` runs them at 10,000 and
+// 100,000 nodes.
 
-// scaleDaemonSets is the number of daemonsets of the scale fleet.
-const scaleDaemonSets = 20
+// scaleDaemonSets is the number of daemonsets of the scale fleet: 20, or
+// EDGESET_BENCH_DAEMONSETS (at least 1: daemon-00 is the one the node
+// event benchmark toggles).
+func scaleDaemonSets() int {
+	if v, err := strconv.Atoi(os.Getenv("EDGESET_BENCH_DAEMONSETS")); err == nil && v > 0 {
+		return v
+	}
+	return 20
+}
 
 // scaleManifest is daemonset i of the scale fleet: a mix of fleet-wide
 // ones, node selectors on role and site, and daemon-00, which selects the
@@ -88,8 +98,8 @@ func registerScale(f *scaleFleet, n int) {
 }
 
 // newScaleFleet starts a controller with n registered nodes running the
-// 20 daemonsets, every desired state published; it reports the heap per
-// node at that point. The scale benchmarks take minutes: they run only
+// scaleDaemonSets daemonsets, every desired state published; it reports
+// the heap per node at that point, and the daemonsets. The scale benchmarks take minutes: they run only
 // when EDGESET_BENCH_NODES asks for them (make bench-controller).
 func newScaleFleet(b *testing.B, n int) *scaleFleet {
 	if os.Getenv("EDGESET_BENCH_NODES") == "" {
@@ -111,7 +121,8 @@ func newScaleFleet(b *testing.B, n int) *scaleFleet {
 	})})
 	registerScale(f, n)
 	f.waitPublished(b, int64(n))
-	for i := range scaleDaemonSets {
+	daemonsets := scaleDaemonSets()
+	for i := range daemonsets {
 		before := f.published.Load()
 		f.tc.applyYAML(b, scaleManifest(i, "1.0"))
 		if i > 0 {
@@ -122,6 +133,7 @@ func newScaleFleet(b *testing.B, n int) *scaleFleet {
 	// published state changed): settle before measuring.
 	f.settle(b)
 	b.ReportMetric(float64(heapAlloc()-base)/float64(n), "heap-B/node")
+	b.ReportMetric(float64(daemonsets), "daemonsets")
 	heapProfile(b, "heap")
 	return f
 }

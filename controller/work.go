@@ -71,8 +71,8 @@ func (c *Controller) feedDaemonSet(key string) {
 func (c *Controller) feedNodes(names map[string]bool, now time.Time) {
 	for name := range names {
 		n := decider.Node{Name: name}
-		if model, changeAt, ok := c.registry.Node(name, now, c.cfg.NodeOfflineGrace); ok {
-			n.Model, n.ModelChangeAt = &model, changeAt
+		if model, changeAt, ok := c.registry.Model(name, now, c.cfg.NodeOfflineGrace); ok {
+			n.Model, n.ModelChangeAt = model, changeAt
 		}
 		if st, ok := c.registry.State(name); ok {
 			n.Online, n.OfflineSince = st.Online, st.OfflineSince

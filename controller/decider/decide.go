@@ -183,6 +183,7 @@ func (d *Decider) fold(nodes []*node, c *assembled, out *Decision) {
 			ds.status.Add(n.bits[slot])
 		}
 		if r.changed {
+			r.desired.Instances = d.lists.intern(r.desired.Instances)
 			out.Desired[n.Name] = r.desired
 		}
 		d.schedule(n, earliestAfter(d.now, r.requeueAt, n.ModelChangeAt))

@@ -107,6 +107,8 @@ type Decider struct {
 	// (assembleChunk; tests make it small to run the split on small
 	// fleets).
 	chunk int
+	// lists interns the instance lists of the desired states assembled.
+	lists instanceLists
 }
 
 // daemonSet is one daemonset's decision state.
@@ -142,7 +144,8 @@ type node struct {
 
 // New returns an empty Decider.
 func New() *Decider {
-	return &Decider{ds: map[string]*daemonSet{}, nodes: map[string]*node{}, dirty: map[string]bool{}, replaced: map[int]bool{}, chunk: assembleChunk}
+	return &Decider{ds: map[string]*daemonSet{}, nodes: map[string]*node{}, dirty: map[string]bool{}, replaced: map[int]bool{}, chunk: assembleChunk,
+		lists: newInstanceLists()}
 }
 
 // SetDaemonSet adds or replaces a daemonset. A new placement, template,
@@ -247,6 +250,8 @@ func (d *Decider) SetNode(in Node) {
 	if !ok {
 		n = &node{}
 		d.nodes[in.Name] = n
+	} else {
+		in.Name = n.Name // the name the trackers and rollout states hold already: one string per node
 	}
 	if ok && !d.dirty[in.Name] && n.Model != nil {
 		told := n.Node

@@ -71,7 +71,8 @@ type DaemonSetState struct {
 
 // NodeDesired is a node's desired state as published: the generation, the
 // instances, sorted by daemonset and then revision, and the config objects
-// they reference (see Configs).
+// they reference (see Configs). Its slices are read-only: nodes that run
+// the same instances may share them (the decider interns them).
 type NodeDesired struct {
 	Generation uint64                   `json:"generation"`
 	Instances  []schema.DesiredInstance `json:"instances"`

@@ -127,42 +127,67 @@ func lifecycleTaint(key string) bool {
 // online loses its unreachable taint. Effective neither keeps nor modifies
 // in's maps and slices: the result is a fresh copy.
 func Effective(in NodeInput, now time.Time, grace time.Duration) (schema.Node, time.Time) {
-	n := announced(in)
+	return effective(in, now, grace, false)
+}
+
+// effective is Effective. With shared, the result shares in.Status's maps
+// and slices wherever it holds them unchanged (labels without label
+// overrides, conditions of a node not unreachable, addresses, capacity):
+// for a read-only model of a status that is never modified in place, as
+// the Registry's cache is, at the cost of no second copy per node.
+func effective(in NodeInput, now time.Time, grace time.Duration, shared bool) (schema.Node, time.Time) {
+	expiry := in.Presence.Since.Add(grace)
+	unreachable := !in.Presence.Online && !now.Before(expiry)
+	n := announced(in, shared, unreachable)
 	applyOverrides(&n, in.Overrides)
 	var next, unreachableAt time.Time
-	if !in.Presence.Online {
-		expiry := in.Presence.Since.Add(grace)
-		if now.Before(expiry) {
-			next = expiry
-		} else {
-			markUnreachable(&n, in.Presence.Since)
-			unreachableAt = expiry
-		}
+	switch {
+	case unreachable:
+		markUnreachable(&n, in.Presence.Since)
+		unreachableAt = expiry
+	case !in.Presence.Online:
+		next = expiry
 	}
 	addConditionTaints(&n, in.Overrides.Taints, unreachableAt)
 	return n, next
 }
 
-// announced returns a copy of what the agent announced, without lifecycle
-// taints.
-func announced(in NodeInput) schema.Node {
+// announced returns what the agent announced, without lifecycle taints: a
+// copy, or with shared (see effective) sharing the maps and slices that
+// the overrides (and, for an unreachable node, the lifecycle) leave as
+// they are. Either way nil and empty come out as a copy has them.
+func announced(in NodeInput, shared, unreachable bool) schema.Node {
 	n := schema.Node{Name: in.Name}
 	s := in.Status
 	if s == nil {
 		return n
 	}
-	n.Labels = make(map[string]string, len(s.Labels)+len(in.Overrides.Labels))
-	for k, v := range s.Labels {
-		n.Labels[k] = v
+	if shared && s.Labels != nil && len(in.Overrides.Labels) == 0 {
+		n.Labels = s.Labels
+	} else {
+		n.Labels = make(map[string]string, len(s.Labels)+len(in.Overrides.Labels))
+		for k, v := range s.Labels {
+			n.Labels[k] = v
+		}
 	}
 	for _, t := range s.Taints {
 		if !lifecycleTaint(t.Key) {
 			n.Taints = append(n.Taints, copyTaint(t))
 		}
 	}
-	n.Conditions = append([]schema.NodeCondition(nil), s.Conditions...)
-	n.Addresses = append([]schema.NodeAddress(nil), s.Addresses...)
-	if s.Capacity != nil {
+	if shared && !unreachable && len(s.Conditions) > 0 {
+		n.Conditions = s.Conditions[:len(s.Conditions):len(s.Conditions)]
+	} else {
+		n.Conditions = append([]schema.NodeCondition(nil), s.Conditions...)
+	}
+	if shared && len(s.Addresses) > 0 {
+		n.Addresses = s.Addresses[:len(s.Addresses):len(s.Addresses)]
+	} else {
+		n.Addresses = append([]schema.NodeAddress(nil), s.Addresses...)
+	}
+	if shared {
+		n.Capacity = s.Capacity
+	} else if s.Capacity != nil {
 		n.Capacity = make(schema.ResourceList, len(s.Capacity))
 		for k, v := range s.Capacity {
 			n.Capacity[k] = v

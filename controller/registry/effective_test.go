@@ -327,3 +327,46 @@ func TestEffectiveDoesNotAliasInput(t *testing.T) {
 	require.Equal(t, schema.ConditionTrue, in.Status.Conditions[0].Status)
 	require.Equal(t, schema.Quantity("4"), in.Status.Capacity["cpu"])
 }
+
+// TestSharedEffectiveEqualsEffective: the Registry's cache (effective with
+// shared) holds what Effective returns, whatever the overrides and the
+// presence, and leaves the input as it was.
+func TestSharedEffectiveEqualsEffective(t *testing.T) {
+	offline := func(in NodeInput) NodeInput { in.Presence.Online = false; return in }
+	cases := []struct {
+		name string
+		in   NodeInput
+		now  time.Time
+	}{
+		{"online", healthy(), at(0)},
+		{"offline within grace", offline(healthy()), at(grace / 2)},
+		{"unreachable", offline(healthy()), at(2 * grace)},
+		{"label overrides", func() NodeInput {
+			in := healthy()
+			in.Overrides.Labels = map[string]*string{"site": ptr("b"), "zone": nil}
+			return in
+		}(), at(0)},
+		{"no labels, conditions or addresses", func() NodeInput {
+			in := healthy()
+			in.Status.Labels, in.Status.Conditions = nil, []schema.NodeCondition{}
+			in.Status.Addresses = []schema.NodeAddress{}
+			return in
+		}(), at(0)},
+		{"capacity and addresses", func() NodeInput {
+			in := healthy()
+			in.Status.Capacity = schema.ResourceList{"cpu": "4"}
+			in.Status.Addresses = []schema.NodeAddress{{Type: "InternalIP", Address: "10.0.0.1"}}
+			return in
+		}(), at(0)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := cloneInput(tc.in)
+			want, wantNext := Effective(tc.in, tc.now, grace)
+			got, next := effective(tc.in, tc.now, grace, true)
+			require.Equal(t, want, got)
+			require.Equal(t, wantNext, next)
+			require.Equal(t, before, tc.in)
+		})
+	}
+}

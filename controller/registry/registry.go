@@ -37,22 +37,25 @@ type record struct {
 	displaced int64
 
 	// cache is the effective node of in for grace, valid for instants in
-	// [from, until) (zero bounds are open); cached says whether it is set.
-	// Any change to in clears it.
-	cache       schema.Node
-	cached      bool
+	// [from, until) (zero bounds are open); nil when not computed. Any
+	// change to in clears it. It is replaced, never modified: Model hands
+	// it out.
+	cache       *schema.Node
 	cacheGrace  time.Duration
 	from, until time.Time
 }
 
 // effective returns Effective(rec.in, now, grace), computing it only when
-// the input changed or now left the window in which the result holds.
-func (rec *record) effective(now time.Time, grace time.Duration) (schema.Node, time.Time) {
-	if !rec.cached || rec.cacheGrace != grace ||
+// the input changed or now left the window in which the result holds. The
+// result shares rec.in.Status's maps and slices (a status is replaced
+// whole, never modified in place): it is read-only.
+func (rec *record) effective(now time.Time, grace time.Duration) (*schema.Node, time.Time) {
+	if rec.cache == nil || rec.cacheGrace != grace ||
 		!rec.from.IsZero() && now.Before(rec.from) ||
 		!rec.until.IsZero() && !now.Before(rec.until) {
-		rec.cache, rec.until = Effective(rec.in, now, grace)
-		rec.cached, rec.cacheGrace, rec.from = true, grace, time.Time{}
+		n, until := effective(rec.in, now, grace, true)
+		rec.cache, rec.until = &n, until
+		rec.cacheGrace, rec.from = grace, time.Time{}
 		if !rec.in.Presence.Online && rec.until.IsZero() {
 			rec.from = rec.in.Presence.Since.Add(grace) // unreachable from here on
 		}
@@ -61,7 +64,7 @@ func (rec *record) effective(now time.Time, grace time.Duration) (schema.Node, t
 }
 
 // changed drops the cached effective node after a change to rec.in.
-func (rec *record) changed() { rec.cached = false }
+func (rec *record) changed() { rec.cache = nil }
 
 // maxPastSessions bounds the ended sessions remembered per node. A late
 // will comes from the connection a reconnection replaced, a few sessions
@@ -113,6 +116,7 @@ func (r *Registry) ApplyStatus(status schema.NodeStatus, now time.Time) (changed
 	rec := r.recordLocked(status.Node, now)
 	rec.lastSeen = now
 	s := cloneStatus(status)
+	s.Node = rec.in.Name // the same name, held once
 	receivedSince(&s, rec.in.Status, now)
 	if rec.in.Status != nil && reflect.DeepEqual(*rec.in.Status, s) {
 		return false
@@ -277,7 +281,7 @@ func (r *Registry) Snapshot(now time.Time, grace time.Duration) ([]schema.Node, 
 			continue
 		}
 		n, at := rec.effective(now, grace)
-		nodes = append(nodes, n)
+		nodes = append(nodes, *n)
 		if !at.IsZero() && (next.IsZero() || at.Before(next)) {
 			next = at
 		}
@@ -298,7 +302,8 @@ func (r *Registry) Each(now time.Time, grace time.Duration, fn func(n *schema.No
 			continue
 		}
 		n, _ := rec.effective(now, grace)
-		fn(&n, rec.state())
+		copied := *n // fn may not modify the cache, even its fields
+		fn(&copied, rec.state())
 	}
 }
 
@@ -312,6 +317,21 @@ func (r *Registry) Node(name string, now time.Time, grace time.Duration) (node s
 	rec, found := r.nodes[name]
 	if !found || rec.in.Status == nil {
 		return schema.Node{}, time.Time{}, false
+	}
+	n, changeAt := rec.effective(now, grace)
+	return *n, changeAt, true
+}
+
+// Model is Node without the copy: the node returned is the registry's
+// cached model, shared and read-only. It is never modified: a change to
+// the node's input or the clock leaving the model's validity replaces it,
+// so a holder keeps the model it was given.
+func (r *Registry) Model(name string, now time.Time, grace time.Duration) (node *schema.Node, changeAt time.Time, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec, found := r.nodes[name]
+	if !found || rec.in.Status == nil {
+		return nil, time.Time{}, false
 	}
 	node, changeAt = rec.effective(now, grace)
 	return node, changeAt, true

@@ -391,3 +391,26 @@ func TestConditionSinceIsTheControllerClock(t *testing.T) {
 	assert.True(t, r.ApplyStatus(notReady(at(24*time.Hour)), at(4*time.Minute)))
 	assert.Equal(t, at(4*time.Minute), taintAdded(at(4*time.Minute)), "a device clock ahead does not postpone it")
 }
+
+// TestModelIsSharedAndReplaced: Model hands out the cached model itself
+// while the node's input does not change, and a new one when it does,
+// leaving the one handed out as it was.
+func TestModelIsSharedAndReplaced(t *testing.T) {
+	r := New()
+	r.ApplyStatus(status("n1", map[string]string{"site": "a"}), at(0))
+	r.ApplyPresence(presence("n1", true, 1), at(0))
+	first, _, ok := r.Model("n1", at(time.Second), grace)
+	require.True(t, ok)
+	again, _, _ := r.Model("n1", at(2*time.Second), grace)
+	assert.Same(t, first, again)
+	node, _, _ := r.Node("n1", at(2*time.Second), grace)
+	assert.Equal(t, *first, node)
+
+	r.ApplyStatus(status("n1", map[string]string{"site": "b"}), at(3*time.Second))
+	next, _, _ := r.Model("n1", at(4*time.Second), grace)
+	assert.Equal(t, "b", next.Labels["site"])
+	assert.Equal(t, "a", first.Labels["site"], "a model handed out is never modified")
+
+	_, _, ok = r.Model("unknown", at(0), grace)
+	assert.False(t, ok)
+}

@@ -32,9 +32,9 @@ type Tracker struct {
 	rebased bool
 
 	members []member
-	index   map[string]int32 // member by node name
-	queue   []int32          // members with a requeue instant, a min-heap on it
-	dirty   []string         // members to recompute; member.dirty marks them, stale names are skipped
+	index   nameIndex // member by node name
+	queue   []queued  // members with a requeue instant, a min-heap on it
+	dirty   []string  // members to recompute; member.dirty marks them, stale names are skipped
 	// waitingAvailable and waitingUnavailable are min-heaps of the names of
 	// the members whose part waits on an older revision, available or not
 	// (member.waiting marks them); an entry a member no longer matches is
@@ -57,41 +57,48 @@ type Tracker struct {
 // member is one node's facts in compact form, with its share of the last
 // decision. The first two assigned revisions and the first observed
 // instance are held inline; the rest, rare (a surge pair observed, a
-// stale instance), in extra.
+// stale instance, a message, an update lock, an offline node), in extra.
 type member struct {
-	name         string
-	offlineSince int64 // unix nanoseconds, noTime if zero
-	requeue      int64 // when the clock alone may change its decision; noTime if never
-	observed     observation
-	assigned     [2]uint32 // interned revisions, in the order Set
-	extra        *overflow
-	slot         int32 // index in Tracker.queue, -1 if not queued
-	nAssigned    uint8 // inline assigned revisions (0 to 2)
-	nObserved    uint8 // inline observed instances (0 or 1)
-	online       bool
-	dirty        bool
-	waiting      uint8  // the waiting heaps that hold its name (flagWaiting...)
-	canPrefetch  bool   // (in what would be padding)
-	windows      uint16 // the maintenance windows that select it
-	domain       uint32 // its topology domain, interned in Tracker.domains
-	prefetching  uint32 // interned revision it is asked to prefetch ("" for none)
-	pfDomain     uint32 // its prefetch site, interned in Tracker.domains
-	part         part
+	name        string
+	observed    observation
+	assigned    [2]uint32 // interned revisions, in the order Set
+	extra       *overflow
+	slot        int32 // index in Tracker.queue (which holds its requeue instant), -1 if not queued
+	nAssigned   uint8 // inline assigned revisions (0 to 2)
+	nObserved   uint8 // inline observed instances (0 or 1)
+	online      bool
+	dirty       bool
+	waiting     uint8  // the waiting heaps that hold its name (flagWaiting...)
+	canPrefetch bool   // (in what would be padding)
+	windows     uint16 // the maintenance windows that select it
+	domain      uint32 // its topology domain, interned in Tracker.domains
+	prefetching uint32 // interned revision it is asked to prefetch ("" for none)
+	pfDomain    uint32 // its prefetch site, interned in Tracker.domains
+	part        part
 }
 
-// overflow holds a member's assigned revisions past the second and its
-// observed instances past the first.
+// overflow holds a member's assigned revisions past the second, its
+// observed instances past the first, the messages of its observed
+// instances and when it went offline: what most members do not have.
 type overflow struct {
 	assigned   []uint32
 	observed   []observation
 	prefetched []uint32 // Node.Prefetched, interned
+	// messages and lockedSince hold the Message and the LockedSince (unix
+	// nanoseconds, noTime if zero) of each observed instance, by index over
+	// every one (the inline first included); each is nil when no instance
+	// has one.
+	messages    []string
+	lockedSince []int64
+	// offlineSince is Node.OfflineSince in unix nanoseconds, noTime if
+	// zero.
+	offlineSince int64
 }
 
-// observation is an Instance in compact form.
+// observation is an Instance in compact form, without its message and
+// update lock (see overflow.messages and lockedSince).
 type observation struct {
-	message      string
 	readySince   int64
-	lockedSince  int64 // noTime while the lock is not held
 	revision     uint32
 	phase        uint32
 	ready        bool
@@ -126,14 +133,40 @@ func (m *member) observedAt(k int) *observation {
 	return &m.extra.observed[k-1]
 }
 
+// messageAt is the Message of observed instance k.
+func (m *member) messageAt(k int) string {
+	if m.extra == nil || m.extra.messages == nil {
+		return ""
+	}
+	return m.extra.messages[k]
+}
+
+// lockedAt is the LockedSince of observed instance k, noTime if zero.
+func (m *member) lockedAt(k int) int64 {
+	if m.extra == nil || m.extra.lockedSince == nil {
+		return noTime
+	}
+	return m.extra.lockedSince[k]
+}
+
+// offlineSince is Node.OfflineSince in unix nanoseconds, noTime if zero.
+func (m *member) offlineSince() int64 {
+	if m.extra == nil {
+		return noTime
+	}
+	return m.extra.offlineSince
+}
+
 // setFacts stores n's facts in m, interning its strings in names and its
 // topology domain (under strategy s) in domains.
 func (m *member) setFacts(n *Node, s *Strategy, names, domains *interner) {
 	m.domain = domains.id(s.domainOf(n.Labels))
 	m.windows = s.windowsOf(n.Labels)
 	m.online = n.Online
-	m.offlineSince = nanos(n.OfflineSince)
 	m.extra = nil
+	if since := nanos(n.OfflineSince); since != noTime {
+		m.overflow().offlineSince = since
+	}
 	m.nAssigned = uint8(min(len(n.Assigned), len(m.assigned)))
 	for k, rev := range n.Assigned {
 		if k < len(m.assigned) {
@@ -145,8 +178,9 @@ func (m *member) setFacts(n *Node, s *Strategy, names, domains *interner) {
 	m.nObserved = uint8(min(len(n.Observed), 1))
 	for k := range n.Observed {
 		in := &n.Observed[k]
-		o := observation{message: in.Message, readySince: nanos(in.ReadySince), lockedSince: nanos(in.LockedSince),
-			revision: names.id(in.Revision), phase: names.id(in.Phase), ready: in.Ready, lockDeferred: in.LockDeferred}
+		o := observation{readySince: nanos(in.ReadySince), revision: names.id(in.Revision), phase: names.id(in.Phase),
+			ready: in.Ready, lockDeferred: in.LockDeferred}
+		m.setRare(k, n.Observed)
 		if k == 0 {
 			m.observed = o
 			continue
@@ -156,9 +190,32 @@ func (m *member) setFacts(n *Node, s *Strategy, names, domains *interner) {
 	m.setPrefetchFacts(n, s, names, domains)
 }
 
+// setRare records the message and the update lock of observed instance k
+// of observed, in the overflow when it has them.
+func (m *member) setRare(k int, observed []Instance) {
+	in := &observed[k]
+	if in.Message != "" {
+		x := m.overflow()
+		if x.messages == nil {
+			x.messages = make([]string, len(observed))
+		}
+		x.messages[k] = in.Message
+	}
+	if !in.LockedSince.IsZero() {
+		x := m.overflow()
+		if x.lockedSince == nil {
+			x.lockedSince = make([]int64, len(observed))
+			for j := range x.lockedSince {
+				x.lockedSince[j] = noTime
+			}
+		}
+		x.lockedSince[k] = nanos(in.LockedSince)
+	}
+}
+
 func (m *member) overflow() *overflow {
 	if m.extra == nil {
-		m.extra = &overflow{}
+		m.extra = &overflow{offlineSince: noTime}
 	}
 	return m.extra
 }
@@ -202,7 +259,7 @@ type Delta struct {
 // NewTracker returns a tracker for a daemonset with strategy s and
 // persisted state st (copied), and no nodes.
 func NewTracker(s Strategy, st State) *Tracker {
-	return &Tracker{s: s, st: cloneState(st), full: true, rebased: true, index: map[string]int32{},
+	return &Tracker{s: s, st: cloneState(st), full: true, rebased: true, index: newNameIndex(),
 		names: newInterner(), domains: newInterner()}
 }
 
@@ -217,7 +274,7 @@ func (t *Tracker) SetStrategy(s Strategy) (forgotNodes bool) {
 	if same {
 		return false
 	}
-	*t = Tracker{s: s, st: t.st, full: true, rebased: t.rebased, index: map[string]int32{},
+	*t = Tracker{s: s, st: t.st, full: true, rebased: t.rebased, index: newNameIndex(),
 		names: t.names, domains: newInterner()}
 	return true
 }
@@ -249,11 +306,11 @@ func (t *Tracker) Len() int { return len(t.members) }
 // with the facts the node already has changes nothing, and the next Step
 // costs nothing for it.
 func (t *Tracker) Set(n Node) bool {
-	i, ok := t.index[n.Name]
+	i, ok := t.index.find(t.members, n.Name)
 	if !ok {
 		i = int32(len(t.members))
-		t.members = append(t.members, member{name: n.Name, slot: -1, requeue: noTime})
-		t.index[n.Name] = i
+		t.members = append(t.members, member{name: n.Name, slot: -1})
+		t.index.add(t.members, i)
 	}
 	m := &t.members[i]
 	if ok {
@@ -271,7 +328,7 @@ func (t *Tracker) Set(n Node) bool {
 // factsEqual reports whether a and b hold the same facts (not the same
 // decision state).
 func factsEqual(a, b *member) bool {
-	if a.online != b.online || a.offlineSince != b.offlineSince || a.domain != b.domain || a.windows != b.windows ||
+	if a.online != b.online || a.offlineSince() != b.offlineSince() || a.domain != b.domain || a.windows != b.windows ||
 		a.assignedLen() != b.assignedLen() || a.observedLen() != b.observedLen() {
 		return false
 	}
@@ -281,7 +338,7 @@ func factsEqual(a, b *member) bool {
 		}
 	}
 	for k := range a.observedLen() {
-		if *a.observedAt(k) != *b.observedAt(k) {
+		if *a.observedAt(k) != *b.observedAt(k) || a.messageAt(k) != b.messageAt(k) || a.lockedAt(k) != b.lockedAt(k) {
 			return false
 		}
 	}
@@ -291,7 +348,7 @@ func factsEqual(a, b *member) bool {
 // Remove forgets a node: it no longer should run the daemonset. Its
 // entries in the state stay, as Step leaves those of nodes it is not given.
 func (t *Tracker) Remove(name string) {
-	i, ok := t.index[name]
+	i, ok := t.index.find(t.members, name)
 	if !ok {
 		return
 	}
@@ -299,17 +356,17 @@ func (t *Tracker) Remove(name string) {
 	if slot := t.members[i].slot; slot >= 0 {
 		t.unqueue(int(slot))
 	}
+	t.index.remove(t.members, i)
 	last := int32(len(t.members) - 1)
 	if i != last {
+		t.index.move(t.members, last, i)
 		t.members[i] = t.members[last]
-		t.index[t.members[i].name] = i
 		if slot := t.members[i].slot; slot >= 0 {
-			t.queue[slot] = i
+			t.queue[slot].member = i
 		}
 	}
 	t.members[last] = member{}
 	t.members = t.members[:last]
-	delete(t.index, name)
 }
 
 // Step decides one pass at now (never before the last Step's now): what
@@ -340,19 +397,19 @@ func (t *Tracker) markDirty(m *member) {
 // clears their marks.
 func (t *Tracker) takeDirty(now time.Time) []int32 {
 	at := now.UnixNano()
-	for len(t.queue) > 0 && t.members[t.queue[0]].requeue <= at {
-		m := &t.members[t.queue[0]]
+	for len(t.queue) > 0 && t.queue[0].at <= at {
+		m := &t.members[t.queue[0].member]
 		t.unqueue(0)
 		t.markDirty(m)
 	}
 	idx := make([]int32, 0, len(t.dirty))
 	for _, name := range t.dirty {
-		if i, ok := t.index[name]; ok && t.members[i].dirty {
+		if i, ok := t.index.find(t.members, name); ok && t.members[i].dirty {
 			t.members[i].dirty = false
 			idx = append(idx, i)
 		}
 	}
-	t.dirty = t.dirty[:0]
+	t.dirty = emptied(t.dirty)
 	slices.SortFunc(idx, func(a, b int32) int { return compareStrings(t.members[a].name, t.members[b].name) })
 	return idx
 }
@@ -613,11 +670,11 @@ func (t *Tracker) stepAll(now time.Time) Delta {
 // left them and is recomputed at the next Step.
 func (t *Tracker) rebuild(now time.Time, nodes []Node) {
 	for _, name := range t.dirty {
-		if i, ok := t.index[name]; ok {
+		if i, ok := t.index.find(t.members, name); ok {
 			t.members[i].dirty = false
 		}
 	}
-	t.dirty = t.dirty[:0]
+	t.dirty = emptied(t.dirty)
 	t.queue = t.queue[:0]
 	t.sum = totals{}
 	t.waitingAvailable, t.waitingUnavailable = t.waitingAvailable[:0], t.waitingUnavailable[:0]
@@ -638,10 +695,10 @@ func (t *Tracker) rebuild(now time.Time, nodes []Node) {
 		t.sum.add(m.part, 1)
 		t.enqueueWaiting(m)
 		t.enqueuePrefetch(m)
-		m.requeue, m.slot = nanos(p.next), -1
-		if m.requeue != noTime {
+		m.slot = -1
+		if at := nanos(p.next); at != noTime {
 			m.slot = int32(len(t.queue))
-			t.queue = append(t.queue, int32(i))
+			t.queue = append(t.queue, queued{at: at, member: int32(i)})
 		}
 		moved := !e.equal(entriesOf(&p.st, m.name))
 		if moved {
@@ -684,7 +741,7 @@ func (t *Tracker) allNodes() []Node {
 // appendNode expands m into a Node whose slices are appended to revs and
 // obs.
 func (t *Tracker) appendNode(m *member, revs []string, obs []Instance) (Node, []string, []Instance) {
-	n := Node{Name: m.name, Online: m.online, OfflineSince: fromNanos(m.offlineSince),
+	n := Node{Name: m.name, Online: m.online, OfflineSince: fromNanos(m.offlineSince()),
 		resolved: true, domain: t.domains.str(m.domain), domainID: m.domain, windows: m.windows}
 	start := len(revs)
 	for k := range m.assignedLen() {
@@ -695,12 +752,26 @@ func (t *Tracker) appendNode(m *member, revs []string, obs []Instance) (Node, []
 	for k := range m.observedLen() {
 		o := m.observedAt(k)
 		obs = append(obs, Instance{Revision: t.names.str(o.revision), Ready: o.ready,
-			ReadySince: fromNanos(o.readySince), Phase: t.names.str(o.phase), Message: o.message,
-			LockedSince: fromNanos(o.lockedSince), LockDeferred: o.lockDeferred})
+			ReadySince: fromNanos(o.readySince), Phase: t.names.str(o.phase), Message: m.messageAt(k),
+			LockedSince: fromNanos(m.lockedAt(k)), LockDeferred: o.lockDeferred})
 	}
 	n.Observed = obs[start:len(obs):len(obs)]
 	t.prefetchNode(m, &n)
 	return n, revs, obs
+}
+
+// maxKeptDirty is the capacity of Tracker.dirty kept between Steps: a
+// Step over a whole fleet (a new daemonset, a batch) leaves it long, and
+// the few nodes an event marks need little of it.
+const maxKeptDirty = 256
+
+// emptied returns s with no elements, releasing its array when it holds
+// more than maxKeptDirty.
+func emptied(s []string) []string {
+	if cap(s) > maxKeptDirty {
+		return nil
+	}
+	return s[:0]
 }
 
 func earliest(a, b time.Time) time.Time {

@@ -96,7 +96,7 @@ func (t *Tracker) peekDomain(d uint32) (string, bool) {
 	h := t.domainHeap(d)
 	for len(*h) > 0 {
 		name := (*h)[0]
-		if i, ok := t.index[name]; ok {
+		if i, ok := t.index.find(t.members, name); ok {
 			m := &t.members[i]
 			switch {
 			case m.waiting&flagWaitingAvailable == 0 || m.part.domain != d:
@@ -119,7 +119,7 @@ func (t *Tracker) popDomain(d uint32) (int32, bool) {
 		return 0, false
 	}
 	popName(t.domainHeap(d))
-	i := t.index[name]
+	i, _ := t.index.find(t.members, name)
 	t.members[i].waiting &^= flagWaitingAvailable
 	return i, true
 }

@@ -177,7 +177,7 @@ func (t *Tracker) firstCandidates(d uint32, n int) []int32 {
 	for len(out) < n && len(*h) > 0 {
 		name := (*h)[0]
 		popName(h)
-		i, ok := t.index[name]
+		i, ok := t.index.find(t.members, name)
 		if !ok || slices.Contains(keep, name) {
 			continue // removed, or a duplicate
 		}

@@ -47,8 +47,16 @@ func (s *interner) id(str string) uint32 {
 
 func (s *interner) str(id uint32) string { return s.strs[id] }
 
-// The requeue queue is a binary min-heap of member indices keyed by
-// member.requeue; member.slot is each member's position in it.
+// The requeue queue is a binary min-heap of members keyed by their
+// requeue instant (when the clock alone may change their decision);
+// member.slot is each member's position in it. Members that never requeue
+// are not in it, and hold no instant.
+
+// queued is one member of the requeue queue.
+type queued struct {
+	at     int64 // unix nanoseconds
+	member int32 // index in Tracker.members
+}
 
 // setRequeue moves member i to instant at (noTime: out of the queue).
 func (t *Tracker) setRequeue(i int32, at int64) {
@@ -57,11 +65,11 @@ func (t *Tracker) setRequeue(i int32, at int64) {
 	case m.slot >= 0 && at == noTime:
 		t.unqueue(int(m.slot))
 	case m.slot >= 0:
-		m.requeue = at
+		t.queue[m.slot].at = at
 		t.fix(int(m.slot))
 	case at != noTime:
-		m.requeue, m.slot = at, int32(len(t.queue))
-		t.queue = append(t.queue, i)
+		m.slot = int32(len(t.queue))
+		t.queue = append(t.queue, queued{at: at, member: i})
 		t.up(int(m.slot))
 	}
 }
@@ -71,17 +79,16 @@ func (t *Tracker) queueMin() time.Time {
 	if len(t.queue) == 0 {
 		return time.Time{}
 	}
-	return fromNanos(t.members[t.queue[0]].requeue)
+	return fromNanos(t.queue[0].at)
 }
 
 // unqueue removes the member at slot from the queue.
 func (t *Tracker) unqueue(slot int) {
-	m := &t.members[t.queue[slot]]
-	m.slot, m.requeue = -1, noTime
+	t.members[t.queue[slot].member].slot = -1
 	last := len(t.queue) - 1
 	if slot != last {
 		t.queue[slot] = t.queue[last]
-		t.members[t.queue[slot]].slot = int32(slot)
+		t.members[t.queue[slot].member].slot = int32(slot)
 	}
 	t.queue = t.queue[:last]
 	if slot != last {
@@ -96,13 +103,13 @@ func (t *Tracker) fix(slot int) {
 }
 
 func (t *Tracker) less(a, b int) bool {
-	return t.members[t.queue[a]].requeue < t.members[t.queue[b]].requeue
+	return t.queue[a].at < t.queue[b].at
 }
 
 func (t *Tracker) swap(a, b int) {
 	t.queue[a], t.queue[b] = t.queue[b], t.queue[a]
-	t.members[t.queue[a]].slot = int32(a)
-	t.members[t.queue[b]].slot = int32(b)
+	t.members[t.queue[a].member].slot = int32(a)
+	t.members[t.queue[b].member].slot = int32(b)
 }
 
 func (t *Tracker) up(slot int) {
@@ -174,7 +181,7 @@ func (t *Tracker) popWaiting(h *[]string, flag uint8) (int32, bool) {
 		(*h)[0] = (*h)[last]
 		*h = (*h)[:last]
 		downNames(*h, 0)
-		i, ok := t.index[name]
+		i, ok := t.index.find(t.members, name)
 		if !ok || t.members[i].waiting&flag == 0 {
 			continue // removed, or a duplicate of an entry already taken
 		}
