@@ -131,10 +131,13 @@ func TestManifestsDirApplies(t *testing.T) {
 	code, body := readyz(t, tc)
 	assert.Equal(t, http.StatusOK, code, "an invalid file does not make the controller unready")
 	assert.Contains(t, body, bad)
-	evs, err := tc.api.Events(context.Background(), api.EventFilter{Object: "source/" + bad})
-	require.NoError(t, err)
-	require.NotEmpty(t, evs)
-	assert.Equal(t, "InvalidManifest", evs[len(evs)-1].Reason)
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error { // the event sink writes after the apply
+		evs := tc.eventsOn(t, "source/"+bad)
+		if len(evs) == 0 || evs[len(evs)-1].Reason != "InvalidManifest" {
+			return fmt.Errorf("want an InvalidManifest event last about %s, have %+v", bad, evs)
+		}
+		return nil
+	})
 
 	// Breaking a file that applied keeps what it applied.
 	writeFile(t, a, strings.Replace(exporterYAML, "image: registry.local/exporter:1.0", "image: \"\"", 1))
