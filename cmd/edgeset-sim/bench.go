@@ -46,7 +46,7 @@ func runBench(ctx context.Context, f flags, stdout io.Writer) error {
 	res, err := scale.Run(ctx, scale.Options{
 		Nodes: f.nodes, Ramp: f.ramp, HostCommand: host, Signing: f.signing,
 		DeviceProcesses: f.deviceProcesses, DeviceCommand: []string{exe, "--bench-devices", "--log-level", f.logLevel},
-		CPUProfile: f.cpuProfile, Progress: stdout,
+		CPUProfile: f.cpuProfile, DeviceCPUProfile: f.deviceCPUProfile, Progress: stdout,
 	})
 	if f.reportFile != "" {
 		if werr := writeJSON(f.reportFile, res); werr != nil && err == nil {
@@ -64,7 +64,7 @@ func printResult(w io.Writer, r scale.Result) {
 	const kib = 1024.0
 	fmt.Fprintf(w, "nodes %d (ramp %.2fs, connect p50 %.3fs p99 %.3fs max %.3fs)\n",
 		r.Nodes, r.RampSeconds, r.Fleet.ConnectSeconds.P50, r.Fleet.ConnectSeconds.P99, r.Fleet.ConnectSeconds.Max)
-	fmt.Fprintf(w, "registered after ramp   %.2fs\n", r.RegisterSeconds)
+	fmt.Fprintf(w, "registered after ramp   %.2fs (then settled in %.2fs)\n", r.RegisterSeconds, r.SettleSeconds)
 	fmt.Fprintf(w, "apply -> all running    %.2fs\n", r.ApplySeconds)
 	fmt.Fprintf(w, "rollout (maxUnav. 10%%)  %.2fs\n", r.RolloutSeconds)
 	fmt.Fprintf(w, "controller live heap    %.1f MiB -> %.1f MiB, %.2f KiB per node (goroutines %d -> %d)\n",
@@ -74,6 +74,9 @@ func printResult(w io.Writer, r scale.Result) {
 	fmt.Fprintf(w, "controller RSS          %.1f MiB -> %.1f MiB, %.2f KiB per node\n",
 		float64(r.RSSBefore)/kib/kib, float64(r.RSSAfter)/kib/kib, r.RSSPerNode()/kib)
 	fmt.Fprintf(w, "rollout MQTT bytes/node %.0f (controller payload bytes published)\n", r.RolloutBytesPerNode)
+	fmt.Fprintln(w, r.RegisterTraffic.Line("register", r.Nodes))
+	fmt.Fprintln(w, r.ApplyTraffic.Line("apply", r.Nodes))
+	fmt.Fprintln(w, r.RolloutTraffic.Line("rollout", r.Nodes))
 	phases := []struct {
 		name string
 		cpu  scale.PhaseCPU

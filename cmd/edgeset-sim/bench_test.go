@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/sim/scale"
 )
 
@@ -56,6 +57,8 @@ func TestBenchDeviceProcesses(t *testing.T) {
 	assert.Positive(t, res.ApplySeconds)
 	assert.Positive(t, res.RolloutSeconds)
 	assert.Positive(t, res.RampSeconds)
+	assert.GreaterOrEqual(t, res.RegisterSeconds+res.SettleSeconds, edgeagent.DefaultSettleInterval.Seconds(),
+		"the apply waits for the devices' second announcement")
 	var instances, ready int
 	for _, revs := range res.Fleet.Final.DaemonSets {
 		for _, c := range revs {
@@ -87,6 +90,7 @@ func TestBenchSigning(t *testing.T) {
 			res, err := scale.Run(ctx, scale.Options{
 				Nodes: nodes, Ramp: 500, HostCommand: []string{exe, "--signing", "--controller-host"}, Signing: true,
 				DeviceProcesses: procs, DeviceCommand: []string{exe, "--bench-devices"}, Timeout: time.Minute,
+				SettleWait: -1, // TestBenchDeviceProcesses waits
 			})
 			require.NoError(t, err)
 			assert.Equal(t, nodes, res.Fleet.Final.Announced)

@@ -34,6 +34,7 @@ type flags struct {
 	brokerURLs                                             []string
 	secretFile, tokenFile, fleetFile, reportFile           string
 	namePrefix, sourceRange, logLevel, hostDir, cpuProfile string
+	deviceCPUProfile                                       string
 	trustRoot                                              string
 	nodes, deviceProcesses, subscribeQoS, publishQoS       int
 	ramp                                                   float64
@@ -63,6 +64,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.DurationVar(&f.interval, "interval", 2*time.Second, "how often to print the summary line")
 	fs.StringVar(&f.logLevel, "log-level", "error", "agent log level: debug, info, warn or error")
 	fs.BoolVar(&f.bench, "bench", false, "run the scale benchmark (controller subprocess plus --nodes devices) instead")
+	fs.StringVar(&f.deviceCPUProfile, "device-cpuprofile", "", "with --bench and one device process: write this process's CPU profile of each phase here (the simulated devices), named as --cpuprofile's")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "with --bench: write the controller's CPU profile of each phase here, the phase before the extension (cpu.pprof: cpu.register.pprof, cpu.apply.pprof, cpu.rollout.pprof)")
 	fs.IntVar(&f.deviceProcesses, "device-processes", 1, "with --bench: run the devices in this many processes, each its share (one process may hold 20,000 open files)")
 	fs.BoolVar(&f.signing, "signing", false, "with --bench: the controller signs what it publishes and every device pins a fleet root made for the run and verifies each document")

@@ -16,12 +16,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/credential"
+	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/signing"
 	"github.com/edgeset/edgeset/sim"
 )
@@ -43,6 +45,10 @@ type Options struct {
 	// (cpu.pprof: cpu.register.pprof, cpu.apply.pprof, cpu.rollout.pprof;
 	// see PhaseProfile), and Result's phases carry their split.
 	CPUProfile string
+	// DeviceCPUProfile, when set, writes one CPU profile per phase of
+	// this process, the simulated devices when they run in it
+	// (DeviceProcesses 1), named as CPUProfile's.
+	DeviceCPUProfile string
 	// BrokerURL, when set, is the broker the devices connect to instead of
 	// the host's embedded one: the external broker the host was started
 	// against (HostOptions.BrokerURL).
@@ -77,6 +83,10 @@ type Options struct {
 	// online key under it, and has every device pin the root and verify
 	// each document, as a signing fleet does.
 	Signing bool
+	// SettleWait is how long after the ramp the apply waits at least for
+	// every device's second announcement (Result.SettleSeconds); zero
+	// means edgeagent.DefaultSettleInterval, negative no wait at all.
+	SettleWait time.Duration
 	// Timeout bounds each phase; zero means 10 minutes.
 	Timeout time.Duration
 	// Progress receives one line per phase; nil discards.
@@ -91,6 +101,12 @@ type Result struct {
 	// RegisterSeconds runs from the end of the ramp until the controller
 	// counts every node online.
 	RegisterSeconds float64 `json:"registerSeconds"`
+	// SettleSeconds runs from registration until the fleet is quiet: every
+	// device has announced itself again edgeagent.DefaultSettleInterval
+	// after it connected (presence, status and observed state, three
+	// messages each), so that burst does not land in the apply it would
+	// slow down, as no settled fleet's apply meets it.
+	SettleSeconds float64 `json:"settleSeconds"`
 	// ApplySeconds runs from the apply of a daemonset until numberReady
 	// equals Nodes.
 	ApplySeconds float64 `json:"applySeconds"`
@@ -100,6 +116,11 @@ type Result struct {
 	// RolloutBytesPerNode is the controller's MQTT payload bytes published
 	// during the rollout, per node.
 	RolloutBytesPerNode float64 `json:"rolloutBytesPerNode"`
+	// RegisterTraffic, ApplyTraffic and RolloutTraffic are the
+	// controller's MQTT messages over each phase, from its own counters.
+	RegisterTraffic Traffic `json:"registerTraffic"`
+	ApplyTraffic    Traffic `json:"applyTraffic"`
+	RolloutTraffic  Traffic `json:"rolloutTraffic"`
 	// Heap figures of the controller host after a GC: empty, and with the
 	// fleet registered and rolled out.
 	HeapBefore HeapInfo `json:"heapBefore"`
@@ -110,10 +131,36 @@ type Result struct {
 	// Fleet is the simulator's report.
 	Fleet sim.Report `json:"fleet"`
 	// CPU time of the controller host and of this process (the simulated
-	// agents) per phase. RegisterCPU covers the ramp and registration.
+	// agents) per phase. RegisterCPU covers the ramp, registration and
+	// the wait for the fleet to settle (SettleSeconds).
 	RegisterCPU PhaseCPU `json:"registerCPU"`
 	ApplyCPU    PhaseCPU `json:"applyCPU"`
 	RolloutCPU  PhaseCPU `json:"rolloutCPU"`
+}
+
+// Traffic is the controller's MQTT traffic over a phase: messages
+// received from the fleet, and messages and payload bytes published
+// (edgeset_mqtt_messages_in_total, _messages_out_total, _bytes_out_total).
+type Traffic struct {
+	MessagesIn  float64 `json:"messagesIn"`
+	MessagesOut float64 `json:"messagesOut"`
+	BytesOut    float64 `json:"bytesOut"`
+}
+
+// sub is t less an earlier reading.
+func (t Traffic) sub(before Traffic) Traffic {
+	return Traffic{
+		MessagesIn:  t.MessagesIn - before.MessagesIn,
+		MessagesOut: t.MessagesOut - before.MessagesOut,
+		BytesOut:    t.BytesOut - before.BytesOut,
+	}
+}
+
+// Line describes t per node of a fleet of nodes.
+func (t Traffic) Line(phase string, nodes int) string {
+	n := float64(max(nodes, 1))
+	return fmt.Sprintf("%s MQTT per node: %.2f messages in, %.2f out, %.0f payload bytes out",
+		phase, t.MessagesIn/n, t.MessagesOut/n, t.BytesOut/n)
 }
 
 // HeapPerNode is the controller's live heap growth per node.
@@ -138,6 +185,8 @@ type bench struct {
 	api       *api.Client
 	http      *http.Client
 	res       Result
+	// rampEnd is when the last device was launched.
+	rampEnd time.Time
 }
 
 // Run runs the benchmark: start the host, connect the fleet, wait for
@@ -215,6 +264,9 @@ func (o *Options) setDefaults() error {
 	if o.Ramp == 0 {
 		o.Ramp = 2000
 	}
+	if o.SettleWait == 0 {
+		o.SettleWait = edgeagent.DefaultSettleInterval
+	}
 	if o.Timeout == 0 {
 		o.Timeout = 10 * time.Minute
 	}
@@ -286,10 +338,22 @@ func (b *bench) run(ctx context.Context) (Result, error) {
 		run  func() error
 	}{
 		{"register", &b.res.RegisterCPU, func() error {
+			before, err := b.traffic(ctx)
+			if err != nil {
+				return err
+			}
 			if fleet, err = b.startFleet(ctx); err != nil {
 				return err
 			}
-			return b.register(ctx, fleet)
+			if err := b.register(ctx, fleet); err != nil {
+				return err
+			}
+			if err := b.settle(ctx); err != nil {
+				return err
+			}
+			after, err := b.traffic(ctx)
+			b.res.RegisterTraffic = after.sub(before)
+			return err
 		}},
 		{"apply", &b.res.ApplyCPU, func() error { return b.apply(ctx) }},
 		{"rollout", &b.res.RolloutCPU, func() error { return b.rollout(ctx) }},
@@ -319,6 +383,20 @@ func (b *bench) measure(ctx context.Context, phase string, run func() error) (Ph
 			return PhaseCPU{}, fmt.Errorf("%s: %w", phase, err)
 		}
 		profile = abs
+	}
+	if b.opts.DeviceCPUProfile != "" {
+		f, err := os.Create(PhaseProfile(b.opts.DeviceCPUProfile, phase))
+		if err != nil {
+			return PhaseCPU{}, fmt.Errorf("%s: device profile: %w", phase, err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return PhaseCPU{}, fmt.Errorf("%s: device profile: %w", phase, err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
 	}
 	cpu, err := b.readPhase(run)
 	if profile == "" {
@@ -446,6 +524,51 @@ func (b *bench) register(ctx context.Context, fleet devices) error {
 	}
 	b.res.RegisterSeconds = time.Since(rampEnd).Seconds()
 	b.progress("registered %d nodes %.2fs after the ramp", nodes, b.res.RegisterSeconds)
+	b.rampEnd = rampEnd
+	return nil
+}
+
+// settle waits until every device has announced itself again
+// (edgeagent.DefaultSettleInterval after it connected, the last of them
+// at most the connect timeout after the ramp) and the controller then
+// receives fewer than one message per 200 nodes in a second.
+func (b *bench) settle(ctx context.Context) error {
+	if b.opts.SettleWait < 0 {
+		return nil
+	}
+	start := time.Now()
+	select {
+	case <-time.After(time.Until(b.rampEnd.Add(b.opts.SettleWait))):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	quiet := float64(max(1, b.opts.Nodes/200))
+	deadline := time.Now().Add(b.opts.Timeout)
+	last, err := b.traffic(ctx)
+	for err == nil {
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		var now Traffic
+		if now, err = b.traffic(ctx); err != nil {
+			break
+		}
+		in := now.MessagesIn - last.MessagesIn
+		if in < quiet {
+			break
+		}
+		if time.Now().After(deadline) {
+			err = fmt.Errorf("not quiet within %s: %.0f messages in the last second", b.opts.Timeout, in)
+		}
+		last = now
+	}
+	if err != nil {
+		return fmt.Errorf("settle: %w", err)
+	}
+	b.res.SettleSeconds = time.Since(start).Seconds()
+	b.progress("fleet settled %.2fs after registration", b.res.SettleSeconds)
 	return nil
 }
 
@@ -478,11 +601,15 @@ func (b *bench) notOnline(ctx context.Context) string {
 
 // apply times a new daemonset until it is ready on every node.
 func (b *bench) apply(ctx context.Context) error {
+	before, err := b.traffic(ctx)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	if _, err := b.api.Apply(ctx, "bench", []byte(daemonSet("1.0")), false); err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
-	err := b.poll(ctx, 50*time.Millisecond, func() (bool, string, error) {
+	err = b.poll(ctx, 50*time.Millisecond, func() (bool, string, error) {
 		st, err := b.status(ctx)
 		return st.NumberReady == b.opts.Nodes, fmt.Sprintf("%d ready", st.NumberReady), err
 	})
@@ -490,14 +617,16 @@ func (b *bench) apply(ctx context.Context) error {
 		return fmt.Errorf("apply: %w", err)
 	}
 	b.res.ApplySeconds = time.Since(start).Seconds()
+	after, err := b.traffic(ctx)
+	b.res.ApplyTraffic = after.sub(before)
 	b.progress("apply: %d ready in %.2fs", b.opts.Nodes, b.res.ApplySeconds)
-	return nil
+	return err
 }
 
 // rollout times an image change with maxUnavailable 10% until complete,
 // and the controller's bytes published meanwhile.
 func (b *bench) rollout(ctx context.Context) error {
-	before, err := b.metric(ctx, "edgeset_mqtt_bytes_out_total")
+	before, err := b.traffic(ctx)
 	if err != nil {
 		return err
 	}
@@ -519,8 +648,9 @@ func (b *bench) rollout(ctx context.Context) error {
 		return fmt.Errorf("rollout: %w", err)
 	}
 	b.res.RolloutSeconds = time.Since(start).Seconds()
-	after, err := b.metric(ctx, "edgeset_mqtt_bytes_out_total")
-	b.res.RolloutBytesPerNode = (after - before) / float64(b.opts.Nodes)
+	after, err := b.traffic(ctx)
+	b.res.RolloutTraffic = after.sub(before)
+	b.res.RolloutBytesPerNode = b.res.RolloutTraffic.BytesOut / float64(b.opts.Nodes)
 	b.progress("rollout complete in %.2fs", b.res.RolloutSeconds)
 	return err
 }
@@ -567,6 +697,28 @@ func (b *bench) metric(ctx context.Context, series string) (float64, error) {
 		return 0, err
 	}
 	return findSample(string(body), series)
+}
+
+// traffic reads the controller's MQTT counters.
+func (b *bench) traffic(ctx context.Context) (Traffic, error) {
+	body, err := b.get(ctx, "http://"+b.host.API+"/metrics")
+	if err != nil {
+		return Traffic{}, err
+	}
+	var t Traffic
+	for _, m := range []struct {
+		series string
+		v      *float64
+	}{
+		{"edgeset_mqtt_messages_in_total", &t.MessagesIn},
+		{"edgeset_mqtt_messages_out_total", &t.MessagesOut},
+		{"edgeset_mqtt_bytes_out_total", &t.BytesOut},
+	} {
+		if *m.v, err = findSample(string(body), m.series); err != nil {
+			return Traffic{}, err
+		}
+	}
+	return t, nil
 }
 
 // findSample returns the value of series in Prometheus text exposition.

@@ -86,3 +86,15 @@ func TestNotOnlineNamesOfflineNodes(t *testing.T) {
 		t.Errorf("notOnline:\n got %s\nwant %s", got, want)
 	}
 }
+
+func TestTrafficPerPhase(t *testing.T) {
+	before := Traffic{MessagesIn: 100, MessagesOut: 50, BytesOut: 5000}
+	after := Traffic{MessagesIn: 4100, MessagesOut: 2050, BytesOut: 267000}
+	got := after.sub(before)
+	if want := (Traffic{MessagesIn: 4000, MessagesOut: 2000, BytesOut: 262000}); got != want {
+		t.Fatalf("sub = %+v, want %+v", got, want)
+	}
+	if line, want := got.Line("apply", 2000), "apply MQTT per node: 2.00 messages in, 1.00 out, 131 payload bytes out"; line != want {
+		t.Fatalf("Line = %q, want %q", line, want)
+	}
+}
