@@ -217,11 +217,19 @@ func signed(m mqttclient.Message) bool {
 }
 
 // statement is what the controller signs for m, a signed message, at now.
+// A document's times are whole seconds in UTC (20 characters each, where
+// nanoseconds take 30): they bound its validity, which is days, while a
+// request's issuance is its identity against replay (signing.requestGate)
+// and keeps every digit.
 func (k *signingKeys) statement(m mqttclient.Message, now time.Time) (signing.Statement, error) {
 	node, _ := signedTopic(m.Topic)
-	st := signing.Statement{Topic: m.Topic, Node: node, IssuedAt: now, ExpiresAt: now.Add(k.validity), Body: m.Payload}
+	now = now.UTC()
+	st := signing.Statement{Topic: m.Topic, Node: node, Body: m.Payload}
 	if isRequestTopic(m.Topic) {
-		st.ExpiresAt = now.Add(signing.RequestValidity)
+		st.IssuedAt, st.ExpiresAt = now, now.Add(signing.RequestValidity)
+	} else {
+		now = now.Truncate(time.Second)
+		st.IssuedAt, st.ExpiresAt = now, now.Add(k.validity)
 	}
 	if node != signing.AnyNode && strings.HasSuffix(m.Topic, "/"+schema.TopicDesired) {
 		g, err := desiredGeneration(m.Payload)
@@ -316,8 +324,8 @@ func (t *signingTransport) PublishAll(ctx context.Context, msgs []mqttclient.Mes
 	return t.transport.PublishAll(ctx, signed)
 }
 
-// sign signs the signed messages among msgs in batches of up to
-// signing.MaxBatch (one signature each), the batches in parallel, and
+// sign signs the signed messages among msgs in batches of
+// signing.BatchSize (one signature each), the batches in parallel, and
 // leaves out (and reports) any message grown past what one message may
 // carry. msgs is not changed.
 func (t *signingTransport) sign(msgs []mqttclient.Message) ([]mqttclient.Message, error) {
@@ -332,11 +340,12 @@ func (t *signingTransport) sign(msgs []mqttclient.Message) ([]mqttclient.Message
 			todo, at = append(todo, m), append(at, i)
 		}
 	}
-	batches := (len(todo) + signing.MaxBatch - 1) / signing.MaxBatch
+	const size = signing.BatchSize
+	batches := (len(todo) + size - 1) / size
 	errs := make([]error, batches)
 	fanout.Each(batches, signChunk, func(lo, hi int) {
 		for b := lo; b < hi; b++ {
-			errs[b] = t.keys.signBatch(todo[b*signing.MaxBatch:min((b+1)*signing.MaxBatch, len(todo))], now)
+			errs[b] = t.keys.signBatch(todo[b*size:min((b+1)*size, len(todo))], now)
 		}
 	})
 	if err := errors.Join(errs...); err != nil {

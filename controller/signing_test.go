@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -271,3 +272,53 @@ func TestPublishedBytesAreSigned(t *testing.T) {
 		return nil
 	})
 }
+
+// TestSignedEnvelopesAreCompact: a fleet-wide publish is signed in
+// batches of signing.BatchSize (a two-hash audit path per envelope) and a
+// document's times are whole seconds, while a request keeps the instant
+// it was issued at, its identity against replay.
+func TestSignedEnvelopesAreCompact(t *testing.T) {
+	priv, err := signing.GenerateKey()
+	require.NoError(t, err)
+	signer := signing.NewSigner(priv)
+	now := time.Date(2026, 12, 3, 20, 36, 43, 120089648, time.FixedZone("CET", 3600))
+	var sent []mqttclient.Message
+	inner, err := countingTransportOf(func(m mqttclient.Message) { sent = append(sent, m) })(transportHooks{})
+	require.NoError(t, err)
+	tr := &signingTransport{
+		transport: inner,
+		keys:      &signingKeys{signer: signer, validity: time.Hour},
+		now:       func() time.Time { return now },
+		signed:    prometheus.NewCounter(prometheus.CounterOpts{Name: "signed"}),
+		failed:    prometheus.NewCounter(prometheus.CounterOpts{Name: "failed"}),
+		seconds:   prometheus.NewCounter(prometheus.CounterOpts{Name: "seconds"}),
+		tooLong:   func(m mqttclient.Message) { t.Errorf("%s reported too long", m.Topic) },
+	}
+	const nodes = 10
+	var msgs []mqttclient.Message
+	for i := range nodes {
+		msgs = append(msgs, desiredMessage(fmt.Sprintf("node-%02d", i), reconcile.NodeDesired{Generation: 3}))
+	}
+	request := mqttclient.Message{Topic: schema.NodeTopic("node-00", schema.TopicLogsRequest), Payload: []byte(`{"id":"r1"}`)}
+	require.NoError(t, tr.PublishAll(context.Background(), append(msgs, request)))
+	require.Len(t, sent, nodes+1)
+
+	ks := &signing.KeySet{Version: 1, Keys: []signing.OnlineKey{{ID: signer.KeyID(), PublicKey: signer.PublicKey(), Expires: now.Add(time.Hour)}}}
+	for i, m := range sent[:nodes] {
+		env, err := signing.DecodeEnvelope(m.Payload)
+		require.NoError(t, err, m.Topic)
+		p := env.Signatures[0].Batch
+		require.NotNil(t, p, "%s: signed alone, not in a batch", m.Topic)
+		assert.LessOrEqual(t, int(p.Size), signing.BatchSize, m.Topic)
+		assert.Equal(t, uint32(i%signing.BatchSize), p.Index, m.Topic)
+		assert.LessOrEqual(t, len(p.Path), 2, m.Topic)
+		st, err := signing.Verify(ks, m.Payload, signing.Expect{Topic: m.Topic, Node: fmt.Sprintf("node-%02d", i)}, now)
+		require.NoError(t, err, m.Topic)
+		assert.Equal(t, now.UTC().Truncate(time.Second), st.IssuedAt, m.Topic)
+		assert.Contains(t, string(env.Payload), `"issuedAt":"2026-12-03T19:36:43Z"`, "whole seconds in UTC")
+	}
+	env, err := signing.DecodeEnvelope(sent[nodes].Payload)
+	require.NoError(t, err)
+	assert.Contains(t, string(env.Payload), `"issuedAt":"2026-12-03T19:36:43.120089648Z"`, "a request keeps its instant")
+}
+

@@ -110,19 +110,20 @@ func IsEnvelope(b []byte) bool {
 // under pub; ok is false when env has a signature by id that does not
 // verify, or none by id at all (found tells them apart).
 func verifiedBy(env Envelope, id string, pub ed25519.PublicKey) (found, ok bool) {
-	msg := PAE(env.PayloadType, env.Payload)
 	for _, s := range env.Signatures {
 		if s.KeyID != id {
 			continue
 		}
 		found = true
-		signed := msg
+		var signed []byte
 		if s.Batch != nil {
 			root, ok := batchRoot(leafHash(env.PayloadType, env.Payload), *s.Batch)
 			if !ok {
 				continue
 			}
 			signed = PAE(PayloadTypeBatchRoot, root[:])
+		} else {
+			signed = PAE(env.PayloadType, env.Payload)
 		}
 		if ed25519.Verify(pub, signed, s.Sig) {
 			return true, true
