@@ -122,7 +122,7 @@ func (b *Broker) setup() error {
 	if err := b.server.AddHook(&hook{b: b}, nil); err != nil {
 		return fmt.Errorf("add auth hook: %w", err)
 	}
-	store, err := openRetainedStore(filepath.Join(b.opts.DataDir, StoreFile), b.log)
+	store, err := openRetainedStore(filepath.Join(b.opts.DataDir, StoreFile), b.opts.Republished, b.log)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -230,6 +231,50 @@ func TestRetainedSurvivesRestart(t *testing.T) {
 	checkfor.Eventually(t, wait, 10*time.Millisecond, in.has(desired, "gen 7"))
 	if got := in.all(); len(got) != 1 {
 		t.Errorf("after restart got %v, want only %s", got, desired)
+	}
+}
+
+// TestRepublishedTopicsAreNotPersisted: the retained messages of topics
+// Options.Republished names live in memory only, and a broker.db written
+// before (by a broker without the option) loses them at the next start,
+// so a restarted broker never serves a copy its publisher has replaced.
+func TestRepublishedTopicsAreNotPersisted(t *testing.T) {
+	dir := t.TempDir()
+	desired := schema.NodeTopic("node-a", schema.TopicDesired)
+	old := schema.NodeTopic("node-b", schema.TopicDesired)
+	status := schema.NodeTopic("node-a", schema.TopicStatus)
+	republished := func(topic string) bool { return strings.HasSuffix(topic, "/"+schema.TopicDesired) }
+
+	before := startBroker(t, Options{DataDir: dir}) // an earlier version: persists everything
+	ctl := mustDial(t, before.Addr(), before.controller())
+	publish(t, ctl, old, 1, true, "persisted before")
+	ctl.Disconnect(0)
+	before.stop()
+
+	first := startBroker(t, Options{DataDir: dir, Republished: republished})
+	ctl = mustDial(t, first.Addr(), first.controller())
+	var live inbox
+	subscribe(t, ctl, "edgeset/#", &live)
+	publish(t, ctl, desired, 1, true, "gen 7")
+	a := mustDial(t, first.Addr(), first.node("node-a"))
+	publish(t, a, status, 1, true, "ready")
+	checkfor.Eventually(t, wait, 10*time.Millisecond, live.has(desired, "gen 7"))
+	checkfor.Eventually(t, wait, 10*time.Millisecond, live.has(status, "ready"))
+	for _, m := range live.all() {
+		if m.topic == old {
+			t.Errorf("the copy of %s persisted before was served: %q", old, m.payload)
+		}
+	}
+	a.Disconnect(0)
+	ctl.Disconnect(0)
+	first.stop()
+
+	second := startBroker(t, Options{DataDir: dir}) // whatever the option, nothing republished was kept
+	var in inbox
+	subscribe(t, mustDial(t, second.Addr(), second.controller()), "edgeset/#", &in)
+	checkfor.Eventually(t, wait, 10*time.Millisecond, in.has(status, "ready"))
+	if got := in.all(); len(got) != 1 {
+		t.Errorf("after restart got %v, want only %s", got, status)
 	}
 }
 

@@ -41,6 +41,13 @@ type Options struct {
 	DataDir string
 	// Limits bounds what clients may cost; zero fields take their defaults.
 	Limits Limits
+	// Republished, if set, names the retained topics whose publisher
+	// publishes every one of them again after each (re)connection (the
+	// controller's desired states, revisions, config objects and key set):
+	// the broker keeps them in memory only, and drops any copy broker.db
+	// holds from before. Writing them to broker.db would only repeat, per
+	// node and per change, what the publisher's own store holds.
+	Republished func(topic string) bool
 	// RevocationPoll is how often DataDir/revoked-tokens is checked for
 	// changes (default DefaultRevocationPoll).
 	RevocationPoll time.Duration

@@ -32,14 +32,16 @@ const flushInterval = 100 * time.Millisecond
 // latest message of each topic, and one goroutine writes everything pending
 // in one transaction every flushInterval and on Stop. A crash loses at most
 // flushInterval of retained updates, which the controller repairs: it
-// republishes every desired state whenever it (re)connects.
+// republishes every desired state whenever it (re)connects. Topics
+// republished says are not written at all (Options.Republished).
 type retainedStore struct {
 	mqtt.HookBase
-	db   *bbolt.DB
-	log  *slog.Logger
-	kick chan struct{} // wakes the flusher; buffered 1
-	stop chan struct{} // closed by Stop
-	done chan struct{} // closed when the flusher has returned
+	db          *bbolt.DB
+	log         *slog.Logger
+	republished func(topic string) bool // never nil
+	kick        chan struct{}           // wakes the flusher; buffered 1
+	stop        chan struct{}           // closed by Stop
+	done        chan struct{}           // closed when the flusher has returned
 
 	mu      sync.Mutex
 	pending map[string][]byte // guarded by mu; topic -> encoded message, nil to delete
@@ -52,7 +54,10 @@ type retainedStore struct {
 // logged: retained messages are a cache of what the controller republishes
 // and devices announce again, and must not keep the controller from
 // starting.
-func openRetainedStore(path string, log *slog.Logger) (*retainedStore, error) {
+func openRetainedStore(path string, republished func(string) bool, log *slog.Logger) (*retainedStore, error) {
+	if republished == nil {
+		republished = func(string) bool { return false }
+	}
 	db, setAside, err := boltfile.OpenOrSetAside(path, bbolt.Options{Timeout: time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("open retained store %s: %w", path, err)
@@ -69,8 +74,8 @@ func openRetainedStore(path string, log *slog.Logger) (*retainedStore, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("init retained store %s: %w", path, err)
 	}
-	s := &retainedStore{db: db, log: log, kick: make(chan struct{}, 1), stop: make(chan struct{}),
-		done: make(chan struct{}), pending: map[string][]byte{}}
+	s := &retainedStore{db: db, log: log, republished: republished, kick: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{}), pending: map[string][]byte{}}
 	go s.flushLoop()
 	return s, nil
 }
@@ -152,6 +157,9 @@ func (s *retainedStore) Provides(b byte) bool {
 // retained message of pk's topic. A failure is logged: the message stays
 // retained in memory, only its persistence is lost.
 func (s *retainedStore) OnRetainMessage(_ *mqtt.Client, pk packets.Packet, r int64) {
+	if s.republished(pk.TopicName) {
+		return
+	}
 	var err error
 	switch r {
 	case -1:
@@ -166,17 +174,29 @@ func (s *retainedStore) OnRetainMessage(_ *mqtt.Client, pk packets.Packet, r int
 
 // OnRetainedExpired deletes an expired retained message.
 func (s *retainedStore) OnRetainedExpired(topic string) {
+	if s.republished(topic) {
+		return
+	}
 	if err := s.delete(topic); err != nil {
 		s.log.Error("delete expired retained message", "topic", topic, "error", err)
 	}
 }
 
 // StoredRetainedMessages returns every persisted retained message; mochi
-// calls it once in Serve.
+// calls it once in Serve. It deletes, and does not return, the messages of
+// republished topics a broker.db of an earlier version holds: stale the
+// moment their publisher republishes, and never updated here again.
 func (s *retainedStore) StoredRetainedMessages() ([]storage.Message, error) {
 	var out []storage.Message
-	err := s.db.View(func(tx *bbolt.Tx) error {
-		return tx.Bucket(retainedBucket).ForEach(func(k, v []byte) error {
+	var dropped int
+	err := s.db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket(retainedBucket)
+		var stale [][]byte
+		err := b.ForEach(func(k, v []byte) error {
+			if s.republished(string(k)) {
+				stale = append(stale, bytes.Clone(k)) // k lives only until the tree changes
+				return nil
+			}
 			var m storage.Message
 			if err := m.UnmarshalBinary(v); err != nil {
 				return fmt.Errorf("decode retained message %q: %w", k, err)
@@ -184,9 +204,22 @@ func (s *retainedStore) StoredRetainedMessages() ([]storage.Message, error) {
 			out = append(out, m)
 			return nil
 		})
+		if err != nil {
+			return err
+		}
+		for _, k := range stale {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		dropped = len(stale)
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read retained store: %w", err)
+	}
+	if dropped > 0 {
+		s.log.Info("dropped retained messages their publisher republishes from the broker's store", "count", dropped)
 	}
 	return out, nil
 }

@@ -202,6 +202,7 @@ func (c *Controller) brokerOptions() broker.Options {
 		ClientCAFile:  c.cfg.MQTTClientCA,
 		WebSocketAddr: c.cfg.MQTTWSAddr,
 		DataDir:       c.cfg.DataDir,
+		Republished:   republishedTopic,
 		Limits:        c.cfg.brokerLimits(),
 		Logger:        c.log,
 	}

@@ -322,3 +322,28 @@ func TestSignedEnvelopesAreCompact(t *testing.T) {
 	assert.Contains(t, string(env.Payload), `"issuedAt":"2026-12-03T19:36:43.120089648Z"`, "a request keeps its instant")
 }
 
+// TestRepublishedTopic: the embedded broker keeps in memory only what the
+// controller publishes again after every (re)connection, and persists
+// what devices announce and what nothing republishes.
+func TestRepublishedTopic(t *testing.T) {
+	cases := []struct {
+		topic       string
+		republished bool
+	}{
+		{schema.NodeTopic("gw-1", schema.TopicDesired), true},
+		{schema.NodeSecretTopic("gw-1", "abc"), true},
+		{schema.RevisionTopic("abc"), true},
+		{schema.ConfigMapTopic("abc"), true},
+		{schema.KeySetTopic, true},
+		{schema.NodeTopic("gw-1", schema.TopicStatus), false},
+		{schema.NodeTopic("gw-1", schema.TopicOnline), false},
+		{schema.NodeTopic("gw-1", schema.TopicObserved), false},
+		{schema.NodeTopic("gw-1", schema.TopicTelemetry), false},
+		{schema.NodeTopic("gw-1", schema.TopicLogsRequest), false},
+		{schema.FenceTopic, false},
+		{"edgeset/v1/nodes", false},
+	}
+	for _, c := range cases {
+		assert.Equal(t, c.republished, republishedTopic(c.topic), c.topic)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/edgeset/edgeset/controller/reconcile"
@@ -277,6 +278,25 @@ func (c *Controller) republishMessages() []mqttclient.Message {
 	// its series): the controller may have restarted since the first
 	// report.
 	return c.withKeySet(c.state.republishMessages(c.desiredTooLarge))
+}
+
+// republishedTopic reports whether topic is one of the retained topics
+// republishAll publishes again after every (re)connection: the key set,
+// revisions, ConfigMaps, and each node's desired state and Secrets. The
+// embedded broker keeps them in memory only (broker.Options.Republished):
+// the store holds what they are made of, and a fleet-wide change would
+// otherwise write every node's message to broker.db as well.
+func republishedTopic(topic string) bool {
+	if topic == schema.KeySetTopic || strings.HasPrefix(topic, schema.RevisionTopic("")) ||
+		strings.HasPrefix(topic, schema.ConfigMapTopic("")) {
+		return true
+	}
+	rest, ok := strings.CutPrefix(topic, schema.TopicPrefix+"nodes/")
+	if !ok {
+		return false
+	}
+	_, kind, _ := strings.Cut(rest, "/")
+	return kind == schema.TopicDesired || strings.HasPrefix(kind, schema.TopicSecretsPrefix)
 }
 
 // reasonDesiredTooLarge is the reason of the Warning event on a node whose
