@@ -442,16 +442,42 @@ func (a *Agent) HandleMessage(topic string, payload []byte) {
 }
 
 // olderDesired reports whether payload is a desired state of a lower
-// generation than pending (both decode as desired states); anything else
+// generation than pending (both name one, signed or not); anything else
 // is not older, and replaces what is pending.
 func olderDesired(payload, pending []byte) bool {
-	var p, q struct {
-		Generation *uint64 `json:"generation"`
-	}
-	if json.Unmarshal(payload, &p) != nil || json.Unmarshal(pending, &q) != nil || p.Generation == nil || q.Generation == nil {
+	p, ok := claimedGeneration(payload)
+	if !ok {
 		return false
 	}
-	return *p.Generation < *q.Generation
+	q, ok := claimedGeneration(pending)
+	return ok && p < q
+}
+
+// claimedGeneration is the generation a desired state names: its own, or
+// a signed document's statement's. Nothing is verified yet (the loop
+// does): it only orders what waits for the loop, and a forged claim can
+// do no more than a forged message that arrived last always could.
+func claimedGeneration(b []byte) (uint64, bool) {
+	var m struct {
+		Generation *uint64 `json:"generation"`
+		Payload    []byte  `json:"payload"` // a signed document's statement, base64
+	}
+	if json.Unmarshal(b, &m) != nil {
+		return 0, false
+	}
+	if m.Generation == nil && len(m.Payload) > 0 {
+		var st struct {
+			Generation *uint64 `json:"generation"`
+		}
+		if json.Unmarshal(m.Payload, &st) != nil {
+			return 0, false
+		}
+		m.Generation = st.Generation
+	}
+	if m.Generation == nil {
+		return 0, false
+	}
+	return *m.Generation, true
 }
 
 // OnConnect is called after every (re)connection to the broker: it
