@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -434,7 +435,7 @@ func (a *Agent) resubscribeMissing(ctx context.Context) time.Time {
 func (a *Agent) HandleMessage(topic string, payload []byte) {
 	b := append([]byte(nil), payload...)
 	a.inboxMu.Lock()
-	if old, ok := a.inbox[topic]; !ok || !olderDesired(b, old) {
+	if old, ok := a.inbox[topic]; !ok || !strings.HasSuffix(topic, "/"+schema.TopicDesired) || !olderDesired(b, old) {
 		a.inbox[topic] = b
 	}
 	a.inboxMu.Unlock()

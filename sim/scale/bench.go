@@ -114,7 +114,8 @@ type Result struct {
 	// 10%) until every node runs it and is available.
 	RolloutSeconds float64 `json:"rolloutSeconds"`
 	// RolloutBytesPerNode is the controller's MQTT payload bytes published
-	// during the rollout, per node.
+	// during the rollout, per node (RolloutTraffic.BytesOut over Nodes,
+	// kept for the reports that read it).
 	RolloutBytesPerNode float64 `json:"rolloutBytesPerNode"`
 	// RegisterTraffic, ApplyTraffic and RolloutTraffic are the
 	// controller's MQTT messages over each phase, from its own counters.
@@ -333,37 +334,39 @@ func (b *bench) run(ctx context.Context) (Result, error) {
 	}
 	defer func() { _ = stop() }()
 	phases := []struct {
-		name string
-		cpu  *PhaseCPU
-		run  func() error
+		name    string
+		cpu     *PhaseCPU
+		traffic *Traffic
+		run     func() error
 	}{
-		{"register", &b.res.RegisterCPU, func() error {
-			before, err := b.traffic(ctx)
-			if err != nil {
-				return err
-			}
+		{"register", &b.res.RegisterCPU, &b.res.RegisterTraffic, func() error {
 			if fleet, err = b.startFleet(ctx); err != nil {
 				return err
 			}
 			if err := b.register(ctx, fleet); err != nil {
 				return err
 			}
-			if err := b.settle(ctx); err != nil {
-				return err
-			}
-			after, err := b.traffic(ctx)
-			b.res.RegisterTraffic = after.sub(before)
-			return err
+			return b.settle(ctx)
 		}},
-		{"apply", &b.res.ApplyCPU, func() error { return b.apply(ctx) }},
-		{"rollout", &b.res.RolloutCPU, func() error { return b.rollout(ctx) }},
+		{"apply", &b.res.ApplyCPU, &b.res.ApplyTraffic, func() error { return b.apply(ctx) }},
+		{"rollout", &b.res.RolloutCPU, &b.res.RolloutTraffic, func() error { return b.rollout(ctx) }},
 	}
 	for _, p := range phases {
+		before, err := b.traffic(ctx)
+		if err != nil {
+			return b.res, errors.Join(err, stop())
+		}
 		// A failed phase keeps its CPU figures for the report.
 		if *p.cpu, err = b.measure(ctx, p.name, p.run); err != nil {
 			return b.res, errors.Join(err, stop())
 		}
+		after, err := b.traffic(ctx)
+		if err != nil {
+			return b.res, errors.Join(err, stop())
+		}
+		*p.traffic = after.sub(before)
 	}
+	b.res.RolloutBytesPerNode = b.res.RolloutTraffic.BytesOut / float64(b.opts.Nodes)
 	b.res.HeapAfter, b.res.RSSAfter, err = b.memory(ctx)
 	return b.res, errors.Join(err, stop())
 }
@@ -601,15 +604,11 @@ func (b *bench) notOnline(ctx context.Context) string {
 
 // apply times a new daemonset until it is ready on every node.
 func (b *bench) apply(ctx context.Context) error {
-	before, err := b.traffic(ctx)
-	if err != nil {
-		return err
-	}
 	start := time.Now()
 	if _, err := b.api.Apply(ctx, "bench", []byte(daemonSet("1.0")), false); err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
-	err = b.poll(ctx, 50*time.Millisecond, func() (bool, string, error) {
+	err := b.poll(ctx, 50*time.Millisecond, func() (bool, string, error) {
 		st, err := b.status(ctx)
 		return st.NumberReady == b.opts.Nodes, fmt.Sprintf("%d ready", st.NumberReady), err
 	})
@@ -617,24 +616,17 @@ func (b *bench) apply(ctx context.Context) error {
 		return fmt.Errorf("apply: %w", err)
 	}
 	b.res.ApplySeconds = time.Since(start).Seconds()
-	after, err := b.traffic(ctx)
-	b.res.ApplyTraffic = after.sub(before)
 	b.progress("apply: %d ready in %.2fs", b.opts.Nodes, b.res.ApplySeconds)
-	return err
+	return nil
 }
 
-// rollout times an image change with maxUnavailable 10% until complete,
-// and the controller's bytes published meanwhile.
+// rollout times an image change with maxUnavailable 10% until complete.
 func (b *bench) rollout(ctx context.Context) error {
-	before, err := b.traffic(ctx)
-	if err != nil {
-		return err
-	}
 	start := time.Now()
 	if _, err := b.api.Apply(ctx, "bench", []byte(daemonSet("1.1")), false); err != nil {
 		return fmt.Errorf("rollout apply: %w", err)
 	}
-	err = b.poll(ctx, 50*time.Millisecond, func() (bool, string, error) {
+	err := b.poll(ctx, 50*time.Millisecond, func() (bool, string, error) {
 		ds, err := b.daemonSet(ctx)
 		st := ds.Status
 		// status.observedGeneration is the spec's generation even before a
@@ -648,11 +640,8 @@ func (b *bench) rollout(ctx context.Context) error {
 		return fmt.Errorf("rollout: %w", err)
 	}
 	b.res.RolloutSeconds = time.Since(start).Seconds()
-	after, err := b.traffic(ctx)
-	b.res.RolloutTraffic = after.sub(before)
-	b.res.RolloutBytesPerNode = b.res.RolloutTraffic.BytesOut / float64(b.opts.Nodes)
 	b.progress("rollout complete in %.2fs", b.res.RolloutSeconds)
-	return err
+	return nil
 }
 
 // poll calls check every interval until it reports done, failing after
