@@ -98,8 +98,9 @@ SCALE_RUNS   ?= 3
 SCALE_CPUPROFILE ?=
 SCALE_DEVICE_PROCESSES ?= 1
 SCALE_SIGNING ?=
+SCALE_VERIFY_EACH ?=
 
-bench-scale: ## fleet scale benchmark: controller subprocess + simulated devices (EDGESET_SCALE_NODES, default "1000 10000"; SCALE_RUNS runs of each, default 3, then min/median/max; SCALE_CPUPROFILE=1 profiles the controller per phase; SCALE_DEVICE_PROCESSES=K runs the devices in K processes; SCALE_SIGNING=1 signs, every device verifying)
+bench-scale: ## fleet scale benchmark: controller subprocess + simulated devices (EDGESET_SCALE_NODES, default "1000 10000"; SCALE_RUNS runs of each, default 3, then min/median/max; SCALE_CPUPROFILE=1 profiles the controller per phase; SCALE_DEVICE_PROCESSES=K runs the devices in K processes; SCALE_SIGNING=1 signs, every device verifying, sharing the signatures verified in its process unless SCALE_VERIFY_EACH=1)
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/edgeset-sim ./cmd/edgeset-sim
 	@for n in $${EDGESET_SCALE_NODES:-1000 10000}; do \
@@ -109,7 +110,7 @@ bench-scale: ## fleet scale benchmark: controller subprocess + simulated devices
 	    echo "-- run $$i of $(SCALE_RUNS)"; \
 	    profile=""; \
 	    if [ -n "$(SCALE_CPUPROFILE)" ]; then profile="--cpuprofile $(BIN)/bench-scale-$$n-$$i.pprof"; fi; \
-	    $(BIN)/edgeset-sim --bench --nodes $$n --ramp $(SCALE_RAMP) --device-processes $(SCALE_DEVICE_PROCESSES) $(if $(SCALE_SIGNING),--signing) --report $(BIN)/bench-scale-$$n-$$i.json $$profile || exit 1; \
+	    $(BIN)/edgeset-sim --bench --nodes $$n --ramp $(SCALE_RAMP) --device-processes $(SCALE_DEVICE_PROCESSES) $(if $(SCALE_SIGNING),--signing) $(if $(SCALE_VERIFY_EACH),--verify-each) --report $(BIN)/bench-scale-$$n-$$i.json $$profile || exit 1; \
 	    reports="$$reports $(BIN)/bench-scale-$$n-$$i.json"; \
 	  done; \
 	  $(BIN)/edgeset-sim --summary $$reports || exit 1; \

@@ -18,6 +18,7 @@ import (
 	"github.com/edgeset/edgeset/internal/boltfile"
 	"github.com/edgeset/edgeset/schema"
 	"github.com/edgeset/edgeset/sealing"
+	"github.com/edgeset/edgeset/signing"
 )
 
 // Conn is the agent's MQTT connection as the agent needs it. Inbound
@@ -74,6 +75,11 @@ type Config struct {
 	// accepts only signed documents (trust.go) and signed requests
 	// (signedrequests.go). Nil is the insecure mode.
 	TrustRoot ed25519.PublicKey
+	// SignatureCache, when set, answers the signatures it has already
+	// seen verify, for agents that share one: the simulator's devices
+	// (signing.SignatureCache). A real agent leaves it nil and verifies
+	// each signature itself.
+	SignatureCache *signing.SignatureCache
 	// SeccompProfileDir holds the profiles of seccompProfile type
 	// Localhost; default DefaultSeccompProfileDir, the kubelet's.
 	SeccompProfileDir string

@@ -158,7 +158,7 @@ func (a *Agent) verified(ctx context.Context, topic string, b []byte) (body []by
 	case strings.HasPrefix(topic, schema.RevisionTopic("")), strings.HasPrefix(topic, schema.ConfigMapTopic("")):
 		exp.Shared = true
 	}
-	st, err := signing.Verify(a.trust.trust.KeySet, b, exp, a.now())
+	st, err := signing.Verifier{Cache: a.cfg.SignatureCache}.Verify(a.trust.trust.KeySet, b, exp, a.now())
 	if err == nil && desired {
 		err = checkGeneration(st)
 	}

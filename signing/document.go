@@ -76,12 +76,24 @@ type Expect struct {
 // generation of at least exp.MinGeneration, not expired at now, and
 // returns its statement. Refusals wrap the sentinels of errors.go.
 func Verify(ks *KeySet, env []byte, exp Expect, now time.Time) (Statement, error) {
-	st, _, err := verify(ks, env, exp, now)
+	return Verifier{}.Verify(ks, env, exp, now)
+}
+
+// Verifier is Verify with its options. The zero Verifier is Verify.
+type Verifier struct {
+	// Cache, when set, answers signatures it has seen verify
+	// (SignatureCache); everything else is checked as without it.
+	Cache *SignatureCache
+}
+
+// Verify is the package's Verify, using v's options.
+func (v Verifier) Verify(ks *KeySet, env []byte, exp Expect, now time.Time) (Statement, error) {
+	st, _, err := verify(ks, env, exp, now, v.Cache)
 	return st, err
 }
 
 // verify is Verify, also returning the statement's bytes as signed.
-func verify(ks *KeySet, env []byte, exp Expect, now time.Time) (Statement, []byte, error) {
+func verify(ks *KeySet, env []byte, exp Expect, now time.Time, cache *SignatureCache) (Statement, []byte, error) {
 	e, err := DecodeEnvelope(env)
 	if err != nil {
 		if !IsEnvelope(env) {
@@ -92,7 +104,7 @@ func verify(ks *KeySet, env []byte, exp Expect, now time.Time) (Statement, []byt
 	if e.PayloadType != PayloadTypeDocument {
 		return Statement{}, nil, fmt.Errorf("%w: payloadType %q, want %q", ErrMalformed, e.PayloadType, PayloadTypeDocument)
 	}
-	if err := verifySignatures(ks, e, now); err != nil {
+	if err := verifySignatures(ks, e, now, cache); err != nil {
 		return Statement{}, nil, err
 	}
 	st, err := decodeStatement(e.Payload)
@@ -106,7 +118,7 @@ func verify(ks *KeySet, env []byte, exp Expect, now time.Time) (Statement, []byt
 // neither revoked nor expired at now and verifies; otherwise it names the
 // most telling reason: a revoked key, an expired one, a bad signature, an
 // unknown key.
-func verifySignatures(ks *KeySet, e Envelope, now time.Time) error {
+func verifySignatures(ks *KeySet, e Envelope, now time.Time, cache *SignatureCache) error {
 	if ks == nil {
 		return fmt.Errorf("%w: %s (no key set accepted yet)", ErrUnknownKey, e.Signatures[0].KeyID)
 	}
@@ -120,7 +132,7 @@ func verifySignatures(ks *KeySet, e Envelope, now time.Time) error {
 		if !ok {
 			continue
 		}
-		if _, ok := verifiedBy(Envelope{PayloadType: e.PayloadType, Payload: e.Payload, Signatures: []Signature{s}}, k.ID, k.PublicKey); !ok {
+		if _, ok := verifiedBy(Envelope{PayloadType: e.PayloadType, Payload: e.Payload, Signatures: []Signature{s}}, k.ID, k.PublicKey, cache); !ok {
 			bad = s.KeyID
 			continue
 		}

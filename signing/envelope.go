@@ -108,8 +108,9 @@ func IsEnvelope(b []byte) bool {
 
 // verifiedBy returns the first signature of env by key id that verifies
 // under pub; ok is false when env has a signature by id that does not
-// verify, or none by id at all (found tells them apart).
-func verifiedBy(env Envelope, id string, pub ed25519.PublicKey) (found, ok bool) {
+// verify, or none by id at all (found tells them apart). A nil cache
+// verifies every signature.
+func verifiedBy(env Envelope, id string, pub ed25519.PublicKey, cache *SignatureCache) (found, ok bool) {
 	for _, s := range env.Signatures {
 		if s.KeyID != id {
 			continue
@@ -125,7 +126,7 @@ func verifiedBy(env Envelope, id string, pub ed25519.PublicKey) (found, ok bool)
 		} else {
 			signed = PAE(env.PayloadType, env.Payload)
 		}
-		if ed25519.Verify(pub, signed, s.Sig) {
+		if cache.verify(pub, signed, s.Sig) {
 			return true, true
 		}
 	}

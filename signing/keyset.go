@@ -112,7 +112,7 @@ func OpenKeySet(root ed25519.PublicKey, env []byte) (KeySet, error) {
 	if e.PayloadType != PayloadTypeKeySet {
 		return KeySet{}, fmt.Errorf("%w: payloadType %q, want %q", ErrMalformed, e.PayloadType, PayloadTypeKeySet)
 	}
-	found, ok := verifiedBy(e, KeyID(root), root)
+	found, ok := verifiedBy(e, KeyID(root), root, nil)
 	if !ok {
 		if found {
 			return KeySet{}, fmt.Errorf("%w: the root's signature does not verify", ErrNotRoot)

@@ -63,7 +63,7 @@ func NewRequestGuard(notBefore time.Time, max int) *RequestGuard {
 // chunk, whose sequence number the receiver orders and deduplicates
 // within the session its topic names) are opened without once.
 func (g *RequestGuard) Open(ks *KeySet, env []byte, exp Expect, now time.Time, once bool) (Statement, error) {
-	st, payload, err := verify(ks, env, exp, now)
+	st, payload, err := verify(ks, env, exp, now, nil)
 	if err != nil {
 		return Statement{}, err
 	}

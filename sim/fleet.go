@@ -18,6 +18,7 @@ import (
 	"github.com/edgeset/edgeset/edgeagent/fake"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
+	"github.com/edgeset/edgeset/signing"
 )
 
 // DefaultNamePrefix names devices sim-00000, sim-00001, ...
@@ -69,6 +70,16 @@ type Options struct {
 	// verifies what the controller signs (edgeagent.Config.TrustRoot), as
 	// a real agent enrolled in a signing fleet does.
 	TrustRoot ed25519.PublicKey
+	// VerifyEach has every device verify every signature itself. By
+	// default, with a TrustRoot, the devices share one
+	// signing.SignatureCache: a signature one device verified (a batch's,
+	// shared by four desired states; a revision's, by every node) the
+	// others accept without verifying it again, and check everything else
+	// (key, topic, node, generation, expiry) each on its own. On a fleet
+	// each device verifies on its own CPU; in the simulator all of them
+	// share the machine with the controller under test, whose figures the
+	// devices' verification would otherwise inflate.
+	VerifyEach bool
 	// Logger receives the agents' warnings; default discard.
 	Logger *slog.Logger
 	// RecordDowntime has every device record each switch of a daemon from
@@ -84,6 +95,9 @@ type Fleet struct {
 	devices []*device
 	bytes   byteCounters
 	flaps   atomic.Uint64
+	// signatures is the devices' shared cache of verified signatures;
+	// nil without a TrustRoot or with VerifyEach.
+	signatures *signing.SignatureCache
 
 	mu       sync.Mutex // guards started and rampEnd
 	started  time.Time
@@ -113,6 +127,11 @@ func New(opts Options) (*Fleet, error) {
 		return nil, err
 	}
 	f := &Fleet{opts: opts, rampDone: make(chan struct{})}
+	if opts.TrustRoot != nil && !opts.VerifyEach {
+		// A batch signature per four nodes and one per revision: a
+		// node's worth holds every signature of a few generations.
+		f.signatures = signing.NewSignatureCache(max(opts.Nodes, 1024))
+	}
 	f.devices = make([]*device, opts.Nodes)
 	for i := range f.devices {
 		if f.devices[i], err = f.newDevice(i); err != nil {
@@ -196,7 +215,7 @@ func (f *Fleet) newDevice(i int) (*device, error) {
 	}
 	d.node, err = edgeagent.NewNode(edgeagent.NodeOptions{
 		Agent: edgeagent.Config{NodeName: name, Ephemeral: true, Logger: f.opts.Logger, ProbeDial: dialDaemon,
-			TrustRoot: f.opts.TrustRoot},
+			TrustRoot: f.opts.TrustRoot, SignatureCache: f.signatures},
 		MQTT: mqttclient.Options{
 			BrokerURLs: f.opts.brokersOf(i), OrderedBrokers: true, Password: token, KeepAlive: f.opts.KeepAlive,
 			Backoff: f.opts.Backoff, FirstConnectJitter: -1, Dial: d.link.Dial,

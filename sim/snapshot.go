@@ -32,6 +32,11 @@ type Snapshot struct {
 	BytesOut uint64 `json:"bytesOut"`
 	// Flaps counts simulated link failures so far.
 	Flaps uint64 `json:"flaps"`
+	// SignaturesVerified counts the signatures the devices verified, and
+	// SignaturesShared those they accepted from their shared cache
+	// (Options.VerifyEach); both zero when the devices do not share one.
+	SignaturesVerified uint64 `json:"signaturesVerified,omitempty"`
+	SignaturesShared   uint64 `json:"signaturesShared,omitempty"`
 }
 
 // Count is the instances of one daemonset revision and how many are ready.
@@ -47,6 +52,9 @@ func (f *Fleet) Snapshot() Snapshot {
 		f.addDevice(&s, d)
 	}
 	s.BytesIn, s.BytesOut, s.Flaps = f.bytes.in.Load(), f.bytes.out.Load(), f.flaps.Load()
+	if f.signatures != nil {
+		s.SignaturesShared, s.SignaturesVerified, _ = f.signatures.Stats()
+	}
 	return s
 }
 
@@ -222,6 +230,8 @@ func mergeSnapshots(a, b Snapshot) Snapshot {
 	a.BytesIn += b.BytesIn
 	a.BytesOut += b.BytesOut
 	a.Flaps += b.Flaps
+	a.SignaturesVerified += b.SignaturesVerified
+	a.SignaturesShared += b.SignaturesShared
 	for ds, revs := range b.DaemonSets {
 		if a.DaemonSets == nil {
 			a.DaemonSets = map[string]map[string]Count{}

@@ -44,7 +44,7 @@ func runBench(ctx context.Context, f flags, stdout io.Writer) error {
 		host = []string{exe, "--signing", "--controller-host"}
 	}
 	res, err := scale.Run(ctx, scale.Options{
-		Nodes: f.nodes, Ramp: f.ramp, HostCommand: host, Signing: f.signing,
+		Nodes: f.nodes, Ramp: f.ramp, HostCommand: host, Signing: f.signing, VerifyEach: f.verifyEach,
 		DeviceProcesses: f.deviceProcesses, DeviceCommand: []string{exe, "--bench-devices", "--log-level", f.logLevel},
 		CPUProfile: f.cpuProfile, DeviceCPUProfile: f.deviceCPUProfile, Progress: stdout,
 	})
@@ -77,6 +77,10 @@ func printResult(w io.Writer, r scale.Result) {
 	fmt.Fprintln(w, r.RegisterTraffic.Line("register", r.Nodes))
 	fmt.Fprintln(w, r.ApplyTraffic.Line("apply", r.Nodes))
 	fmt.Fprintln(w, r.RolloutTraffic.Line("rollout", r.Nodes))
+	if fin := r.Fleet.Final; fin.SignaturesVerified+fin.SignaturesShared > 0 {
+		fmt.Fprintf(w, "device signatures       %d verified, %d accepted from the devices' shared cache (--verify-each: none)\n",
+			fin.SignaturesVerified, fin.SignaturesShared)
+	}
 	phases := []struct {
 		name string
 		cpu  scale.PhaseCPU

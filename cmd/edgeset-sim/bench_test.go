@@ -74,7 +74,8 @@ func TestBenchDeviceProcesses(t *testing.T) {
 // process and in two device processes: every device pins the run's fleet
 // root and applies only what the controller signed under it, so the
 // apply and rollout complete only if the host signs, its key is
-// delegated and the root reaches every device.
+// delegated and the root reaches every device. The devices of a process
+// share the signatures they verified, unless --verify-each.
 func TestBenchSigning(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a controller and device processes")
@@ -82,20 +83,33 @@ func TestBenchSigning(t *testing.T) {
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	t.Setenv(envAsMain, "1")
-	for _, procs := range []int{1, 2} {
-		t.Run(fmt.Sprintf("%d device processes", procs), func(t *testing.T) {
+	for _, tc := range []struct {
+		procs      int
+		verifyEach bool
+	}{{1, false}, {2, false}, {2, true}} {
+		t.Run(fmt.Sprintf("%d device processes, verify each %v", tc.procs, tc.verifyEach), func(t *testing.T) {
 			const nodes = 20
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			res, err := scale.Run(ctx, scale.Options{
 				Nodes: nodes, Ramp: 500, HostCommand: []string{exe, "--signing", "--controller-host"}, Signing: true,
-				DeviceProcesses: procs, DeviceCommand: []string{exe, "--bench-devices"}, Timeout: time.Minute,
+				DeviceProcesses: tc.procs, DeviceCommand: []string{exe, "--bench-devices"}, Timeout: time.Minute,
 				SettleWait: -1, // TestBenchDeviceProcesses waits
+				VerifyEach: tc.verifyEach,
 			})
 			require.NoError(t, err)
-			assert.Equal(t, nodes, res.Fleet.Final.Announced)
+			fin := res.Fleet.Final
+			assert.Equal(t, nodes, fin.Announced)
 			assert.Positive(t, res.ApplySeconds)
 			assert.Positive(t, res.RolloutSeconds)
+			if tc.verifyEach {
+				assert.Zero(t, fin.SignaturesVerified+fin.SignaturesShared, "no shared cache")
+				return
+			}
+			// Each process's devices verify one signature per batch of
+			// four desired states and per revision, and share it.
+			assert.Positive(t, fin.SignaturesVerified)
+			assert.Greater(t, fin.SignaturesShared, fin.SignaturesVerified)
 		})
 	}
 }

@@ -40,6 +40,7 @@ type flags struct {
 	ramp                                                   float64
 	duration, interval, keepAlive                          time.Duration
 	bench, benchDevices, summary, version, signing         bool
+	verifyEach                                             bool
 	// args are the report files of --summary.
 	args []string
 }
@@ -69,6 +70,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.IntVar(&f.deviceProcesses, "device-processes", 1, "with --bench: run the devices in this many processes, each its share (one process may hold 20,000 open files)")
 	fs.BoolVar(&f.signing, "signing", false, "with --bench: the controller signs what it publishes and every device pins a fleet root made for the run and verifies each document")
 	fs.StringVar(&f.trustRoot, "trust-root", "", `the fleet root every device pins ("ed25519:BASE64", as edgesetctl keys show prints it): the devices verify what the controller signs`)
+	fs.BoolVar(&f.verifyEach, "verify-each", false, "with --trust-root or --signing: every device verifies every signature itself (default: the devices share a cache of the signatures one of them verified, since on a fleet each verifies on its own CPU, not the machine's under test)")
 	fs.BoolVar(&f.benchDevices, "bench-devices", false, "internal: run one device process of the benchmark")
 	fs.BoolVar(&f.summary, "summary", false, "print min / median / max of the --bench --report files given as arguments, per fleet size")
 	fs.StringVar(&f.hostDir, "controller-host", "", "internal: run the benchmark's controller host in this data directory")
@@ -174,6 +176,7 @@ func fleetOptions(f flags) (sim.Options, error) {
 			return opts, fmt.Errorf("--trust-root: %w", err)
 		}
 	}
+	opts.VerifyEach = f.verifyEach
 	switch {
 	case f.secretFile != "" && f.tokenFile != "":
 		return opts, errors.New("--fleet-secret-file and --token-file: give one, not both")

@@ -83,6 +83,10 @@ type Options struct {
 	// online key under it, and has every device pin the root and verify
 	// each document, as a signing fleet does.
 	Signing bool
+	// VerifyEach has every device verify every signature itself instead
+	// of sharing a cache of verified ones (sim.Options.VerifyEach;
+	// edgeset-sim --verify-each in device processes).
+	VerifyEach bool
 	// SettleWait is how long after the ramp the apply waits at least for
 	// every device's second announcement (Result.SettleSeconds); zero
 	// means edgeagent.DefaultSettleInterval, negative no wait at all.
@@ -477,13 +481,13 @@ func (o Options) localFleet(brokerURL string, secret []byte, root ed25519.Public
 	return sim.Options{
 		BrokerURLs: strings.Split(brokerURL, ","), Nodes: o.Nodes, Tokens: sim.SecretTokens(secret),
 		Ramp: o.Ramp, SourceAddrs: src, SubscribeAtMostOnce: o.SubscribeAtMostOnce,
-		PublishAtMostOnce: o.PublishAtMostOnce, TrustRoot: root,
+		PublishAtMostOnce: o.PublishAtMostOnce, TrustRoot: root, VerifyEach: o.VerifyEach,
 	}
 }
 
 // deviceCommand is DeviceCommand with the flags every device process
 // shares: --subscribe-qos 0 with SubscribeAtMostOnce, --publish-qos 0
-// with PublishAtMostOnce.
+// with PublishAtMostOnce, --verify-each with VerifyEach.
 func (o Options) deviceCommand() []string {
 	cmd := append([]string(nil), o.DeviceCommand...)
 	if o.SubscribeAtMostOnce {
@@ -491,6 +495,9 @@ func (o Options) deviceCommand() []string {
 	}
 	if o.PublishAtMostOnce {
 		cmd = append(cmd, "--publish-qos", "0")
+	}
+	if o.VerifyEach {
+		cmd = append(cmd, "--verify-each")
 	}
 	return cmd
 }
