@@ -25,7 +25,6 @@
 package decider
 
 import (
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -185,7 +184,7 @@ func (d *Decider) SetDaemonSet(in DaemonSet) {
 		ds.step = true
 	}
 	st := ds.tracker.State()
-	if want := in.Rollout.Retarget(in.Revision); !stateEqual(st, want) {
+	if want := in.Rollout.Retarget(in.Revision); !st.Equal(want) {
 		ds.tracker.SetState(want)
 		ds.step = true
 	}
@@ -388,24 +387,4 @@ func strategyEqual(a, b rollout.Strategy) bool {
 
 func ptrEqual[T comparable](a, b *T) bool {
 	return a == b || a != nil && b != nil && *a == *b
-}
-
-// stateEqual compares rollout states; the maps grow with the fleet, so
-// lengths are compared first.
-func stateEqual(a, b rollout.State) bool {
-	if len(a.AssignedAt) != len(b.AssignedAt) || len(a.Failed) != len(b.Failed) ||
-		len(a.Pending) != len(b.Pending) || len(a.Away) != len(b.Away) ||
-		len(a.StaleLocks) != len(b.StaleLocks) || len(a.LockOverrides) != len(b.LockOverrides) {
-		return false
-	}
-	if a.Target != b.Target || a.Stable != b.Stable || a.Previous != b.Previous || a.Paused != b.Paused ||
-		a.PauseReason != b.PauseReason || a.OperatorPaused != b.OperatorPaused || a.RolledBackFrom != b.RolledBackFrom ||
-		a.RollbackReason != b.RollbackReason || a.CanaryPromoted != b.CanaryPromoted ||
-		!a.CanaryAvailableSince.Equal(b.CanaryAvailableSince) || a.Complete != b.Complete {
-		return false
-	}
-	return maps.EqualFunc(a.AssignedAt, b.AssignedAt, time.Time.Equal) && maps.Equal(a.Failed, b.Failed) &&
-		maps.Equal(a.Pending, b.Pending) && maps.Equal(a.Away, b.Away) &&
-		maps.EqualFunc(a.StaleLocks, b.StaleLocks, time.Time.Equal) &&
-		maps.EqualFunc(a.LockOverrides, b.LockOverrides, time.Time.Equal)
 }

@@ -429,14 +429,14 @@ func requireSameDecision(t *testing.T, where string, inc *Decider, a, b Decision
 		if !ok {
 			// Not stepped: nothing the full step decides may differ from
 			// what the incremental one kept.
-			require.True(t, stateEqual(full.State, inc.ds[key].tracker.State()),
+			require.True(t, full.State.Equal(inc.ds[key].tracker.State()),
 				"%s: %s: state of a rollout not stepped: full %+v, incremental %+v", where, key, full.State, inc.ds[key].tracker.State())
 			require.False(t, full.StateChanged, "%s: %s: full step changed the state the incremental one did not step", where, key)
 			require.Empty(t, full.Events, "%s: %s: events", where, key)
 			require.Empty(t, full.Assign, "%s: %s: assign", where, key)
 			continue
 		}
-		require.True(t, stateEqual(full.State, stepped.State), "%s: %s: rollout state: full %+v, incremental %+v", where, key, full.State, stepped.State)
+		require.True(t, full.State.Equal(stepped.State), "%s: %s: rollout state: full %+v, incremental %+v", where, key, full.State, stepped.State)
 		require.Equal(t, full.Status, stepped.Status, "%s: %s: rollout status", where, key)
 		require.Equal(t, full.Events, stepped.Events, "%s: %s: rollout events", where, key)
 		require.Equal(t, full.Assign, stepped.Assign, "%s: %s: assign", where, key)

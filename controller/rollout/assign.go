@@ -89,12 +89,9 @@ func (p *pass) set(v *nodeView, rev string) {
 }
 
 func (p *pass) markAssigned(node string) {
-	if p.st.AssignedAt == nil {
-		p.st.AssignedAt = map[string]time.Time{}
-	}
-	if _, ok := p.st.AssignedAt[node]; !ok {
-		p.st.AssignedAt[node] = p.now
-		p.st.Pending = setPending(p.st.Pending, node, "not yet available")
+	if _, ok := p.st.AssignedAt(node); !ok {
+		p.st.setAssigned(node, p.now)
+		p.st.setPending(node, notYetAvailable)
 	}
 }
 
@@ -187,7 +184,7 @@ func (p *pass) inFlight(v *nodeView, assigned []string) bool {
 // lostMidSwitch reports whether an offline node was moved to the target
 // before it went away.
 func (p *pass) lostMidSwitch(v *nodeView, assigned []string) bool {
-	at, ok := p.st.AssignedAt[v.Name]
+	at, ok := p.st.AssignedAt(v.Name)
 	return ok && slices.Contains(assigned, p.st.Target) && at.Before(v.OfflineSince)
 }
 
@@ -372,9 +369,8 @@ func (p *pass) requeue(at time.Time) {
 }
 
 func cloneState(st State) State {
-	st.AssignedAt = maps.Clone(st.AssignedAt)
+	st.progress = maps.Clone(st.progress)
 	st.Failed = maps.Clone(st.Failed)
-	st.Pending = maps.Clone(st.Pending)
 	st.Away = maps.Clone(st.Away)
 	st.StaleLocks = maps.Clone(st.StaleLocks)
 	st.LockOverrides = maps.Clone(st.LockOverrides)

@@ -6,8 +6,8 @@ import (
 )
 
 // NodeEntry is what a State records of one node: its entries in the
-// per-node maps (AssignedAt, Failed, Pending, Away, StaleLocks,
-// LockOverrides), so that a state can be
+// per-node records (its progress: AssignedAt and PendingMessage; Failed,
+// Away, StaleLocks, LockOverrides), so that a state can be
 // stored as a Head and one small record per node, and a pass rewrites only
 // the nodes it changed.
 //
@@ -45,7 +45,7 @@ func (e NodeEntry) Equal(o NodeEntry) bool {
 // Head is st without its per-node maps: what is stored beside the nodes'
 // entries. Its fields are st's; its maps are nil.
 func (st State) Head() State {
-	st.AssignedAt, st.Failed, st.Pending, st.Away = nil, nil, nil, nil
+	st.progress, st.Failed, st.Away = nil, nil, nil
 	st.StaleLocks, st.LockOverrides = nil, nil
 	return st
 }
@@ -53,15 +53,15 @@ func (st State) Head() State {
 // HasEntries reports whether any of st's per-node maps holds an entry (a
 // state whose maps are all nil or empty has none).
 func (st State) HasEntries() bool {
-	return len(st.AssignedAt) > 0 || len(st.Failed) > 0 || len(st.Pending) > 0 || len(st.Away) > 0 ||
+	return len(st.progress) > 0 || len(st.Failed) > 0 || len(st.Away) > 0 ||
 		len(st.StaleLocks) > 0 || len(st.LockOverrides) > 0
 }
 
 // Entry returns node's entries in st; ok is false when it has none.
 func (st State) Entry(node string) (e NodeEntry, ok bool) {
-	e.AssignedAt = st.AssignedAt[node]
+	e.AssignedAt, _ = st.AssignedAt(node)
 	e.Failed, e.HasFailed = st.Failed[node]
-	e.Pending, e.HasPending = st.Pending[node]
+	e.Pending, e.HasPending = st.PendingMessage(node)
 	e.Away = st.Away[node]
 	e.StaleLock = st.StaleLocks[node]
 	e.LockOverride = st.LockOverrides[node]
@@ -73,20 +73,11 @@ func (st State) Entry(node string) (e NodeEntry, ok bool) {
 // every map. Maps left empty stay allocated; a nil map and an empty one
 // are the same state.
 func (st *State) SetEntry(node string, e NodeEntry) {
-	if e.AssignedAt.IsZero() {
-		delete(st.AssignedAt, node)
-	} else {
-		st.AssignedAt = put(st.AssignedAt, node, e.AssignedAt)
-	}
+	st.putProgress(node, progressOf(e))
 	if e.HasFailed {
 		st.Failed = put(st.Failed, node, e.Failed)
 	} else {
 		delete(st.Failed, node)
-	}
-	if e.HasPending {
-		st.Pending = put(st.Pending, node, e.Pending)
-	} else {
-		delete(st.Pending, node)
 	}
 	if e.Away {
 		st.Away = put(st.Away, node, true)
@@ -118,17 +109,17 @@ func put[V any](m map[string]V, k string, v V) map[string]V {
 // EntryNodes lists, sorted, the nodes that have an entry in st (those for
 // which Entry reports ok).
 func (st State) EntryNodes() []string {
-	out := make([]string, 0, len(st.AssignedAt))
-	for node, at := range st.AssignedAt {
-		if !at.IsZero() {
+	out := make([]string, 0, len(st.progress))
+	for node, pr := range st.progress {
+		if pr.assigned() {
 			out = append(out, node)
 		}
 	}
 	// The other maps' nodes are mostly assigned too: only those that are
-	// not (or whose AssignedAt entry is zero) are added, once.
+	// not are added, once.
 	var seen map[string]bool
 	add := func(node string) {
-		if !st.AssignedAt[node].IsZero() || seen[node] {
+		if st.progress[node].assigned() || seen[node] {
 			return
 		}
 		if seen == nil {
@@ -144,14 +135,16 @@ func (st State) EntryNodes() []string {
 	return out
 }
 
-// eachOtherEntryNode calls fn for every node of st's Failed, Pending, Away,
-// StaleLocks and LockOverrides maps, in no order; a node may come more
-// than once.
+// eachOtherEntryNode calls fn for every node of st's Failed, Away,
+// StaleLocks and LockOverrides maps, and those with progress that are not
+// assigned (pending only), in no order; a node may come more than once.
 func eachOtherEntryNode(st *State, fn func(node string)) {
-	for node := range st.Failed {
-		fn(node)
+	for node, pr := range st.progress {
+		if !pr.assigned() {
+			fn(node)
+		}
 	}
-	for node := range st.Pending {
+	for node := range st.Failed {
 		fn(node)
 	}
 	for node := range st.Away {
@@ -169,7 +162,7 @@ func eachOtherEntryNode(st *State, fn func(node string)) {
 // before and after. all reports instead that more entries changed than
 // after holds: writing after whole is the smaller write.
 func changedEntries(before, after State) (changed []string, all bool) {
-	seen := make(map[string]bool, max(len(before.AssignedAt), len(after.AssignedAt)))
+	seen := make(map[string]bool, max(len(before.progress), len(after.progress)))
 	held := 0
 	visit := func(node string) {
 		if seen[node] {
@@ -185,7 +178,7 @@ func changedEntries(before, after State) (changed []string, all bool) {
 		}
 	}
 	for _, st := range []*State{&before, &after} {
-		for node := range st.AssignedAt {
+		for node := range st.progress {
 			visit(node)
 		}
 		eachOtherEntryNode(st, visit)

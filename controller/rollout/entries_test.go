@@ -13,20 +13,23 @@ import (
 )
 
 // randomEntriesState is a state whose maps hold random entries of up to
-// 30 nodes, each map nil, empty or filled.
+// 30 nodes, each map nil, empty or filled; its progress is made of two
+// such maps, assigned and pending, one independent of the other.
 func randomEntriesState(rng *rand.Rand) State {
 	st := State{Target: "v2", Stable: "v1", Paused: rng.IntN(2) == 0, PauseReason: "why",
 		CanaryAvailableSince: t0.Add(time.Duration(rng.IntN(10)) * time.Second)}
 	nodes := rng.IntN(30)
 	maybe := func() bool { return rng.IntN(3) == 0 }
+	var assigned map[string]time.Time
+	var pending map[string]string
 	if !maybe() {
-		st.AssignedAt = map[string]time.Time{}
+		assigned = map[string]time.Time{}
 	}
 	if !maybe() {
 		st.Failed = map[string]string{}
 	}
 	if !maybe() {
-		st.Pending = map[string]string{}
+		pending = map[string]string{}
 	}
 	if !maybe() {
 		st.Away = map[string]bool{}
@@ -40,14 +43,14 @@ func randomEntriesState(rng *rand.Rand) State {
 	reasons := []string{"", "not yet available", "Failed: exit 1"}
 	for k := range nodes {
 		node := fmt.Sprintf("n%02d", k)
-		if st.AssignedAt != nil && maybe() {
-			st.AssignedAt[node] = t0.Add(time.Duration(rng.IntN(1e6)) * time.Millisecond)
+		if assigned != nil && maybe() {
+			assigned[node] = t0.Add(time.Duration(rng.IntN(1e6)) * time.Millisecond)
 		}
 		if st.Failed != nil && maybe() {
 			st.Failed[node] = reasons[rng.IntN(len(reasons))]
 		}
-		if st.Pending != nil && maybe() {
-			st.Pending[node] = reasons[rng.IntN(len(reasons))]
+		if pending != nil && maybe() {
+			pending[node] = reasons[rng.IntN(len(reasons))]
 		}
 		if st.Away != nil && maybe() {
 			st.Away[node] = true
@@ -59,7 +62,7 @@ func randomEntriesState(rng *rand.Rand) State {
 			st.LockOverrides[node] = t0.Add(-time.Duration(rng.IntN(1e6)) * time.Millisecond)
 		}
 	}
-	return st
+	return withProgress(st, assigned, pending)
 }
 
 // TestPropertyEntriesRebuildState: a state's Head with every node's Entry
@@ -89,9 +92,8 @@ func TestPropertyEntriesRebuildState(t *testing.T) {
 			}
 			for _, got := range []State{rebuilt, decoded} {
 				require.True(t, scalarsEqual(st, got), where)
-				require.True(t, maps.Equal(st.AssignedAt, got.AssignedAt), "%s: assignedAt", where)
+				require.True(t, maps.Equal(st.progress, got.progress), "%s: progress", where)
 				require.True(t, maps.Equal(st.Failed, got.Failed), "%s: failed", where)
-				require.True(t, maps.Equal(st.Pending, got.Pending), "%s: pending", where)
 				require.True(t, maps.Equal(st.Away, got.Away), "%s: away", where)
 				require.True(t, maps.EqualFunc(st.StaleLocks, got.StaleLocks, time.Time.Equal), "%s: staleLocks", where)
 				require.True(t, maps.EqualFunc(st.LockOverrides, got.LockOverrides, time.Time.Equal), "%s: lockOverrides", where)
@@ -109,15 +111,18 @@ func TestSetEntry(t *testing.T) {
 		want  State
 	}{
 		{"into nil maps", State{}, NodeEntry{AssignedAt: at, HasPending: true, Pending: "p", Away: true},
-			State{AssignedAt: map[string]time.Time{"n": at}, Pending: map[string]string{"n": "p"}, Away: map[string]bool{"n": true}}},
+			withProgress(State{Away: map[string]bool{"n": true}}, map[string]time.Time{"n": at}, map[string]string{"n": "p"})},
+		{"an empty pending state is an entry", State{}, NodeEntry{HasPending: true},
+			withProgress(State{}, nil, map[string]string{"n": ""})},
 		{"an empty failure is an entry", State{}, NodeEntry{HasFailed: true},
 			State{Failed: map[string]string{"n": ""}}},
-		{"replaces and removes", State{AssignedAt: map[string]time.Time{"n": t0, "o": t0}, Failed: map[string]string{"n": "x"}},
+		{"replaces and removes", withProgress(State{Failed: map[string]string{"n": "x"}},
+			map[string]time.Time{"n": t0, "o": t0}, map[string]string{"n": "p"}),
 			NodeEntry{AssignedAt: at},
-			State{AssignedAt: map[string]time.Time{"n": at, "o": t0}, Failed: map[string]string{}}},
-		{"zero removes from every map", State{AssignedAt: map[string]time.Time{"n": t0}, Failed: map[string]string{"n": "x"},
-			Pending: map[string]string{"n": ""}, Away: map[string]bool{"n": true, "o": true},
-			StaleLocks: map[string]time.Time{"n": t0}, LockOverrides: map[string]time.Time{"n": t0}},
+			withProgress(State{Failed: map[string]string{}}, map[string]time.Time{"n": at, "o": t0}, nil)},
+		{"zero removes from every map", withProgress(State{Failed: map[string]string{"n": "x"},
+			Away: map[string]bool{"n": true, "o": true}, StaleLocks: map[string]time.Time{"n": t0},
+			LockOverrides: map[string]time.Time{"n": t0}}, map[string]time.Time{"n": t0}, map[string]string{"n": ""}),
 			NodeEntry{}, State{Away: map[string]bool{"o": true}}},
 		{"a lock's entries alone", State{}, NodeEntry{StaleLock: t0, LockOverride: t0},
 			State{StaleLocks: map[string]time.Time{"n": t0}, LockOverrides: map[string]time.Time{"n": t0}}},
@@ -134,7 +139,7 @@ func TestSetEntry(t *testing.T) {
 }
 
 func TestChangedEntries(t *testing.T) {
-	before := State{AssignedAt: map[string]time.Time{"a": t0, "b": t0, "c": t0}, Pending: map[string]string{"b": "p"}}
+	before := withProgress(State{}, map[string]time.Time{"a": t0, "b": t0, "c": t0}, map[string]string{"b": "p"})
 	after := cloneState(before)
 	after.SetEntry("b", NodeEntry{AssignedAt: t0})               // pending cleared
 	after.SetEntry("d", NodeEntry{HasFailed: true, Failed: "x"}) // new

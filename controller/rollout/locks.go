@@ -112,8 +112,7 @@ func (p *pass) yieldDeferred(v *nodeView) bool {
 		return false
 	}
 	p.out[v.Name] = []string{l.revision}
-	delete(p.st.AssignedAt, v.Name)
-	delete(p.st.Pending, v.Name)
+	p.st.dropProgress(v.Name)
 	delete(p.st.Failed, v.Name)
 	delete(p.st.Away, v.Name)
 	v.heldByLock = true

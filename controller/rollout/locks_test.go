@@ -49,36 +49,36 @@ func TestStepUpdateLocks(t *testing.T) {
 				on("n02", []string{"v1"}, ready("v1"))},
 			wantAssign: map[string][]string{"n00": {"v1"}, "n01": {"v2"}, "n02": {"v1"}},
 			wantStatus: func(st *Status) { st.HeldByLock, st.Updating, st.Waiting, st.Unavailable = 1, 1, 1, 1 },
-			wantState:  func(st *State) { st.AssignedAt, st.Pending = movedAt("n01", now) },
+			wantState:  func(st *State) { movedAt(st, "n01", now) },
 			wantNext:   held.Add(time.Hour),
 		},
 		{
 			name:       "a node whose agent deferred gives its place back, and the next moves in it",
 			nodes:      []Node{on("n00", []string{"v2"}, deferred(ready("v1"), held)), on("n01", []string{"v1"}, ready("v1"))},
-			state:      State{Target: "v2", Stable: "v1", AssignedAt: map[string]time.Time{"n00": t0}, Pending: map[string]string{"n00": "x"}},
+			state:      withProgress(State{Target: "v2", Stable: "v1"}, map[string]time.Time{"n00": t0}, map[string]string{"n00": "x"}),
 			wantAssign: map[string][]string{"n00": {"v1"}, "n01": {"v2"}},
 			wantStatus: func(st *Status) { st.HeldByLock, st.Updating, st.Unavailable = 1, 1, 1 },
-			wantState:  func(st *State) { st.AssignedAt, st.Pending = movedAt("n01", now) },
+			wantState:  func(st *State) { movedAt(st, "n01", now) },
 			wantNext:   held.Add(time.Hour),
 		},
 		{
 			name:       "a surge pair deferred gives its surge slot back",
 			strategy:   surge,
 			nodes:      []Node{on("n00", []string{"v1", "v2"}, deferred(ready("v1"), held)), on("n01", []string{"v1"}, ready("v1"))},
-			state:      State{Target: "v2", Stable: "v1", AssignedAt: map[string]time.Time{"n00": t0}},
+			state:      withProgress(State{Target: "v2", Stable: "v1"}, map[string]time.Time{"n00": t0}, nil),
 			wantAssign: map[string][]string{"n00": {"v1"}, "n01": {"v1", "v2"}},
 			wantStatus: func(st *Status) { st.HeldByLock, st.Updating, st.MaxUnavailable = 1, 1, 0 },
-			wantState:  func(st *State) { st.AssignedAt, st.Pending = movedAt("n01", now) },
+			wantState:  func(st *State) { movedAt(st, "n01", now) },
 			wantNext:   held.Add(time.Hour),
 		},
 		{
 			name:       "a lock not deferred on a moved node waits for its agent",
 			nodes:      []Node{on("n00", []string{"v2"}, locked(ready("v1"), held)), on("n01", []string{"v1"}, ready("v1"))},
-			state:      State{Target: "v2", Stable: "v1", AssignedAt: map[string]time.Time{"n00": now}, Pending: map[string]string{"n00": "x"}},
+			state:      withProgress(State{Target: "v2", Stable: "v1"}, map[string]time.Time{"n00": now}, map[string]string{"n00": "x"}),
 			wantAssign: map[string][]string{"n00": {"v2"}, "n01": {"v1"}},
 			wantStatus: func(st *Status) { st.Updating, st.Waiting, st.Unavailable = 1, 1, 1 },
 			wantState: func(st *State) {
-				st.AssignedAt, st.Pending = movedAt("n00", now)
+				movedAt(st, "n00", now)
 			},
 			wantNext: held.Add(time.Hour),
 		},
@@ -123,7 +123,7 @@ func TestStepUpdateLocks(t *testing.T) {
 			wantStatus: func(st *Status) { st.StaleLocks, st.Updating, st.Waiting, st.Unavailable = 1, 1, 1, 1 },
 			wantState: func(st *State) {
 				st.StaleLocks, st.LockOverrides = map[string]time.Time{"n00": old}, map[string]time.Time{"n00": old}
-				st.AssignedAt, st.Pending = movedAt("n00", now)
+				movedAt(st, "n00", now)
 			},
 		},
 		{
@@ -142,7 +142,7 @@ func TestStepUpdateLocks(t *testing.T) {
 			wantAssign: map[string][]string{"n00": {"v2"}, "n01": {"v2"}},
 			wantStatus: func(st *Status) { st.Updated, st.Updating, st.Unavailable = 1, 1, 1 },
 			wantState: func(st *State) {
-				st.AssignedAt, st.Pending = movedAt("n00", now)
+				movedAt(st, "n00", now)
 			},
 		},
 		{
@@ -200,9 +200,10 @@ func TestStepUpdateLocks(t *testing.T) {
 	}
 }
 
-// movedAt is the entries of a node moved to the target at now.
-func movedAt(node string, now time.Time) (map[string]time.Time, map[string]string) {
-	return map[string]time.Time{node: now}, map[string]string{node: "not yet available"}
+// movedAt records in st the entries of a node moved to the target at now.
+func movedAt(st *State, node string, now time.Time) {
+	st.setAssigned(node, now)
+	st.setPending(node, "not yet available")
 }
 
 func withWindow(s Strategy, schedule string) Strategy {

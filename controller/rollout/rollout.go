@@ -15,6 +15,7 @@
 package rollout
 
 import (
+	"maps"
 	"time"
 
 	"github.com/edgeset/edgeset/controller/rollout/window"
@@ -184,58 +185,59 @@ type Node struct {
 	pfDomainID uint32
 }
 
-// State is the persisted progress of a daemonset's rollout.
+// State is the persisted progress of a daemonset's rollout. It is stored
+// as JSON in the shape of stateJSON (progress.go). Its maps are shared by
+// its copies: a copy to keep is a clone (Tracker.State says when).
 type State struct {
 	// Target is the revision being rolled out.
-	Target string `json:"target"`
+	Target string
 	// Stable is the last revision that reached every reachable node; it is
 	// what a rollback rolls out.
-	Stable string `json:"stable,omitempty"`
+	Stable string
 	// Previous is the stable revision before Stable: what a rollback rolls
 	// out when the failing target itself completed first (an instance that
 	// flickers ready between crashes can complete a rollout).
-	Previous string `json:"previous,omitempty"`
-	// AssignedAt records when each node was assigned Target.
-	AssignedAt map[string]time.Time `json:"assignedAt,omitempty"`
+	Previous string
 	// Failed holds the nodes whose Target instance failed, with why.
-	Failed map[string]string `json:"failed,omitempty"`
-	// Pending holds the nodes, assigned Target by this rollout, whose
-	// instance was not available at the last pass within their progress
-	// window, with its phase and message. The window of a node runs from
-	// AssignedAt for ProgressDeadline, or, with no deadline, until its
-	// instance is first available; only what happens within it counts
-	// against the failure threshold.
-	Pending map[string]string `json:"pending,omitempty"`
+	Failed map[string]string
+	// progress holds the nodes assigned Target by this rollout, each with
+	// when (AssignedAt), and whether its instance was not available at the
+	// last pass within its progress window, with its phase and message
+	// (PendingMessage). The window of a node runs from its assignment for
+	// ProgressDeadline, or, with no deadline, until its instance is first
+	// available; only what happens within it counts against the failure
+	// threshold.
+	progress map[string]progress
 	// Away holds the nodes that disconnected within their progress window:
 	// the window starts again when they return.
-	Away map[string]bool `json:"away,omitempty"`
+	Away map[string]bool
 	// Paused stops new batches after a crossed failure threshold;
 	// PauseReason says why.
-	Paused      bool   `json:"paused,omitempty"`
-	PauseReason string `json:"pauseReason,omitempty"`
+	Paused      bool
+	PauseReason string
 	// OperatorPaused is `rollout pause`: it stops new batches until resumed,
 	// across new revisions.
-	OperatorPaused bool `json:"operatorPaused,omitempty"`
+	OperatorPaused bool
 	// RolledBackFrom is the revision abandoned by an automatic rollback;
 	// RollbackReason says why (the failure threshold it crossed).
-	RolledBackFrom string `json:"rolledBackFrom,omitempty"`
-	RollbackReason string `json:"rollbackReason,omitempty"`
+	RolledBackFrom string
+	RollbackReason string
 	// CanaryPromoted lets the rollout go past its canary nodes.
-	CanaryPromoted bool `json:"canaryPromoted,omitempty"`
+	CanaryPromoted bool
 	// CanaryAvailableSince is when every canary node became available.
-	CanaryAvailableSince time.Time `json:"canaryAvailableSince,omitzero"`
+	CanaryAvailableSince time.Time
 	// Complete: Target reached every reachable node.
-	Complete bool `json:"complete,omitempty"`
+	Complete bool
 	// StaleLocks holds the nodes whose update lock, on an instance the
 	// rollout would replace, has been held longer than the strategy's
 	// UpdateLockStaleAfter, each with when it was taken (an event said so
 	// once per lock).
-	StaleLocks map[string]time.Time `json:"staleLocks,omitempty"`
+	StaleLocks map[string]time.Time
 	// LockOverrides holds the nodes whose stale lock an operator
 	// overrode, each with when that lock was taken: such a node moves
 	// under the budget as if the lock were free, and its agent is told to
 	// break a lock taken then or before. A lock taken later holds again.
-	LockOverrides map[string]time.Time `json:"lockOverrides,omitempty"`
+	LockOverrides map[string]time.Time
 }
 
 // Retarget starts rolling out target. The stable revision (the last one
@@ -246,6 +248,19 @@ func (st State) Retarget(target string) State {
 		return st
 	}
 	return State{Target: target, Stable: st.Stable, Previous: st.Previous, OperatorPaused: st.OperatorPaused}
+}
+
+// Equal reports whether st and o are the same state: a nil map is equal
+// to an empty one, and instants are equal whatever their location. The
+// maps grow with the fleet, so their lengths are compared first.
+func (st State) Equal(o State) bool {
+	if len(st.progress) != len(o.progress) || len(st.Failed) != len(o.Failed) || len(st.Away) != len(o.Away) ||
+		len(st.StaleLocks) != len(o.StaleLocks) || len(st.LockOverrides) != len(o.LockOverrides) {
+		return false
+	}
+	return scalarsEqual(st, o) && maps.Equal(st.progress, o.progress) && maps.Equal(st.Failed, o.Failed) &&
+		maps.Equal(st.Away, o.Away) && maps.EqualFunc(st.StaleLocks, o.StaleLocks, time.Time.Equal) &&
+		maps.EqualFunc(st.LockOverrides, o.LockOverrides, time.Time.Equal)
 }
 
 // Phase summarises where each node stands.

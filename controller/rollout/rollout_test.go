@@ -197,7 +197,7 @@ func TestStepNodeOfflineMidUpdateKeepsItsSlot(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			// "away" was moved an hour ago, before it went away; "late"
 			// five minutes ago, while it was away already.
-			st := State{Target: "new", AssignedAt: map[string]time.Time{"away": now.Add(-time.Hour), "late": now.Add(-5 * time.Minute)}}
+			st := withProgress(State{Target: "new"}, map[string]time.Time{"away": now.Add(-time.Hour), "late": now.Add(-5 * time.Minute)}, nil)
 			d := Step(now, s, st, []Node{tt.away, on("a", []string{"old"}, ready("old"))})
 			assert.Equal(t, tt.moves, slices.Equal(d.Assign["a"], []string{"new"}), "a: %v", d.Assign["a"])
 			assert.Equal(t, 1, d.Status.Offline)
@@ -231,8 +231,9 @@ func TestStepNewlyOfflineNodeCountsAgainstBudget(t *testing.T) {
 func TestStepFailureThresholdPausesAndRollsBack(t *testing.T) {
 	s := Strategy{MaxUnavailable: schema.FromInt(2), ProgressDeadline: time.Minute, FailureThreshold: ptr(schema.FromInt(2))}
 	now := t0.Add(time.Hour)
-	st := State{Target: "bad", Stable: "good", AssignedAt: map[string]time.Time{"a": now.Add(-2 * time.Minute), "b": now.Add(-2 * time.Minute)},
-		Pending: map[string]string{"a": "CrashLoopBackOff", "b": "CrashLoopBackOff"}}
+	st := withProgress(State{Target: "bad", Stable: "good"},
+		map[string]time.Time{"a": now.Add(-2 * time.Minute), "b": now.Add(-2 * time.Minute)},
+		map[string]string{"a": "CrashLoopBackOff", "b": "CrashLoopBackOff"})
 	nodes := []Node{
 		on("a", []string{"bad"}, notReady("bad", schema.PhaseCrashLoopBackOff)),
 		on("b", []string{"bad"}, notReady("bad", schema.PhaseCrashLoopBackOff)),
@@ -303,7 +304,7 @@ func TestStepRollsBackACompletedRevisionThatFailsLater(t *testing.T) {
 	now := t0.Add(time.Hour)
 	nodes := []Node{on("a", []string{"bad"}, ready("bad")), on("b", []string{"bad"}, ready("bad"))}
 	assigned := now.Add(-30 * time.Second)
-	d := Step(now, s, State{Target: "bad", Stable: "good", AssignedAt: map[string]time.Time{"a": assigned, "b": assigned}}, nodes)
+	d := Step(now, s, withProgress(State{Target: "bad", Stable: "good"}, map[string]time.Time{"a": assigned, "b": assigned}, nil), nodes)
 	require.True(t, d.State.Complete)
 	assert.Equal(t, "bad", d.State.Stable)
 	assert.Equal(t, "good", d.State.Previous)
@@ -328,8 +329,8 @@ func TestStepRollbackIsNotCanaryGated(t *testing.T) {
 	s := Strategy{MaxUnavailable: schema.FromInt(1), ProgressDeadline: time.Minute, FailureThreshold: ptr(schema.FromInt(1)),
 		AutoRollback: true, CanaryNodes: ptr(schema.FromInt(1))}
 	now := t0.Add(time.Hour)
-	st := State{Target: "bad", Stable: "good", AssignedAt: map[string]time.Time{"a": now.Add(-2 * time.Minute)},
-		Pending: map[string]string{"a": "ImagePullBackOff"}}
+	st := withProgress(State{Target: "bad", Stable: "good"}, map[string]time.Time{"a": now.Add(-2 * time.Minute)},
+		map[string]string{"a": "ImagePullBackOff"})
 	nodes := []Node{
 		on("a", []string{"bad"}, notReady("bad", schema.PhaseImagePullBackOff)),
 		on("b", []string{"good"}, ready("good")),

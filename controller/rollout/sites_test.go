@@ -293,7 +293,7 @@ func TestStepMaintenanceWindows(t *testing.T) {
 			assert.Equal(t, 0, d.Status.Failed)
 			assert.Equal(t, utc(tc.wantNext), d.Status.NextWindow.UTC(), "next window")
 			assert.Equal(t, utc(tc.wantRequeue), d.RequeueAt.UTC(), "requeue")
-			assert.Len(t, d.State.AssignedAt, len(moved), "nothing assigned before its window: no deadline runs")
+			assert.Len(t, d.State.toJSON().AssignedAt, len(moved), "nothing assigned before its window: no deadline runs")
 
 			tr := trackerOver(s, State{Target: "v2", Stable: "v1"}, nodes)
 			got := tr.Step(now)
@@ -309,7 +309,7 @@ func TestStepWindowsSpareNewNodesAndSurgeSettles(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC) // closed
 	pair := on("pair", []string{"v1", "v2"}, ready("v1"), ready("v2"))
 	joiner := on("joiner", nil)
-	d := Step(now, s, State{Target: "v2", Stable: "v1", AssignedAt: map[string]time.Time{"pair": t0}}, []Node{pair, joiner})
+	d := Step(now, s, withProgress(State{Target: "v2", Stable: "v1"}, map[string]time.Time{"pair": t0}, nil), []Node{pair, joiner})
 	assert.Equal(t, []string{"v2"}, d.Assign["joiner"], "a node that runs nothing is not switched: it starts on the target")
 	assert.Equal(t, []string{"v2"}, d.Assign["pair"], "a surge pair settles outside the window")
 	assert.True(t, d.Status.NextWindow.IsZero(), "no node waits for a window")

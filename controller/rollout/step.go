@@ -155,7 +155,7 @@ func (p *pass) detectFailures() {
 // that node's entries of the state (and appends its events).
 func (p *pass) detectFailure(v *nodeView) {
 	p.judgeLock(v)
-	at, updated := p.st.AssignedAt[v.Name]
+	at, updated := p.st.AssignedAt(v.Name)
 	if !v.onTarget || !updated || v.offline {
 		return
 	}
@@ -180,7 +180,7 @@ func (p *pass) detectFailure(v *nodeView) {
 // progress window.
 func (p *pass) windowOpen(node string, at time.Time) bool {
 	if p.s.ProgressDeadline == 0 {
-		_, pending := p.st.Pending[node]
+		_, pending := p.st.PendingMessage(node)
 		return pending
 	}
 	return p.now.Before(at.Add(p.s.ProgressDeadline))
@@ -188,8 +188,8 @@ func (p *pass) windowOpen(node string, at time.Time) bool {
 
 // restartWindow starts node's progress window again now.
 func (p *pass) restartWindow(node string) time.Time {
-	p.st.AssignedAt[node] = p.now
-	p.st.Pending = setPending(p.st.Pending, node, "not yet available")
+	p.st.setAssigned(node, p.now)
+	p.st.setPending(node, notYetAvailable)
 	return p.now
 }
 
@@ -198,13 +198,13 @@ func (p *pass) restartWindow(node string) time.Time {
 // was not available at the last pass before it. Past the window nothing
 // counts.
 func (p *pass) judge(v *nodeView, at time.Time, available bool) {
-	_, pending := p.st.Pending[v.Name]
+	_, pending := p.st.PendingMessage(v.Name)
 	if p.s.ProgressDeadline > 0 {
 		deadline := at.Add(p.s.ProgressDeadline)
 		if !p.now.Before(deadline) {
 			if pending {
 				why := p.deadlineReason(v)
-				delete(p.st.Pending, v.Name)
+				p.st.clearPending(v.Name)
 				p.markFailed(v.Name, why)
 			}
 			return
@@ -215,12 +215,12 @@ func (p *pass) judge(v *nodeView, at time.Time, available bool) {
 	}
 	switch {
 	case available:
-		delete(p.st.Pending, v.Name)
+		p.st.clearPending(v.Name)
 	case v.target != nil && (v.target.Phase == schema.PhaseFailed || v.target.Phase == schema.PhaseRefused):
-		delete(p.st.Pending, v.Name)
+		p.st.clearPending(v.Name)
 		p.markFailed(v.Name, fmt.Sprintf("%s: %s", v.target.Phase, v.target.Message))
 	default:
-		p.st.Pending = setPending(p.st.Pending, v.Name, instanceState(v.target))
+		p.st.setPending(v.Name, instanceState(v.target))
 	}
 }
 
@@ -228,28 +228,23 @@ func (p *pass) judge(v *nodeView, at time.Time, available bool) {
 // state its instance reported within the window.
 func (p *pass) deadlineReason(v *nodeView) string {
 	why := fmt.Sprintf("not available within progressDeadlineSeconds (%s)", p.s.ProgressDeadline)
-	if last := p.st.Pending[v.Name]; last != "" {
+	if last, _ := p.st.PendingMessage(v.Name); last != "" {
 		why += ": " + last
 	}
 	return why
 }
 
+// notYetAvailable is the pending state of a node just assigned the target.
+const notYetAvailable = "not yet available"
+
 func instanceState(in *Instance) string {
 	switch {
 	case in == nil:
-		return "not yet available"
+		return notYetAvailable
 	case in.Message != "":
 		return in.Phase + ": " + in.Message
 	}
 	return in.Phase
-}
-
-func setPending(m map[string]string, node, why string) map[string]string {
-	if m == nil {
-		m = map[string]string{}
-	}
-	m[node] = why
-	return m
 }
 
 func setFlag(m map[string]bool, node string) map[string]bool {
@@ -278,7 +273,7 @@ func (p *pass) thresholdCrossed() bool {
 	if p.s.FailureThreshold == nil || len(p.st.Failed) == 0 || p.st.Paused {
 		return false
 	}
-	limit, err := p.s.FailureThreshold.Scaled(len(p.st.AssignedAt), true)
+	limit, err := p.s.FailureThreshold.Scaled(p.st.assignedCount(), true)
 	if err != nil || limit < 1 {
 		limit = 1
 	}
@@ -286,7 +281,7 @@ func (p *pass) thresholdCrossed() bool {
 	switch {
 	case failed >= limit:
 		p.st.PauseReason = fmt.Sprintf("%d of %d updated instances failed (failureThreshold %s)",
-			failed, len(p.st.AssignedAt), p.s.FailureThreshold)
+			failed, p.st.assignedCount(), p.s.FailureThreshold)
 	case failed >= p.budgetSlots():
 		p.st.PauseReason = fmt.Sprintf("%d failed instances hold the whole update budget (%d); the rollout cannot progress",
 			failed, p.budgetSlots())

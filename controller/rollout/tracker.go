@@ -284,7 +284,7 @@ func (t *Tracker) SetStrategy(s Strategy) (forgotNodes bool) {
 // visits every node; when st differs from the state, Steps report
 // AllChanged until one reports StateChanged.
 func (t *Tracker) SetState(st State) {
-	if !t.rebased && !statesEqual(t.st, st) {
+	if !t.rebased && !t.st.Equal(st) {
 		t.rebased = true
 	}
 	t.st = cloneState(st)
@@ -643,7 +643,7 @@ func (t *Tracker) stepAll(now time.Time) Delta {
 	t.full = false
 	t.rebuild(now, nodes)
 	d := Delta{State: dec.State, Status: dec.Status, Events: dec.Events, RequeueAt: dec.RequeueAt, Full: true,
-		StateChanged: !statesEqual(before, dec.State)}
+		StateChanged: !before.Equal(dec.State)}
 	if d.StateChanged {
 		d.Changed, d.AllChanged = changedEntries(before, dec.State)
 	}

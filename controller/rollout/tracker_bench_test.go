@@ -13,13 +13,13 @@ import (
 // rollout: the state records when each was assigned it.
 func benchFleet(n int) (Strategy, State, []Node) {
 	s := Strategy{MaxUnavailable: schema.FromString("10%"), OfflineGrace: 5 * time.Minute}
-	st := State{Target: "v1", Stable: "v1", Complete: true, AssignedAt: make(map[string]time.Time, n)}
+	st := State{Target: "v1", Stable: "v1", Complete: true}
 	nodes := make([]Node, n)
 	for i := range nodes {
 		name := fmt.Sprintf("node-%06d", i)
 		nodes[i] = Node{Name: name, Online: true, Assigned: []string{"v1"},
 			Observed: []Instance{{Revision: "v1", Ready: true, ReadySince: t0, Phase: schema.PhaseRunning}}}
-		st.AssignedAt[name] = t0
+		st.setAssigned(name, t0)
 	}
 	return s, st, nodes
 }

@@ -122,19 +122,18 @@ func (s *totals) add(pt part, delta int) {
 
 // entries are one node's entries in a State's maps.
 type entries struct {
-	assignedAt                           time.Time
-	failed, pending                      string
-	hasAssignedAt, hasFailed, hasPending bool
-	away, hasAway                        bool
-	staleLock, lockOverride              time.Time
-	hasStaleLock, hasLockOverride        bool
+	progress                      progress
+	failed                        string
+	hasProgress, hasFailed        bool
+	away, hasAway                 bool
+	staleLock, lockOverride       time.Time
+	hasStaleLock, hasLockOverride bool
 }
 
 func entriesOf(st *State, node string) entries {
 	e := entries{}
-	e.assignedAt, e.hasAssignedAt = st.AssignedAt[node]
+	e.progress, e.hasProgress = st.progress[node]
 	e.failed, e.hasFailed = st.Failed[node]
-	e.pending, e.hasPending = st.Pending[node]
 	e.away, e.hasAway = st.Away[node]
 	e.staleLock, e.hasStaleLock = st.StaleLocks[node]
 	e.lockOverride, e.hasLockOverride = st.LockOverrides[node]
@@ -143,14 +142,13 @@ func entriesOf(st *State, node string) entries {
 
 // held reports whether e holds an entry in any map.
 func (e entries) held() bool {
-	return e.hasAssignedAt || e.hasFailed || e.hasPending || e.hasAway || e.hasStaleLock || e.hasLockOverride
+	return e.hasProgress || e.hasFailed || e.hasAway || e.hasStaleLock || e.hasLockOverride
 }
 
 // restore puts e back into st's maps (a map that is nil held no entry).
 func (e entries) restore(st *State, node string) {
-	restoreEntry(st.AssignedAt, node, e.assignedAt, e.hasAssignedAt)
+	restoreEntry(st.progress, node, e.progress, e.hasProgress)
 	restoreEntry(st.Failed, node, e.failed, e.hasFailed)
-	restoreEntry(st.Pending, node, e.pending, e.hasPending)
 	restoreEntry(st.Away, node, e.away, e.hasAway)
 	restoreEntry(st.StaleLocks, node, e.staleLock, e.hasStaleLock)
 	restoreEntry(st.LockOverrides, node, e.lockOverride, e.hasLockOverride)
@@ -167,9 +165,8 @@ func restoreEntry[V any](m map[string]V, node string, v V, ok bool) {
 }
 
 func (e entries) equal(o entries) bool {
-	return e.hasAssignedAt == o.hasAssignedAt && e.assignedAt.Equal(o.assignedAt) &&
+	return e.hasProgress == o.hasProgress && e.progress == o.progress &&
 		e.hasFailed == o.hasFailed && e.failed == o.failed &&
-		e.hasPending == o.hasPending && e.pending == o.pending &&
 		e.hasAway == o.hasAway && e.away == o.away &&
 		e.hasStaleLock == o.hasStaleLock && e.staleLock.Equal(o.staleLock) &&
 		e.hasLockOverride == o.hasLockOverride && e.lockOverride.Equal(o.lockOverride)
@@ -182,28 +179,4 @@ func scalarsEqual(a, b State) bool {
 		a.RolledBackFrom == b.RolledBackFrom && a.RollbackReason == b.RollbackReason &&
 		a.CanaryPromoted == b.CanaryPromoted && a.CanaryAvailableSince.Equal(b.CanaryAvailableSince) &&
 		a.Complete == b.Complete
-}
-
-// statesEqual compares two states, a nil map equal to an empty one and
-// instants equal whatever their location.
-func statesEqual(a, b State) bool {
-	return scalarsEqual(a, b) && mapsEqual(a.AssignedAt, b.AssignedAt, time.Time.Equal) &&
-		mapsEqual(a.Failed, b.Failed, func(x, y string) bool { return x == y }) &&
-		mapsEqual(a.Pending, b.Pending, func(x, y string) bool { return x == y }) &&
-		mapsEqual(a.Away, b.Away, func(x, y bool) bool { return x == y }) &&
-		mapsEqual(a.StaleLocks, b.StaleLocks, time.Time.Equal) &&
-		mapsEqual(a.LockOverrides, b.LockOverrides, time.Time.Equal)
-}
-
-func mapsEqual[V any](a, b map[string]V, eq func(V, V) bool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, va := range a {
-		vb, ok := b[k]
-		if !ok || !eq(va, vb) {
-			return false
-		}
-	}
-	return true
 }

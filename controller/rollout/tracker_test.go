@@ -232,14 +232,11 @@ func withEntries(head State, from State, nodes []string) State {
 // normalState drops empty maps so that nil and empty compare equal.
 func normalState(st State) State {
 	st = cloneState(st)
-	if len(st.AssignedAt) == 0 {
-		st.AssignedAt = nil
+	if len(st.progress) == 0 {
+		st.progress = nil
 	}
 	if len(st.Failed) == 0 {
 		st.Failed = nil
-	}
-	if len(st.Pending) == 0 {
-		st.Pending = nil
 	}
 	if len(st.Away) == 0 {
 		st.Away = nil
