@@ -77,7 +77,12 @@ type dsEntry struct {
 	revision int64 // number of rec.CurrentRevision
 	policy   *placement.Policy
 	strategy rollout.Strategy
-	rollout  rollout.State
+	// rollout is the state last stored. After a pass it is the decider's
+	// (commitRollouts): its per-node maps are the rollout tracker's, which
+	// the next pass changes in place, so they are read only with passMu
+	// held (the pass, the operator's rollout actions); a reader holding
+	// only fleetState.mu reads rollout's scalars and locks, never its maps.
+	rollout rollout.State
 	// rolloutWhole: the stored rollout record is a whole state, written
 	// before states were stored in parts; the next write of the rollout
 	// state replaces it (loadRollout).

@@ -165,6 +165,9 @@ func (fs *fleetState) setRollout(key string, st rollout.State) bool {
 // by daemonset; a daemonset deleted meanwhile is skipped. Nothing is
 // marked: the decider stepped them and holds them already, and marking
 // would make the next pass compare states whose maps grow with the fleet.
+// Nor are they cloned (a copy per pass of maps as large as the fleet):
+// their maps stay the decider's trackers', changed in place by the next
+// pass, which is why dsEntry.rollout's maps are read only under passMu.
 func (fs *fleetState) commitRollouts(states map[string]rollout.State) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
