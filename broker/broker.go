@@ -351,6 +351,22 @@ func (b *Broker) disconnectRevoked(before map[string]uint64) {
 	}
 }
 
+// ConnectedIdentities returns the identities (node names) of the nodes
+// with a connection open now; the controller's own and in-process clients
+// are left out, as are the sessions mochi restored from its store, which
+// it keeps closed until their client connects again.
+func (b *Broker) ConnectedIdentities() map[string]bool {
+	out := map[string]bool{}
+	for _, cl := range b.server.Clients.GetAll() {
+		identity := string(cl.Properties.Username)
+		if cl.Net.Inline || cl.Closed() || identity == "" || identity == credential.ControllerUsername {
+			continue
+		}
+		out[identity] = true
+	}
+	return out
+}
+
 // drop counts an undelivered message and notifies Options.OnDrop.
 func (b *Broker) drop(clientID, topic string) {
 	b.hookDrops.Add(1)

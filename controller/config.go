@@ -291,6 +291,10 @@ type Config struct {
 	// with the transport it returns: the in-process benchmarks measure
 	// the controller alone with one that only counts what is published.
 	newTransport func(transportHooks) (transport, error)
+	// presenceRecheck is how long after the embedded broker starts the
+	// controller ends the online sessions no connection holds
+	// (expireUnconnected); default defaultPresenceRecheck.
+	presenceRecheck time.Duration
 }
 
 // Defaults of Config.
@@ -326,6 +330,10 @@ const (
 const (
 	defaultLogAnswerTimeout = 15 * time.Second
 	defaultLogFollowLimit   = 11 * time.Minute
+	// defaultPresenceRecheck is a keepalive and a half of the agent's
+	// (mqttclient.DefaultKeepAlive): when a broker gives up on a silent
+	// connection and publishes its will.
+	defaultPresenceRecheck = 90 * time.Second
 )
 
 // Defaults of the API limits (Config.APIReadHeaderTimeout and after).
@@ -412,6 +420,7 @@ func (c *Config) ApplyDefaults() {
 	c.applyAPIDefaults()
 	c.applyMQTTLimitDefaults()
 	zeroDefault(&c.logAnswerTimeout, defaultLogAnswerTimeout)
+	zeroDefault(&c.presenceRecheck, defaultPresenceRecheck)
 	zeroDefault(&c.logFollowLimit, defaultLogFollowLimit)
 }
 

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/edgeset/edgeset/controller/registry"
 	"github.com/edgeset/edgeset/controller/store"
 	"github.com/edgeset/edgeset/schema"
 )
@@ -101,6 +102,43 @@ func (c *Controller) onPresence(node string, payload []byte) error {
 		c.wake()
 	}
 	return nil
+}
+
+// expireUnconnected ends each online session that no connection holds,
+// as the will its broker could not publish would have (embeddedTransport's
+// Run says when). connected lists the nodes connected now; it is asked
+// after the sessions are read, so a node that reconnects meanwhile is
+// either listed or announces a new session, which its old one's end
+// cannot mark offline (registry.ApplyPresence).
+func (c *Controller) expireUnconnected(connected func() map[string]bool) {
+	var online []registry.NodeState
+	for _, st := range c.registry.States() {
+		if st.Online {
+			online = append(online, st)
+		}
+	}
+	if len(online) == 0 {
+		return
+	}
+	now := connected()
+	ended := 0
+	for _, st := range online {
+		if now[st.Name] {
+			continue
+		}
+		will := schema.Presence{SchemaVersion: schema.WireVersion, Node: st.Name, Online: false, Session: st.Session}
+		if !c.registry.ApplyPresence(will, c.now()) {
+			continue
+		}
+		ended++
+		c.markNodeChanged(st.Name)
+		c.events.addFromNode(st.Name, store.Event{Type: schema.EventWarning, Reason: presenceReason(false), Object: nodeObject(st.Name),
+			Message: "node is offline: no connection since the controller's broker restarted, and the broker that stopped published no will for it"})
+	}
+	if ended > 0 {
+		c.log.Warn("nodes read online had no connection after the broker restarted: marked offline", "nodes", ended)
+		c.wake()
+	}
 }
 
 func presenceReason(online bool) string {

@@ -88,6 +88,10 @@ type transportHooks struct {
 	// unreported counts the nodes known online (from the store, at start)
 	// whose observed state has not arrived yet.
 	unreported func() int
+	// unconnected is called once by a transport that knows which nodes
+	// are connected (the embedded broker), a while after it started, with
+	// a function that lists them (expireUnconnected).
+	unconnected func(connected func() map[string]bool)
 }
 
 // hooks are the controller's hooks for its transport.
@@ -98,10 +102,11 @@ func (c *Controller) hooks() transportHooks {
 			c.requestRepublish()
 			c.wake()
 		},
-		republish:  c.requestRepublish,
-		reject:     func(topic string, err error) { c.reject("", topic, err) },
-		nodes:      c.knownNodes,
-		unreported: c.unreportedNodes,
+		republish:   c.requestRepublish,
+		reject:      func(topic string, err error) { c.reject("", topic, err) },
+		nodes:       c.knownNodes,
+		unreported:  c.unreportedNodes,
+		unconnected: c.expireUnconnected,
 	}
 }
 
@@ -136,7 +141,7 @@ func (c *Controller) openTransport() (transport, error) {
 		return c.cfg.newTransport(c.hooks())
 	}
 	if c.cfg.Embedded() {
-		t, err := newEmbeddedTransport(c.brokerOptions(), &c.health, c.metrics, c.log, c.hooks())
+		t, err := newEmbeddedTransport(c.brokerOptions(), c.cfg.presenceRecheck, &c.health, c.metrics, c.log, c.hooks())
 		if err != nil {
 			return nil, err // not a nil *embeddedTransport in a non-nil transport
 		}

@@ -12,9 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/internal/checkfor"
+	"github.com/edgeset/edgeset/schema"
 )
 
 // TestReadyzReflectsMQTTListener: when the embedded broker cannot accept
@@ -93,6 +96,58 @@ func TestBrokerMetricsServed(t *testing.T) {
 			if !strings.Contains(body, want) {
 				return fmt.Errorf("/metrics lacks %q", want)
 			}
+		}
+		return nil
+	})
+}
+
+// TestUnconnectedSessionsEndAfterRestart: a node whose retained presence
+// reads online but which no connection holds (its broker was killed and
+// published no will) is marked offline once the recheck comes, with a
+// warning that says why; a node that is connected stays online, and the
+// node offline comes back when it reconnects with a new session.
+func TestUnconnectedSessionsEndAfterRestart(t *testing.T) {
+	const recheck = 3 * time.Second
+	tc := startController(t, Config{presenceRecheck: recheck})
+	// "gone" as the broker's store replays it after a SIGKILL: online,
+	// retained, with no client behind it.
+	payload, err := schema.Encode(schema.Presence{SchemaVersion: schema.WireVersion, Node: "gone", Online: true, Session: 7})
+	require.NoError(t, err)
+	require.NoError(t, tc.embeddedBroker(t).Publish(schema.NodeTopic("gone", schema.TopicOnline), payload, true))
+	startNode(t, tc.brokerURL(), tc.secret, gateway("back", nil))
+	online := func(node string) bool {
+		st, ok := tc.registry.State(node)
+		return ok && st.Online
+	}
+	checkfor.Eventually(t, wait, 10*time.Millisecond, func() error {
+		if !online("gone") || !online("back") {
+			return fmt.Errorf("gone online %v, back online %v; want both, before the recheck", online("gone"), online("back"))
+		}
+		return nil
+	})
+
+	checkfor.Eventually(t, recheck+wait, 20*time.Millisecond, func() error {
+		if online("gone") {
+			return fmt.Errorf("gone still online")
+		}
+		evs, err := tc.api.Events(context.Background(), api.EventFilter{Object: "node/gone"})
+		if err != nil {
+			return err
+		}
+		for _, e := range evs {
+			if e.Reason == "NodeOffline" && e.Type == schema.EventWarning && strings.Contains(e.Message, "broker restarted") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no NodeOffline warning for gone in %+v", evs)
+	})
+	assert.True(t, online("back"), "a connected node stays online")
+
+	// The node comes back with a new session.
+	startNode(t, tc.brokerURL(), tc.secret, gateway("gone", nil))
+	checkfor.Eventually(t, wait, 10*time.Millisecond, func() error {
+		if !online("gone") {
+			return fmt.Errorf("gone not back online with a new session")
 		}
 		return nil
 	})

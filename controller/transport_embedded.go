@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -24,6 +25,9 @@ type embeddedTransport struct {
 	metrics *metrics
 	hooks   transportHooks
 	synced  chan struct{} // closed once the in-process subscriptions delivered the retained state
+	// recheck is how long after subscribing the transport has the
+	// controller end the online sessions no connection holds.
+	recheck time.Duration
 }
 
 var _ transport = (*embeddedTransport)(nil)
@@ -32,8 +36,8 @@ var _ transport = (*embeddedTransport)(nil)
 // transport's own), makes its listeners part of readiness (/readyz fails
 // while one cannot accept connections) and its metrics part of /metrics.
 // The broker serves nothing until Run.
-func newEmbeddedTransport(opts broker.Options, h *health, m *metrics, log *slog.Logger, hooks transportHooks) (*embeddedTransport, error) {
-	t := &embeddedTransport{addr: opts.Addr, log: log, metrics: m, hooks: hooks, synced: make(chan struct{})}
+func newEmbeddedTransport(opts broker.Options, recheck time.Duration, h *health, m *metrics, log *slog.Logger, hooks transportHooks) (*embeddedTransport, error) {
+	t := &embeddedTransport{addr: opts.Addr, log: log, metrics: m, hooks: hooks, synced: make(chan struct{}), recheck: recheck}
 	opts.OnDrop = t.onDrop
 	b, err := broker.New(opts)
 	if err != nil {
@@ -49,7 +53,16 @@ func newEmbeddedTransport(opts broker.Options, h *health, m *metrics, log *slog.
 }
 
 // Run serves MQTT until ctx ends and, once the broker serves, subscribes
-// in-process.
+// in-process; recheck later, it has the controller end the online sessions
+// that no connection holds.
+//
+// A broker that stopped without closing its connections (the process
+// killed, the machine lost) published no will for them, and the retained
+// presence of a node that never connects again reads online for ever.
+// Only this broker can tell: it is the one every node connects to, and it
+// knows its connections. By recheck (a keepalive and a half by default,
+// when a broker gives up on a silent connection and publishes its will)
+// every agent that is up has had time to reconnect.
 func (t *embeddedTransport) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return t.broker.Run(ctx) })
@@ -59,7 +72,17 @@ func (t *embeddedTransport) Run(ctx context.Context) error {
 			return nil
 		case <-t.broker.Ready():
 		}
-		return t.subscribe()
+		if err := t.subscribe(); err != nil {
+			return err
+		}
+		timer := time.NewTimer(t.recheck)
+		defer timer.Stop()
+		select {
+		case <-ctx.Done():
+		case <-timer.C:
+			t.hooks.unconnected(t.broker.ConnectedIdentities)
+		}
+		return nil
 	})
 	return g.Wait()
 }
