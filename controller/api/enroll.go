@@ -164,9 +164,11 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) (any, error) {
 	return out, err
 }
 
-// admitEnroll lets an enrollment request through to its route unless its
-// source is throttled after failing too often.
-func (f *Front) admitEnroll(w http.ResponseWriter, r *http.Request) bool {
+// AdmitDevice lets a request that a device authenticates itself (its
+// enrollment code; its node credential, IsNodePath) through to the
+// controller that checks it, unless its source is throttled after failing
+// too often: a standby passes such requests on to the leader.
+func (f *Front) AdmitDevice(w http.ResponseWriter, r *http.Request) bool {
 	if d := f.guard.blocked(sourceOf(r.RemoteAddr)); d > 0 {
 		f.obs.AuthThrottled()
 		w.Header().Set("Retry-After", fmt.Sprint(int64(d.Seconds())+1))

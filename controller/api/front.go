@@ -62,7 +62,7 @@ func (f *Front) Admit(w http.ResponseWriter, r *http.Request) bool {
 // authenticates with its code), carry none.
 func (f *Front) AdmitUser(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
 	if r.Method == http.MethodPost && r.URL.Path == EnrollPath {
-		return r, f.admitEnroll(w, r)
+		return r, f.AdmitDevice(w, r)
 	}
 	if public(r) {
 		if !connAuthenticated(r) {

@@ -165,11 +165,16 @@ func (s *Server) removeImage(_ http.ResponseWriter, r *http.Request) (any, error
 	return b.RemoveImage(r.Context(), name, force)
 }
 
+// IsNodePath reports whether path is a node's own request (under
+// NodeImagesPrefix: image fetches, key registration), which authenticates
+// with the node's credential, not a user's token.
+func IsNodePath(path string) bool { return strings.HasPrefix(path, NodeImagesPrefix) }
+
 // serveNode answers the requests of nodes for images (NodeImagesPrefix)
 // and reports whether r was one. They authenticate with the node's own
 // credential, throttled like bearer-token failures.
 func (s *Server) serveNode(w http.ResponseWriter, r *http.Request) bool {
-	if s.nodeMux == nil || !strings.HasPrefix(r.URL.Path, NodeImagesPrefix) {
+	if s.nodeMux == nil || !IsNodePath(r.URL.Path) {
 		return false
 	}
 	b, ok := s.backend.(NodeImageBackend)

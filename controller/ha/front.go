@@ -43,7 +43,10 @@ type leaderSource interface {
 // process leads it hands every request to the leading controller's API
 // (which authenticates it); while it stands by it authenticates a
 // request itself and forwards it to the leader's advertised URL, and
-// with no leader known it answers 503. /healthz and /readyz are always
+// with no leader known it answers 503. A device's own requests (its
+// enrollment, its image fetches and key registration, which carry its
+// code or its node credential, not a user's token) it forwards for the
+// leader to authenticate. /healthz and /readyz are always
 // answered here.
 type front struct {
 	id     string
@@ -120,7 +123,11 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.redirectUI(w, r)
 		return
 	}
-	if !f.gate.Admit(w, r) {
+	admit := f.gate.Admit
+	if api.IsNodePath(r.URL.Path) {
+		admit = f.gate.AdmitDevice // the leader checks the node's credential
+	}
+	if !admit(w, r) {
 		return
 	}
 	info, ok := f.leader.Leader()

@@ -254,3 +254,43 @@ func TestFrontRedirectsDashboard(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the API still needs its token on a standby")
 }
+
+// TestFrontForwardsNodeRequests: a device's own requests (image fetches,
+// key registration) carry its node credential, which only the leader can
+// check: a standby forwards them, credential and all, with or without
+// one, while a user's request without a token stays refused at the
+// standby.
+func TestFrontForwardsNodeRequests(t *testing.T) {
+	var seen atomic.Value
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		node, token, _ := r.BasicAuth()
+		seen.Store(r.Method + " " + r.URL.Path + " as " + node + ":" + token)
+		if node == "" {
+			http.Error(w, "missing or wrong node credential", http.StatusUnauthorized)
+			return
+		}
+		io.WriteString(w, "leader served "+node)
+	}))
+	t.Cleanup(upstream.Close)
+	_, srv := newTestFront(t, "c2", &fixedLeader{info: leader.Info{ID: "c1", APIURL: upstream.URL}, ok: true})
+
+	req, err := http.NewRequest(http.MethodPut, srv.URL+api.NodeKeyPath, strings.NewReader(`{}`))
+	require.NoError(t, err)
+	req.SetBasicAuth("gw-1", "node-token")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "leader served gw-1", body(t, resp))
+	resp.Body.Close()
+	assert.Equal(t, "PUT "+api.NodeKeyPath+" as gw-1:node-token", seen.Load())
+
+	resp = get(t, srv.URL+api.NodeImagesPrefix+"manifests?image=x", "")
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the leader's refusal")
+	assert.Equal(t, "GET "+api.NodeImagesPrefix+"manifests as :", seen.Load(), "forwarded without a credential")
+	assert.Equal(t, "c2", resp.Header.Get(HeaderForwardedBy))
+
+	seen.Store("")
+	resp = get(t, srv.URL+"/api/v1/daemonsets", "")
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	assert.Equal(t, "", seen.Load(), "a user's request without a token is not forwarded")
+}
