@@ -253,7 +253,16 @@ func (s *Server) nodeBlob(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("ETag", `"`+digest+`"`)
 	w.Header().Set("Docker-Content-Digest", digest)
-	http.ServeContent(&progressWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: s.limits.WriteTimeout}, r, "", time.Time{}, f)
+	http.ServeContent(s.ProgressWriter(w), r, "", time.Time{}, f)
+}
+
+// ProgressWriter returns w moving its connection's write deadline to
+// Limits.WriteTimeout from now before every write, for a response written
+// as it comes (a download, a stream a standby forwards): the timeout then
+// bounds a stall, not the whole response. It unwraps to w
+// (http.ResponseController), so flushes and hijacks reach w.
+func (f *Front) ProgressWriter(w http.ResponseWriter) http.ResponseWriter {
+	return &progressWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: f.limits.WriteTimeout}
 }
 
 // progressWriter extends the connection's write deadline by timeout
@@ -264,12 +273,24 @@ type progressWriter struct {
 	timeout time.Duration
 }
 
-func (p *progressWriter) Write(b []byte) (int, error) {
+func (p *progressWriter) extend() {
 	if p.timeout > 0 {
 		_ = p.rc.SetWriteDeadline(time.Now().Add(p.timeout))
 	}
+}
+
+func (p *progressWriter) WriteHeader(code int) {
+	p.extend()
+	p.ResponseWriter.WriteHeader(code)
+}
+
+func (p *progressWriter) Write(b []byte) (int, error) {
+	p.extend()
 	return p.ResponseWriter.Write(b)
 }
+
+// Unwrap is for http.ResponseController.
+func (p *progressWriter) Unwrap() http.ResponseWriter { return p.ResponseWriter }
 
 // imageErrorCode maps the errors of this file to their status codes.
 func imageErrorCode(err error) (int, bool) {

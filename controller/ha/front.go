@@ -80,6 +80,12 @@ func newFront(id, proof string, gate *api.Front, src leaderSource, transport htt
 		FlushInterval: -1,
 		ModifyResponse: func(resp *http.Response) error {
 			resp.Header.Set(HeaderForwardedBy, id)
+			if api.IsNodePath(resp.Request.URL.Path) && resp.StatusCode != http.StatusUnauthorized &&
+				resp.StatusCode != http.StatusTooManyRequests {
+				// The leader took the node's credential: the connection
+				// no longer counts as unauthenticated here either.
+				api.MarkAuthenticated(resp.Request)
+			}
 			return nil
 		},
 		ErrorHandler: f.forwardFailed,
@@ -145,7 +151,10 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Del(HeaderServedBy) // the leader's answer names the leader
-	f.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, target)))
+	// The leader extends its write deadline as it writes (a download, a
+	// log follow); so does the standby, or the stream is cut at the
+	// write timeout.
+	f.proxy.ServeHTTP(f.gate.ProgressWriter(w), r.WithContext(context.WithValue(r.Context(), targetKey{}, target)))
 }
 
 // redirectUI sends a browser to the leader's dashboard: the dashboard's

@@ -2,8 +2,11 @@ package ha
 
 import (
 	"bufio"
+	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -293,4 +296,82 @@ func TestFrontForwardsNodeRequests(t *testing.T) {
 	resp = get(t, srv.URL+"/api/v1/daemonsets", "")
 	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 	assert.Equal(t, "", seen.Load(), "a user's request without a token is not forwarded")
+}
+
+// TestFrontStreamsPastWriteTimeout: a response the leader writes as it
+// goes (a blob download, a log follow) reaches the client whole through a
+// standby however long it lasts, as long as it keeps moving: the standby
+// moves its write deadline with every write, as the leader does.
+func TestFrontStreamsPastWriteTimeout(t *testing.T) {
+	const chunks = 8
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for i := range chunks {
+			fmt.Fprintf(w, "chunk %d\n", i)
+			_ = http.NewResponseController(w).Flush()
+			time.Sleep(100 * time.Millisecond)
+		}
+	}))
+	t.Cleanup(upstream.Close)
+	gate := api.NewFront(api.Options{Token: testToken, Limits: api.Limits{WriteTimeout: 250 * time.Millisecond}})
+	f := newFront("c2", api.ForwardProof(testToken, "c2"), gate, &fixedLeader{info: leader.Info{ID: "c1", APIURL: upstream.URL}, ok: true},
+		http.DefaultTransport, slog.New(slog.DiscardHandler))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- gate.ServeHandler(ctx, ln, f) }()
+	t.Cleanup(func() { cancel(); <-served })
+
+	for _, path := range []string{api.NodeImagesPrefix + "blobs/sha256:00", "/api/v1/logs"} {
+		resp := get(t, "http://"+ln.Addr().String()+path, testToken)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Equal(t, chunks, strings.Count(body(t, resp), "chunk"), path)
+	}
+}
+
+// TestFrontForwardedDeviceAuthenticates: a device's request the leader
+// accepted frees its connection's unauthenticated place on the standby
+// too, so long downloads through a standby do not fill its
+// MaxUnauthenticatedConns and lock everyone else out.
+func TestFrontForwardedDeviceAuthenticates(t *testing.T) {
+	release := make(chan struct{})
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "start\n")
+		_ = http.NewResponseController(w).Flush()
+		if api.IsNodePath(r.URL.Path) {
+			<-release
+		}
+	}))
+	t.Cleanup(upstream.Close)
+	t.Cleanup(func() { close(release) })
+	gate := api.NewFront(api.Options{Token: testToken, Limits: api.Limits{MaxUnauthenticatedConns: 1}})
+	f := newFront("c2", api.ForwardProof(testToken, "c2"), gate, &fixedLeader{info: leader.Info{ID: "c1", APIURL: upstream.URL}, ok: true},
+		http.DefaultTransport, slog.New(slog.DiscardHandler))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- gate.ServeHandler(ctx, ln, f) }()
+	t.Cleanup(func() { cancel(); <-served })
+	base := "http://" + ln.Addr().String()
+
+	download := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	req, err := http.NewRequest(http.MethodGet, base+api.NodeImagesPrefix+"blobs/sha256:00", nil)
+	require.NoError(t, err)
+	req.SetBasicAuth("gw-1", "node-token")
+	resp, err := download.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "start\n", line) // the download is under way
+
+	other := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	req, err = http.NewRequest(http.MethodGet, base+"/api/v1/daemonsets", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp2, err := other.Do(req)
+	require.NoError(t, err, "a second connection is accepted while the download runs")
+	defer resp2.Body.Close()
+	assert.Equal(t, http.StatusOK, resp2.StatusCode)
 }
