@@ -298,6 +298,23 @@ func TestFrontForwardsNodeRequests(t *testing.T) {
 	assert.Equal(t, "", seen.Load(), "a user's request without a token is not forwarded")
 }
 
+// serveStandby serves standby c2's front, forwarding to leader c1 at
+// leaderURL, within limits, as an HA controller serves it
+// (api.Front.ServeHandler: its timeouts and connection caps), until the
+// end of the test; it returns the front's base URL.
+func serveStandby(t *testing.T, limits api.Limits, leaderURL string) string {
+	gate := api.NewFront(api.Options{Token: testToken, Limits: limits})
+	f := newFront("c2", api.ForwardProof(testToken, "c2"), gate, &fixedLeader{info: leader.Info{ID: "c1", APIURL: leaderURL}, ok: true},
+		http.DefaultTransport, slog.New(slog.DiscardHandler))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- gate.ServeHandler(ctx, ln, f) }()
+	t.Cleanup(func() { cancel(); <-served })
+	return "http://" + ln.Addr().String()
+}
+
 // TestFrontStreamsPastWriteTimeout: a response the leader writes as it
 // goes (a blob download, a log follow) reaches the client whole through a
 // standby however long it lasts, as long as it keeps moving: the standby
@@ -312,18 +329,10 @@ func TestFrontStreamsPastWriteTimeout(t *testing.T) {
 		}
 	}))
 	t.Cleanup(upstream.Close)
-	gate := api.NewFront(api.Options{Token: testToken, Limits: api.Limits{WriteTimeout: 250 * time.Millisecond}})
-	f := newFront("c2", api.ForwardProof(testToken, "c2"), gate, &fixedLeader{info: leader.Info{ID: "c1", APIURL: upstream.URL}, ok: true},
-		http.DefaultTransport, slog.New(slog.DiscardHandler))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- gate.ServeHandler(ctx, ln, f) }()
-	t.Cleanup(func() { cancel(); <-served })
+	base := serveStandby(t, api.Limits{WriteTimeout: 250 * time.Millisecond}, upstream.URL)
 
 	for _, path := range []string{api.NodeImagesPrefix + "blobs/sha256:00", "/api/v1/logs"} {
-		resp := get(t, "http://"+ln.Addr().String()+path, testToken)
+		resp := get(t, base+path, testToken)
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		assert.Equal(t, chunks, strings.Count(body(t, resp), "chunk"), path)
 	}
@@ -344,16 +353,7 @@ func TestFrontForwardedDeviceAuthenticates(t *testing.T) {
 	}))
 	t.Cleanup(upstream.Close)
 	t.Cleanup(func() { close(release) })
-	gate := api.NewFront(api.Options{Token: testToken, Limits: api.Limits{MaxUnauthenticatedConns: 1}})
-	f := newFront("c2", api.ForwardProof(testToken, "c2"), gate, &fixedLeader{info: leader.Info{ID: "c1", APIURL: upstream.URL}, ok: true},
-		http.DefaultTransport, slog.New(slog.DiscardHandler))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- gate.ServeHandler(ctx, ln, f) }()
-	t.Cleanup(func() { cancel(); <-served })
-	base := "http://" + ln.Addr().String()
+	base := serveStandby(t, api.Limits{MaxUnauthenticatedConns: 1}, upstream.URL)
 
 	download := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	req, err := http.NewRequest(http.MethodGet, base+api.NodeImagesPrefix+"blobs/sha256:00", nil)
