@@ -392,10 +392,11 @@ func (e *privateEngine) start() {
 }
 
 // stop signals dockerd (SIGTERM: a graceful shutdown; SIGKILL: a crash) and
-// waits for it to exit.
+// waits for it and its containerd to exit.
 func (e *privateEngine) stop(sig syscall.Signal) {
 	e.t.Helper()
 	require.NotNil(e.t, e.cmd, "private dockerd not running")
+	containerd, running := e.containerd()
 	require.NoError(e.t, e.cmd.Process.Signal(sig))
 	select {
 	case <-e.exited:
@@ -403,36 +404,53 @@ func (e *privateEngine) stop(sig syscall.Signal) {
 		e.t.Fatalf("private dockerd still running %v after %s; log:\n%s", engineStopWait, sig, e.logTail())
 	}
 	e.cmd, e.exited = nil, nil
-	e.awaitContainerdGone()
+	if running {
+		e.awaitGone(containerd)
+	}
 }
 
-// awaitContainerdGone waits until the containerd of the stopped daemon has
-// exited and been reaped. dockerd starts it with a parent-death signal, so
-// it dies with a daemon killed (or one that gave up waiting for it), but
-// not at once; then it is left to the init process to reap, which systemd
-// does at once and the init of a container may take seconds to do. Until
-// then a new dockerd finds its pid in containerd's pid file, takes it for a
-// running containerd, and waits for it in vain.
-func (e *privateEngine) awaitContainerdGone() {
-	e.t.Helper()
+// process names one process for its whole life: a pid is reused once the
+// process is reaped, its start time (in clock ticks since boot) is not.
+type process struct {
+	pid   int
+	start string
+}
+
+// containerd returns the containerd the running daemon started, from
+// containerd's pid file, and false if there is none.
+func (e *privateEngine) containerd() (process, bool) {
 	b, err := os.ReadFile(filepath.Join(e.dir, "x", "containerd", "containerd.pid"))
 	if err != nil {
-		return // removed by containerd's clean shutdown
+		return process{}, false
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil {
-		return
+		return process{}, false
 	}
+	st, ok := procStat(pid)
+	if !ok {
+		return process{}, false
+	}
+	return process{pid: pid, start: st.start}, true
+}
+
+// awaitGone waits until the stopped daemon's containerd p has exited and
+// been reaped. dockerd starts it with a parent-death signal, so it dies with
+// a daemon killed (or one that gave up waiting for it), but not at once;
+// then it is left to the init process to reap, which systemd does at once
+// and the init of a container may take seconds to do. Until then a new
+// dockerd finds its pid in containerd's pid file, takes it for a running
+// containerd (signal 0 reaches a zombie), and waits for it in vain. The
+// process is matched by pid and start time, not by command line, which
+// reads empty while a process is exiting.
+func (e *privateEngine) awaitGone(p process) {
+	e.t.Helper()
 	checkfor.Eventually(e.t, strayWait, 50*time.Millisecond, func() error {
-		state, ok := procState(pid)
-		if !ok {
-			return nil
+		st, ok := procStat(p.pid)
+		if !ok || st.start != p.start {
+			return nil // reaped; the pid may be another process's now
 		}
-		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if state == 'Z' || bytes.Contains(cmdline, []byte(e.dir)) {
-			return fmt.Errorf("containerd (pid %d, state %c) of the stopped dockerd not gone", pid, state)
-		}
-		return nil // the pid is another process's now
+		return fmt.Errorf("containerd (pid %d, state %c) of the stopped dockerd not gone", p.pid, st.state)
 	})
 }
 
@@ -598,16 +616,34 @@ func isZombie(pid int) bool {
 // procState returns the state letter of process pid (R, S, Z...), and false
 // if there is no such process.
 func procState(pid int) (byte, bool) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, ok := procStat(pid)
+	return st.state, ok
+}
+
+// stat is what the tests read of /proc/PID/stat.
+type stat struct {
+	state byte   // R, S, D, Z...
+	start string // start time, clock ticks after boot
+}
+
+// procStat reads process pid's state and start time, and returns false if
+// there is no such process.
+func procStat(pid int) (stat, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, false
+		return stat{}, false
 	}
-	// "pid (comm) state ...": comm may hold spaces and parentheses.
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 || i+2 >= len(stat) {
-		return 0, false
+	// "pid (comm) state ppid ...": comm may hold spaces and parentheses;
+	// the start time is the 22nd field, the 20th after comm.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return stat{}, false
 	}
-	return stat[i+2], true
+	fields := strings.Fields(string(b[i+1:]))
+	if len(fields) < 20 || len(fields[0]) != 1 {
+		return stat{}, false
+	}
+	return stat{state: fields[0][0], start: fields[19]}, true
 }
 
 // unmountUnder lazily unmounts every mount point at or below dir, deepest
