@@ -154,7 +154,7 @@ func (s *Signer) SignBatch(sts []Statement) ([][]byte, error) {
 		if len(st.Body) == 0 {
 			return nil, fmt.Errorf("encode statement for %s: no body", st.Topic)
 		}
-		p := appendStatement(make([]byte, 0, len(st.Body)+160+len(st.Topic)), st)
+		p := appendStatement(make([]byte, 0, statementLen(st)), st)
 		payloads[i], leaves[i] = p, leafHash(PayloadTypeDocument, p)
 	}
 	levels := buildTree(leaves)
@@ -163,7 +163,7 @@ func (s *Signer) SignBatch(sts []Statement) ([][]byte, error) {
 	out := make([][]byte, len(sts))
 	for i, p := range payloads {
 		proof := BatchProof{Index: uint32(i), Size: uint32(len(sts)), Path: auditPath(levels, i)}
-		size := base64.StdEncoding.EncodedLen(len(p)) + 256 + len(proof.Path)*48
+		size := envelopeLen(PayloadTypeDocument, p, s.id, sig, &proof)
 		out[i] = appendEnvelope(make([]byte, 0, size), PayloadTypeDocument, p, s.id, sig, &proof)
 	}
 	return out, nil
@@ -199,6 +199,65 @@ func appendEnvelope(b []byte, payloadType string, payload []byte, keyID string, 
 		b = append(b, "]}"...)
 	}
 	return append(b, "}]}"...)
+}
+
+// envelopeLen is the length appendEnvelope appends, exact when its
+// strings need no escaping (longer ones grow the buffer): the buffer is
+// allocated once, at its size, for every envelope the controller signs.
+func envelopeLen(payloadType string, payload []byte, keyID string, sig []byte, p *BatchProof) int {
+	enc := base64.StdEncoding.EncodedLen
+	n := len(`{"payloadType":""`) + len(payloadType) +
+		len(`,"payload":""`) + enc(len(payload)) +
+		len(`,"signatures":[{"keyid":""`) + len(keyID) +
+		len(`,"sig":""`) + enc(len(sig)) + len(`}]}`)
+	if p != nil {
+		n += len(`,"batch":{"index":`) + uintLen(uint64(p.Index)) +
+			len(`,"size":`) + uintLen(uint64(p.Size)) + len(`,"path":[]}`)
+		for i, h := range p.Path {
+			if i > 0 {
+				n++
+			}
+			n += 2 + enc(len(h))
+		}
+	}
+	return n
+}
+
+// statementLen is the length appendStatement appends, exact when its
+// strings need no escaping and its times are in UTC: RFC 3339 with
+// nanoseconds, which drops trailing zeros, is at most 30 characters.
+func statementLen(st Statement) int {
+	return len(`{"topic":""`) + len(st.Topic) +
+		len(`,"node":""`) + len(st.Node) +
+		len(`,"generation":`) + uintLen(st.Generation) +
+		len(`,"issuedAt":""`) + timeLen(st.IssuedAt) +
+		len(`,"expiresAt":""`) + timeLen(st.ExpiresAt) +
+		len(`,"body":`) + len(st.Body) + len(`}`)
+}
+
+// uintLen is the number of decimal digits of v.
+func uintLen(v uint64) int {
+	n := 1
+	for ; v >= 10; v /= 10 {
+		n++
+	}
+	return n
+}
+
+// timeLen is a bound of t's length in RFC 3339 with nanoseconds: exact in
+// UTC for the years 0 to 9999; other zones add up to five characters.
+func timeLen(t time.Time) int {
+	n := len("2006-01-02T15:04:05Z")
+	if ns := t.Nanosecond(); ns != 0 {
+		n += 1 + 9 // '.' and the digits, less the trailing zeros
+		for ; ns%10 == 0; ns /= 10 {
+			n--
+		}
+	}
+	if _, off := t.Zone(); off != 0 {
+		n += len("+01:00") - len("Z")
+	}
+	return n
 }
 
 // appendStatement appends the JSON of st as encoding/json would write it,

@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -121,6 +123,31 @@ func TestAppendersMatchEncodingJSON(t *testing.T) {
 	env.Signatures[0].Batch = nil
 	want, _ = json.Marshal(env)
 	assert.Equal(t, string(want), string(appendEnvelope(nil, env.PayloadType, env.Payload, "k", []byte{9, 8}, nil)))
+}
+
+// TestAppendLengths: the sizes the signer allocates are exactly what the
+// appenders write, so no envelope is copied while it is written.
+func TestAppendLengths(t *testing.T) {
+	for _, st := range []Statement{
+		statement("edgeset/v1/nodes/a/desired", "a", 42),
+		{Topic: "t", Node: AnyNode, Body: json.RawMessage(`{}`), IssuedAt: t0.Add(120 * time.Millisecond), ExpiresAt: t0.Add(time.Nanosecond)},
+		{Topic: "t", Node: "n", Generation: math.MaxUint64, Body: json.RawMessage(`1`), IssuedAt: t0.Add(999999999), ExpiresAt: t0.Add(10 * time.Second)},
+	} {
+		b := appendStatement(nil, st)
+		assert.Equal(t, len(b), statementLen(st), "%s", b)
+	}
+	payload := []byte("a payload of some length")
+	for _, p := range []*BatchProof{
+		nil,
+		{Index: 0, Size: 2, Path: [][]byte{make([]byte, 32)}},
+		{Index: 63, Size: 64, Path: [][]byte{make([]byte, 32), make([]byte, 32), make([]byte, 32)}},
+		{Index: 4, Size: 5, Path: [][]byte{make([]byte, 32)}},
+	} {
+		for n := range 4 {
+			b := appendEnvelope(nil, PayloadTypeDocument, payload[:len(payload)-n], "0123456789abcdef", make([]byte, 64), p)
+			assert.Equal(t, len(b), envelopeLen(PayloadTypeDocument, payload[:len(payload)-n], "0123456789abcdef", make([]byte, 64), p), "%s", b)
+		}
+	}
 }
 
 func TestLeafHashIsOfPAE(t *testing.T) {
