@@ -33,10 +33,11 @@ const (
 // level of the tree adds a 32-byte hash (47 bytes in the JSON) to every
 // envelope of the batch, and every byte a fleet-wide change publishes is
 // carried, stored and sent by the broker once per node, while a signature
-// is 18 µs once per batch: four make a two-hash path (94 bytes; 282 at
-// MaxBatch) for 4.5 µs of signing per node (docs/benchmarks.md, "Signing's
-// cost").
-const BatchSize = 4
+// is 16-18 µs once per batch: eight make a three-hash path (141 bytes; 282
+// at MaxBatch) for 2.2 µs of Ed25519 per node, which keeps signing within
+// a tenth of the controller's apply to all (docs/benchmarks.md, "Batches
+// of eight").
+const BatchSize = 8
 
 // BatchProof places an envelope in a signed batch.
 type BatchProof struct {
