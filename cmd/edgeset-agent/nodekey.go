@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/viper"
 
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/edgeagent"
@@ -140,7 +139,7 @@ Secrets agent.db keeps to the new key. Stop the agent first: it holds agent.db.`
 // newKeySubCmd is one key subcommand, reading the agent's configuration
 // (--config, environment, the key flags) as the agent does.
 func newKeySubCmd(use, short, long string, run func(fc fileConfig, w io.Writer) error) *cobra.Command {
-	v := viper.New()
+	v := cliconfig.New(envNames)
 	cmd := &cobra.Command{
 		Use: use, Short: short, Long: long, Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -156,3 +156,18 @@ func TestEnrolledNodeGetsSealedSecretsAndRotatesItsKey(t *testing.T) {
 	})
 	require.NoError(t, err)
 }
+
+// TestKeyShowReadsTheEnvironment: `key show` reads the agent's
+// configuration as the agent does, EDGESET_DATA_DIR included: the key it
+// creates is the one the agent will use, not one in a default directory.
+func TestKeyShowReadsTheEnvironment(t *testing.T) {
+	data := t.TempDir()
+	t.Setenv("EDGESET_DATA_DIR", data)
+	t.Setenv("EDGESET_NODE_NAME", "env-gw-1")
+	out := execute(t, t.Context(), "key", "show")
+	keyFile := filepath.Join(data, sealing.KeyFile)
+	assert.Contains(t, out, "created "+keyFile)
+	ring, err := sealing.ReadKeyFile(keyFile)
+	require.NoError(t, err)
+	assert.Contains(t, out, ring.Current.Public().String())
+}
