@@ -24,6 +24,7 @@ import (
 	"github.com/edgeset/edgeset/credential"
 	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/edgeagent/fake"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/mqttclient"
 	"github.com/edgeset/edgeset/schema"
 )
@@ -52,15 +53,15 @@ func (c cli) ok(args ...string) string {
 	return out
 }
 
+// waitUntil waits up to 20 s for fn to hold, what naming it.
 func waitUntil(t *testing.T, what string, fn func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !fn() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	checkfor.Eventually(t, 20*time.Second, 25*time.Millisecond, func() error {
+		if !fn() {
+			return fmt.Errorf("not yet: %s", what)
 		}
-		time.Sleep(25 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // startFleet runs a controller and n agents (fake runtime) on loopback.

@@ -3,6 +3,7 @@ package testimage_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/test/testimage"
 )
 
@@ -78,24 +80,20 @@ func TestSleepStopsOnTerm(t *testing.T) {
 // SIGTERM sent before the app has installed its handler is lost (PID 1).
 func waitForOutput(t *testing.T, cli *client.Client, id, want string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	checkfor.Eventually(t, 20*time.Second, 20*time.Millisecond, func() error {
 		rc, err := cli.ContainerLogs(t.Context(), id, client.ContainerLogsOptions{ShowStdout: true})
 		if err != nil {
-			t.Fatalf("logs: %v", err)
+			return fmt.Errorf("logs: %w", err)
 		}
 		// The stream is multiplexed, but a short line is one frame: its
 		// text appears verbatim.
 		out, err := io.ReadAll(rc)
 		rc.Close()
-		if err == nil && bytes.Contains(out, []byte(want)) {
-			return
+		if err != nil || !bytes.Contains(out, []byte(want)) {
+			return fmt.Errorf("logs of %s = %q, %v; want %q", id, out, err, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("logs of %s = %q, %v; want %q", id, out, err, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // runToExit runs the image with cmd and returns its exit status.
