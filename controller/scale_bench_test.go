@@ -10,6 +10,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -255,13 +256,18 @@ func BenchmarkNodeEvent(b *testing.B) {
 			}
 		}
 		f.onDesired.Store(&notify)
-		stop := profile(b, "node-event")
-		on := runNodeEvents(b, f, published, 0)
+		heapProfile(b, "node-event-heap-before") // their difference (pprof
+		stop := profile(b, "node-event")         // -diff_base) is what the
+		on := runNodeEvents(b, f, published, 0)  // events allocated
 		stop()
+		heapProfile(b, "node-event-heap-after")
 		runtime.GC()
 		gcPercent := debug.SetGCPercent(-1)
+		stop = profile(b, "node-event-gcoff")
 		off := runNodeEvents(b, f, published, len(on.cpu))
+		stop()
 		debug.SetGCPercent(gcPercent)
+		off.write(b, "node-event-gcoff")
 		on.report(b, "")
 		off.report(b, "-gcoff")
 		f.tc.stop()
@@ -270,21 +276,27 @@ func BenchmarkNodeEvent(b *testing.B) {
 
 // nodeEvents are the measured costs of a series of node events.
 type nodeEvents struct {
+	start           time.Time
+	at              []time.Duration // when each event began, after start
 	cpu, user, wall []time.Duration
+	allocs          []uint64 // heap bytes allocated while each ran
 	// nogc is the CPU time of the events during which (or within 2 ms
 	// after which) no collection completed.
 	nogc []time.Duration
 }
 
-// runNodeEvents sends 200 label changes of node-000007 (the first one
-// toggling from offset's parity) and measures each until its desired
-// state is published.
+// runNodeEvents sends 200 (EDGESET_BENCH_EVENTS) label changes of
+// node-000007 (the first one toggling from offset's parity) and measures
+// each until its desired state is published.
 func runNodeEvents(b *testing.B, f *scaleFleet, published <-chan struct{}, offset int) nodeEvents {
-	const events = 200
-	var ev nodeEvents
+	events := 200
+	if v, err := strconv.Atoi(os.Getenv("EDGESET_BENCH_EVENTS")); err == nil && v > 0 {
+		events = v
+	}
+	ev := nodeEvents{start: time.Now()}
 	for i := range events {
 		status := scaleStatus(7, (offset+i)%2 == 0)
-		gc0 := gcCycles()
+		gc0, a0 := gcCycles(), heapAllocs()
 		u0, s0 := cpuSplit(b)
 		w0 := time.Now()
 		f.tc.handleMessage(schema.NodeTopic("node-000007", schema.TopicStatus), status)
@@ -294,7 +306,9 @@ func runNodeEvents(b *testing.B, f *scaleFleet, published <-chan struct{}, offse
 			b.Fatalf("event %d: desired state not published", i)
 		}
 		u1, s1 := cpuSplit(b)
+		ev.allocs = append(ev.allocs, heapAllocs()-a0)
 		ev.cpu = append(ev.cpu, u1-u0+s1-s0)
+		ev.at = append(ev.at, w0.Sub(ev.start))
 		ev.user = append(ev.user, u1-u0)
 		ev.wall = append(ev.wall, time.Since(w0))
 		time.Sleep(2 * time.Millisecond) // let the pass finish its bookkeeping
@@ -306,6 +320,25 @@ func runNodeEvents(b *testing.B, f *scaleFleet, published <-chan struct{}, offse
 		}
 	}
 	return ev
+}
+
+// write writes the series, one event a line (its start after the first,
+// CPU, user and wall time in microseconds), to
+// EDGESET_BENCH_PROFILE-name.txt when that variable is set: where in time
+// the tail's events fall.
+func (ev nodeEvents) write(b *testing.B, name string) {
+	prefix := os.Getenv("EDGESET_BENCH_PROFILE")
+	if prefix == "" {
+		return
+	}
+	var out strings.Builder
+	out.WriteString("at_ms cpu_us user_us wall_us\n")
+	for i := range ev.cpu {
+		fmt.Fprintf(&out, "%d %d %d %d\n", ev.at[i].Milliseconds(), ev.cpu[i].Microseconds(), ev.user[i].Microseconds(), ev.wall[i].Microseconds())
+	}
+	if err := os.WriteFile(prefix+"-"+name+".txt", []byte(out.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // report reports the series' p50 and p99, each metric's unit suffixed.
@@ -324,6 +357,11 @@ func (ev nodeEvents) report(b *testing.B, suffix string) {
 	b.ReportMetric(pct(ev.user, 99), "p99-user-µs"+suffix)
 	b.ReportMetric(pct(ev.wall, 50), "p50-wall-µs"+suffix)
 	b.ReportMetric(pct(ev.wall, 99), "p99-wall-µs"+suffix)
+	allocs := slices.Clone(ev.allocs)
+	slices.Sort(allocs)
+	if len(allocs) > 0 {
+		b.ReportMetric(float64(allocs[len(allocs)/2]), "p50-alloc-B"+suffix)
+	}
 	if suffix == "" {
 		b.ReportMetric(pct(ev.nogc, 99), "p99-cpu-µs-nogc")
 		b.ReportMetric(float64(len(ev.cpu)-len(ev.nogc)), "events-with-gc")
@@ -331,6 +369,13 @@ func (ev nodeEvents) report(b *testing.B, suffix string) {
 }
 
 // gcCycles is the number of garbage collections completed so far.
+// heapAllocs is the bytes allocated on the heap so far.
+func heapAllocs() uint64 {
+	s := []rtmetrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	rtmetrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
 func gcCycles() uint64 {
 	s := []rtmetrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
 	rtmetrics.Read(s)
