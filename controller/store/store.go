@@ -150,7 +150,18 @@ func Open(path string, opts Options) (*Store, error) {
 	if err := checkPresent(path, fi, created); err != nil {
 		return nil, err
 	}
-	db, err := boltfile.Open(path, bbolt.Options{Timeout: opts.LockTimeout})
+	db, err := boltfile.Open(path, bbolt.Options{Timeout: opts.LockTimeout,
+		// bbolt writes its whole freelist with every commit and merges it
+		// into a new array on every release, both by default: once a
+		// fleet-wide write has freed many pages (100,000 desired states
+		// replaced free some 100,000 pages), each small commit after it (a
+		// node event, the event sink's flush) allocated and wrote about
+		// 0.8 MB for them. Unsynced, the freelist is rebuilt at open by the
+		// scan of every page (Check reads them all anyway), as etcd and
+		// containerd do; the map freelist releases pages without merging.
+		NoFreelistSync: true,
+		FreelistType:   bbolt.FreelistMapType,
+	})
 	if err != nil {
 		return nil, openError(path, opts.LockTimeout, err)
 	}

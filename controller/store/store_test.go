@@ -262,3 +262,42 @@ func TestDecodeErrorNamesBucketAndKey(t *testing.T) {
 	_, err = s.ListNodes()
 	assert.ErrorContains(t, err, "nodes/n1")
 }
+
+// TestFreedPagesReusedAfterReopen: the freelist is not written with each
+// commit (Open's NoFreelistSync) but rebuilt when the store opens, so the
+// pages a large write freed before a restart are used again after it:
+// the file does not grow when as much is written again.
+func TestFreedPagesReusedAfterReopen(t *testing.T) {
+	s, path := openTempUnmirrored(t, Options{})
+	big := func(rev string) map[string]DesiredRecord {
+		recs := map[string]DesiredRecord{}
+		for i := range 3000 {
+			instances := make([]schema.DesiredInstance, 8)
+			for k := range instances {
+				instances[k] = schema.DesiredInstance{DaemonSet: fmt.Sprintf("default/daemon-%d", k), Revision: rev}
+			}
+			recs[fmt.Sprintf("node-%05d", i)] = DesiredRecord{Instances: instances}
+		}
+		return recs
+	}
+	_, err := s.PutDesiredBatch(big("aaaaaaaaaaaaaaaaaaaa"))
+	require.NoError(t, err)
+	for i := range 3000 {
+		require.NoError(t, s.DeleteDesired(fmt.Sprintf("node-%05d", i)))
+	}
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	s, err = Open(path, Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.PutDesiredBatch(big("bbbbbbbbbbbbbbbbbbbb"))
+	require.NoError(t, err)
+	after, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, after.Size(), fi.Size(), "the file grew: the pages freed before the reopen were not reused")
+	got, err := s.GetDesired("node-02999")
+	require.NoError(t, err)
+	assert.Equal(t, "bbbbbbbbbbbbbbbbbbbb", got.Instances[7].Revision)
+}
