@@ -127,6 +127,7 @@ type fakeNode struct {
 	done   chan error
 
 	mu       sync.Mutex
+	status   schema.NodeStatus     // the last announced, announced again on every connection
 	desired  []schema.DesiredState // every desired state received, in order
 	session  int64
 	stopOnce sync.Once
@@ -139,7 +140,7 @@ type fakeNode struct {
 func startNode(t testing.TB, url string, secret []byte, st schema.NodeStatus) *fakeNode {
 	t.Helper()
 	st.SchemaVersion = schema.WireVersion
-	n := &fakeNode{t: t, name: st.Node, done: make(chan error, 1), session: time.Now().UnixNano()}
+	n := &fakeNode{t: t, name: st.Node, done: make(chan error, 1), session: time.Now().UnixNano(), status: st}
 	var err error
 	n.client, err = mqttclient.New(mqttclient.Options{
 		BrokerURL: url, ClientID: st.Node, Username: st.Node, Password: credential.NodeToken(secret, st.Node),
@@ -149,6 +150,9 @@ func startNode(t testing.TB, url string, secret []byte, st schema.NodeStatus) *f
 		OnConnect: func(ctx context.Context) {
 			p := n.presence(true)
 			_ = n.client.Publish(ctx, p.Topic, p.Payload, true)
+			n.mu.Lock()
+			st := n.status
+			n.mu.Unlock()
 			n.announce(ctx, st)
 		},
 		FirstConnectJitter: time.Millisecond,
@@ -174,8 +178,13 @@ func (n *fakeNode) announce(ctx context.Context, st schema.NodeStatus) {
 	_ = n.client.Publish(ctx, schema.NodeTopic(n.name, schema.TopicStatus), payload, true)
 }
 
-// reannounce publishes a new status, as an agent does on change.
+// reannounce publishes a new status, as an agent does on change, and
+// announces it on every connection after, as an agent does (not the
+// status it started with, which would undo the change after a reconnect).
 func (n *fakeNode) reannounce(st schema.NodeStatus) {
+	n.mu.Lock()
+	n.status = st
+	n.mu.Unlock()
 	checkfor.Eventually(n.t, wait, 20*time.Millisecond, func() error {
 		st.SchemaVersion, st.Node = schema.WireVersion, n.name
 		payload, _ := schema.Encode(st)
@@ -255,10 +264,16 @@ func (n *fakeNode) daemonSets() []string {
 	return out
 }
 
-// expectDaemonSets waits until the node's desired state runs exactly want.
+// expectDaemonSets waits until the node has a desired state and it runs
+// exactly want. A node that has none yet does not count as running
+// nothing: its first status may not even be out yet, and a status the
+// test publishes next could then be overtaken by it.
 func (n *fakeNode) expectDaemonSets(want ...string) {
 	n.t.Helper()
 	checkfor.Eventually(n.t, wait, 20*time.Millisecond, func() error {
+		if _, ok := n.lastDesired(); !ok {
+			return fmt.Errorf("node %s has no desired state yet", n.name)
+		}
 		got := n.daemonSets()
 		if fmt.Sprint(got) != fmt.Sprint(nilIfEmpty(want)) {
 			return fmt.Errorf("node %s desired daemonsets %v, want %v", n.name, got, want)
