@@ -369,15 +369,14 @@ func (ev nodeEvents) report(b *testing.B, suffix string) {
 }
 
 // gcCycles is the number of garbage collections completed so far.
-// heapAllocs is the bytes allocated on the heap so far.
-func heapAllocs() uint64 {
-	s := []rtmetrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-	rtmetrics.Read(s)
-	return s[0].Value.Uint64()
-}
+func gcCycles() uint64 { return runtimeCount("/gc/cycles/total:gc-cycles") }
 
-func gcCycles() uint64 {
-	s := []rtmetrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+// heapAllocs is the bytes allocated on the heap so far.
+func heapAllocs() uint64 { return runtimeCount("/gc/heap/allocs:bytes") }
+
+// runtimeCount reads the runtime's cumulative metric name.
+func runtimeCount(name string) uint64 {
+	s := []rtmetrics.Sample{{Name: name}}
 	rtmetrics.Read(s)
 	return s[0].Value.Uint64()
 }
