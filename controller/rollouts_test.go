@@ -199,13 +199,22 @@ func TestBadRevisionRollsBackAutomatically(t *testing.T) {
 	for _, n := range nodes {
 		assert.Equal(t, []string{v1}, n.revisions())
 	}
-	events, err := tc.api.Events(context.Background(), api.EventFilter{Object: "daemonset/" + exporter})
-	require.NoError(t, err)
-	var reasons []string
-	for _, e := range events {
-		reasons = append(reasons, e.Reason)
-	}
-	assert.Contains(t, strings.Join(reasons, ","), "RolloutRollback")
+	// Events are stored by the event sink on its own goroutine: the
+	// rollback's may land after the rollout state shows it.
+	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
+		events, err := tc.api.Events(context.Background(), api.EventFilter{Object: "daemonset/" + exporter})
+		if err != nil {
+			return err
+		}
+		var reasons []string
+		for _, e := range events {
+			reasons = append(reasons, e.Reason)
+		}
+		if !strings.Contains(strings.Join(reasons, ","), "RolloutRollback") {
+			return fmt.Errorf("no RolloutRollback event among %v", reasons)
+		}
+		return nil
+	})
 }
 
 func TestRolloutActionErrors(t *testing.T) {
