@@ -1,10 +1,9 @@
 package controller
 
 import (
-	"cmp"
+	"container/heap"
 	"context"
 	"errors"
-	"slices"
 	"time"
 
 	"github.com/edgeset/edgeset/mqttclient"
@@ -40,63 +39,103 @@ const (
 )
 
 // lagTracker decides which lagging nodes are due for a republish. It is
-// owned by the repair loop; the caller gives it the lagging nodes of each
-// round.
+// owned by the repair loop, which tells it each change of a node's lag
+// (lagging, caughtUp); it keeps the lags in a queue by when they are due,
+// so a round costs the changes and the nodes due, not the fleet.
 type lagTracker struct {
 	after time.Duration // a node lagging this long is due; also the first wait
-	lags  map[string]lag
+	lags  map[string]*lag
+	queue lagQueue
 }
 
 // lag is one node's lag behind its desired state.
 type lag struct {
+	node       string
 	generation uint64        // the desired generation it lags behind
 	since      time.Time     // when the lag at this generation was first seen
 	next       time.Time     // when it is due (again)
 	wait       time.Duration // the wait after the next republish
+	index      int           // in the queue
 }
 
 func newLagTracker(after time.Duration) *lagTracker {
-	return &lagTracker{after: after, lags: map[string]lag{}}
+	return &lagTracker{after: after, lags: map[string]*lag{}}
 }
 
-// due records the nodes lagging at now (node: its desired generation) and
-// returns at most limit of them that are due, longest lagging first (then
-// by name). A node that caught up, went offline or got a new generation
-// starts over; each republish doubles the node's wait, up to
-// repairBackoff times after.
-func (t *lagTracker) due(now time.Time, lagging map[string]uint64, limit int) []string {
-	for node := range t.lags {
-		if _, ok := lagging[node]; !ok {
-			delete(t.lags, node)
+// lagging records that node, online, lags behind desired generation gen at
+// now. A node seen lagging for the first time, or behind a new
+// generation, starts over: it is due after the tracker's wait.
+func (t *lagTracker) lagging(node string, gen uint64, now time.Time) {
+	if l, ok := t.lags[node]; ok {
+		if l.generation == gen {
+			return
 		}
+		t.caughtUp(node)
 	}
+	l := &lag{node: node, generation: gen, since: now, next: now.Add(t.after), wait: t.after}
+	t.lags[node] = l
+	heap.Push(&t.queue, l)
+}
+
+// caughtUp forgets node's lag: it caught up, went offline or has no
+// desired state any more.
+func (t *lagTracker) caughtUp(node string) {
+	if l, ok := t.lags[node]; ok {
+		heap.Remove(&t.queue, l.index)
+		delete(t.lags, node)
+	}
+}
+
+// due returns at most limit of the nodes due at now, the longest overdue
+// first (then the longest lagging, then by name), and schedules each one's
+// next republish: each doubles the node's wait, up to repairBackoff times
+// after.
+func (t *lagTracker) due(now time.Time, limit int) []string {
 	var out []string
-	for node, gen := range lagging {
-		l, ok := t.lags[node]
-		if !ok || l.generation != gen {
-			l = lag{generation: gen, since: now, next: now.Add(t.after), wait: t.after}
-			t.lags[node] = l
-		}
-		if !now.Before(l.next) {
-			out = append(out, node)
-		}
-	}
-	slices.SortFunc(out, func(a, b string) int {
-		if c := t.lags[a].since.Compare(t.lags[b].since); c != 0 {
-			return c
-		}
-		return cmp.Compare(a, b)
-	})
-	if len(out) > limit {
-		out = out[:limit]
-	}
-	for _, node := range out {
-		l := t.lags[node]
+	for len(out) < limit && len(t.queue) > 0 && !now.Before(t.queue[0].next) {
+		l := t.queue[0]
+		out = append(out, l.node)
 		l.wait = min(2*l.wait, repairBackoff*t.after)
 		l.next = now.Add(l.wait)
-		t.lags[node] = l
+		heap.Fix(&t.queue, 0)
 	}
 	return out
+}
+
+// lagQueue is a heap of lags, the soonest due first.
+type lagQueue []*lag
+
+func (q lagQueue) Len() int { return len(q) }
+
+func (q lagQueue) Less(i, j int) bool {
+	a, b := q[i], q[j]
+	if c := a.next.Compare(b.next); c != 0 {
+		return c < 0
+	}
+	if c := a.since.Compare(b.since); c != 0 {
+		return c < 0
+	}
+	return a.node < b.node
+}
+
+func (q lagQueue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].index = i
+	q[j].index = j
+}
+
+func (q *lagQueue) Push(x any) {
+	l := x.(*lag)
+	l.index = len(*q)
+	*q = append(*q, l)
+}
+
+func (q *lagQueue) Pop() any {
+	old := *q
+	l := old[len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	return l
 }
 
 // repairLoop republishes the desired state of online nodes that lag
@@ -112,6 +151,17 @@ func (c *Controller) repairLoop(ctx context.Context) error {
 	case <-c.ready: // the first pass has published what the fleet should run
 	}
 	lags := newLagTracker(after)
+	track := func(changed map[string]uint64) {
+		now := c.now()
+		for node, gen := range changed {
+			if st, ok := c.registry.State(node); gen > 0 && ok && st.Online {
+				lags.lagging(node, gen, now)
+			} else {
+				lags.caughtUp(node)
+			}
+		}
+	}
+	track(c.state.trackLags())
 	tick := time.NewTicker(max(after/4, 10*time.Millisecond))
 	defer tick.Stop()
 	for {
@@ -120,8 +170,8 @@ func (c *Controller) repairLoop(ctx context.Context) error {
 			return nil
 		case <-tick.C:
 		}
-		online, _ := c.registry.Presence()
-		nodes := lags.due(c.now(), c.state.lagging(online), repairBatch)
+		track(c.state.takeLags())
+		nodes := lags.due(c.now(), repairBatch)
 		msgs := c.state.desiredMessages(nodes)
 		if len(msgs) == 0 {
 			continue

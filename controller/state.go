@@ -64,6 +64,10 @@ type fleetState struct {
 	deletedNodes map[string]bool
 	// work marks what changed since the last reconcile pass (work.go).
 	work work
+	// lagMarks are the nodes whose lag behind their desired state (or
+	// presence) may have changed since the repair loop last took them; nil
+	// until that loop starts tracking lags (trackLags).
+	lagMarks map[string]bool
 	// siteLabel is the controller's site-label: the prefetch topology key
 	// of the daemonsets that name none. Set once, before the first pass.
 	siteLabel string
@@ -106,7 +110,18 @@ type dsStatus struct {
 
 // markNodeLocked records that node's facts changed (its model, presence,
 // observed or published state).
-func (fs *fleetState) markNodeLocked(node string) { fs.work.nodes[node] = true }
+func (fs *fleetState) markNodeLocked(node string) {
+	fs.work.nodes[node] = true
+	fs.markLagLocked(node)
+}
+
+// markLagLocked records that node's lag may have changed, for the repair
+// loop, once it tracks lags.
+func (fs *fleetState) markLagLocked(node string) {
+	if fs.lagMarks != nil {
+		fs.lagMarks[node] = true
+	}
+}
 
 // markDaemonSetLocked records that daemonset key changed (spec, revision,
 // rollout state, deletion).

@@ -61,18 +61,48 @@ func (fs *fleetState) generations(node string) (desired, observed uint64) {
 	return fs.current[node].Generation, fs.observed[node].ObservedGeneration
 }
 
-// lagging returns the nodes among online whose observed state reports a
-// generation below their desired state's, with that desired generation.
-func (fs *fleetState) lagging(online map[string]bool) map[string]uint64 {
+// trackLags starts recording which nodes' lag may change (takeLags) and
+// returns every node that lags now: whose observed state reports a
+// generation below its desired state's, with that desired generation.
+// The repair loop calls it once, then takes only the changes, so a round
+// costs what changed, not the fleet.
+func (fs *fleetState) trackLags() map[string]uint64 {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
+	fs.lagMarks = map[string]bool{}
 	out := map[string]uint64{}
-	for node, nd := range fs.current {
-		if online[node] && nd.Generation > fs.observed[node].ObservedGeneration {
-			out[node] = nd.Generation
+	for node := range fs.current {
+		if gen := fs.lagLocked(node); gen > 0 {
+			out[node] = gen
 		}
 	}
 	return out
+}
+
+// takeLags returns the nodes marked since the last call (or trackLags),
+// each with the desired generation it lags behind, 0 when it does not
+// lag (it caught up, or has no desired state any more), and clears the
+// marks.
+func (fs *fleetState) takeLags() map[string]uint64 {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if len(fs.lagMarks) == 0 {
+		return nil
+	}
+	out := make(map[string]uint64, len(fs.lagMarks))
+	for node := range fs.lagMarks {
+		out[node] = fs.lagLocked(node)
+	}
+	fs.lagMarks = map[string]bool{}
+	return out
+}
+
+// lagLocked is the desired generation node lags behind, or 0.
+func (fs *fleetState) lagLocked(node string) uint64 {
+	if gen := fs.current[node].Generation; gen > fs.observed[node].ObservedGeneration {
+		return gen
+	}
+	return 0
 }
 
 // desiredMessages returns the desired-state messages of those of nodes
@@ -196,6 +226,7 @@ func (fs *fleetState) setCurrentLocked(node string, nd reconcile.NodeDesired) {
 	old := fs.current[node]
 	fs.topics.replace(node, old.ConfigMaps, old.Secrets, nd.ConfigMaps, nd.Secrets)
 	fs.current[node] = nd
+	fs.markLagLocked(node)
 }
 
 // deleteNode records the operator's deletion of node, whose stored empty

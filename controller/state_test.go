@@ -140,3 +140,38 @@ func TestCommitDecisionHandsChangesToTheDecider(t *testing.T) {
 	assert.False(t, ok, "a daemonset deleted meanwhile is not brought back")
 	assert.True(t, fs.takeWork().empty())
 }
+
+// TestLagMarks: once the repair loop tracks lags, every change of a node's
+// desired or observed state, its presence or its deletion hands the node
+// to the next takeLags with the generation it lags behind (0: none), and
+// nothing else does.
+func TestLagMarks(t *testing.T) {
+	fs := newFleetState()
+	observe := func(node string, gen uint64) {
+		fs.updateObserved(node, func(uint64, schema.ObservedState, bool) (schema.ObservedState, bool) {
+			return schema.ObservedState{Node: node, ObservedGeneration: gen}, true
+		})
+	}
+	fs.setCurrent("behind", reconcile.NodeDesired{Generation: 3})
+	fs.setCurrent("level", reconcile.NodeDesired{Generation: 2})
+	observe("level", 2)
+	assert.Nil(t, fs.takeLags(), "nothing is recorded before the repair loop tracks lags")
+
+	assert.Equal(t, map[string]uint64{"behind": 3}, fs.trackLags())
+	assert.Nil(t, fs.takeLags())
+
+	observe("behind", 3)
+	fs.setCurrent("level", reconcile.NodeDesired{Generation: 5})
+	fs.nodeChanged("quiet") // a presence or status change of a node with no desired state
+	assert.Equal(t, map[string]uint64{"behind": 0, "level": 5, "quiet": 0}, fs.takeLags())
+
+	_, _, _ = fs.commitDecision(nil, map[string]reconcile.NodeDesired{"behind": {Generation: 4}}, &recordingCommitter{committed: map[string]reconcile.NodeDesired{}})
+	assert.Equal(t, map[string]uint64{"behind": 4}, fs.takeLags(), "the pass's own decision is a change of lag")
+
+	fs.deleteNode("level", reconcile.NodeDesired{Generation: 6})
+	_, _, _ = fs.commitDecision([]string{"level"}, nil, &recordingCommitter{committed: map[string]reconcile.NodeDesired{}})
+	assert.Equal(t, map[string]uint64{"level": 0}, fs.takeLags(), "a forgotten node lags no more")
+	fs.setStatus(map[string]dsStatus{})
+	fs.addRevision("rev-1", schema.Revision{})
+	assert.Nil(t, fs.takeLags())
+}

@@ -349,24 +349,6 @@ func (r *Registry) States() []NodeState {
 	return states
 }
 
-// Presence returns which known nodes are online and, for the others, since
-// when they are offline (zero if never seen online). Unlike States it does
-// not sort: a reconcile pass calls it on every wake-up.
-func (r *Registry) Presence() (online map[string]bool, offlineSince map[string]time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	online = make(map[string]bool, len(r.nodes))
-	offlineSince = make(map[string]time.Time)
-	for name, rec := range r.nodes {
-		if st := rec.state(); st.Online {
-			online[name] = true
-		} else {
-			offlineSince[name] = st.OfflineSince
-		}
-	}
-	return online, offlineSince
-}
-
 // Counts returns how many known nodes are online, and how many are known.
 func (r *Registry) Counts() (online, known int) {
 	r.mu.Lock()

@@ -264,9 +264,6 @@ func TestStatesAndDelete(t *testing.T) {
 		{Name: "pending", OfflineSince: at(time.Hour)},
 	}
 	assert.Equal(t, want, r.States())
-	online, offlineSince := r.Presence()
-	assert.Equal(t, map[string]bool{"on": true}, online)
-	assert.Equal(t, map[string]time.Time{"off": at(time.Minute), "pending": at(time.Hour)}, offlineSince)
 	up, known := r.Counts()
 	assert.Equal(t, 1, up)
 	assert.Equal(t, 3, known)
