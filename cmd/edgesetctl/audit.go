@@ -78,7 +78,8 @@ func followAudit(ctx context.Context, s *streams, f audit.Filter, seen []audit.E
 		f.SinceSeq = seen[n-1].Seq
 	}
 	header := len(seen) == 0
-	t := time.NewTicker(watchInterval)
+	interval := s.watchInterval()
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	failing := false
 	for {
@@ -93,7 +94,7 @@ func followAudit(ctx context.Context, s *streams, f audit.Filter, seen []audit.E
 			return nil
 		case err != nil:
 			if !failing {
-				fmt.Fprintf(s.err, "edgesetctl: audit: %v (retrying every %s)\n", err, watchInterval)
+				fmt.Fprintf(s.err, "edgesetctl: audit: %v (retrying every %s)\n", err, interval)
 			}
 			failing = true
 			continue

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/edgeset/edgeset/controller/api"
 	"github.com/edgeset/edgeset/schema"
@@ -58,9 +59,9 @@ func selectConfig(m api.ConfigMeta, name string, o listOptions, sel selector) bo
 	return (o.all || m.Namespace == o.namespace) && (name == "" || m.Name == name) && sel.Matches(m.Labels)
 }
 
-// printConfigMaps prints ConfigMaps as kubectl does: NAME DATA AGE; wide
-// adds who references each and on how many nodes it is.
-func printConfigMaps(w io.Writer, format string, cms []api.ConfigMap, withNamespace bool) error {
+// printConfigMaps prints ConfigMaps as kubectl does: NAME DATA AGE (at
+// now); wide adds who references each and on how many nodes it is.
+func printConfigMaps(w io.Writer, format string, cms []api.ConfigMap, withNamespace bool, now time.Time) error {
 	switch format {
 	case outputJSON, outputYAML:
 		return printManifests(w, printer{format: format}, manifestObjects(kindConfigMap, cms), false)
@@ -72,15 +73,15 @@ func printConfigMaps(w io.Writer, format string, cms []api.ConfigMap, withNamesp
 	}
 	t := newTable(w, configHeaders(withNamespace, format == outputWide, "NAME", "DATA", "AGE")...)
 	for _, cm := range cms {
-		t.row(configRow(cm.ConfigMeta, withNamespace, format == outputWide, cm.Name, strconv.Itoa(len(cm.Keys)), age(cm.CreatedAt))...)
+		t.row(configRow(cm.ConfigMeta, withNamespace, format == outputWide, cm.Name, strconv.Itoa(len(cm.Keys)), age(cm.CreatedAt, now))...)
 	}
 	return t.flush()
 }
 
-// printSecrets prints Secrets as kubectl does: NAME TYPE DATA AGE. JSON
-// and YAML carry keys and sizes, and values only if the controller sent
-// them (--show-values).
-func printSecrets(w io.Writer, format string, secrets []api.Secret, withNamespace bool) error {
+// printSecrets prints Secrets as kubectl does: NAME TYPE DATA AGE (at
+// now). JSON and YAML carry keys and sizes, and values only if the
+// controller sent them (--show-values).
+func printSecrets(w io.Writer, format string, secrets []api.Secret, withNamespace bool, now time.Time) error {
 	switch format {
 	case outputJSON, outputYAML:
 		return printManifests(w, printer{format: format}, manifestObjects(kindSecret, secrets), false)
@@ -92,7 +93,7 @@ func printSecrets(w io.Writer, format string, secrets []api.Secret, withNamespac
 	}
 	t := newTable(w, configHeaders(withNamespace, format == outputWide, "NAME", "TYPE", "DATA", "AGE")...)
 	for _, s := range secrets {
-		t.row(configRow(s.ConfigMeta, withNamespace, format == outputWide, s.Name, orNone(s.Type), strconv.Itoa(len(s.Keys)), age(s.CreatedAt))...)
+		t.row(configRow(s.ConfigMeta, withNamespace, format == outputWide, s.Name, orNone(s.Type), strconv.Itoa(len(s.Keys)), age(s.CreatedAt, now))...)
 	}
 	return t.flush()
 }
@@ -122,9 +123,9 @@ func configRow(m api.ConfigMeta, withNamespace, wide bool, cells ...string) []st
 }
 
 // describeConfig shows one ConfigMap or Secret with its keys, sizes, the
-// daemonsets that reference it and its events. A Secret's values are
-// never shown.
-func describeConfig(ctx context.Context, c *api.Client, w io.Writer, kind, key string) error {
+// daemonsets that reference it and its events, aged at now. A Secret's
+// values are never shown.
+func describeConfig(ctx context.Context, c *api.Client, w io.Writer, kind, key string, now time.Time) error {
 	var meta api.ConfigMeta
 	typ := ""
 	if kind == kindConfigMap {
@@ -144,13 +145,13 @@ func describeConfig(ctx context.Context, c *api.Client, w io.Writer, kind, key s
 	if err != nil {
 		return err
 	}
-	writeConfig(w, meta, typ, events)
+	writeConfig(w, meta, typ, events, now)
 	return nil
 }
 
-// writeConfig renders a described config object; typ is a Secret's type,
-// empty for a ConfigMap.
-func writeConfig(w io.Writer, m api.ConfigMeta, typ string, events []api.Event) {
+// writeConfig renders a described config object, its events aged at now;
+// typ is a Secret's type, empty for a ConfigMap.
+func writeConfig(w io.Writer, m api.ConfigMeta, typ string, events []api.Event, now time.Time) {
 	field(w, "Name", m.Name)
 	field(w, "Namespace", m.Namespace)
 	listField(w, "Labels", sortedPairs(m.Labels))
@@ -163,7 +164,7 @@ func writeConfig(w io.Writer, m api.ConfigMeta, typ string, events []api.Event) 
 	listField(w, "Used by", m.ReferencedBy)
 	field(w, "Nodes", strconv.Itoa(m.Nodes))
 	writeKeys(w, m.Keys)
-	writeEvents(w, events)
+	writeEvents(w, events, now)
 }
 
 // writeKeys lists keys and the sizes of their values, never the values.

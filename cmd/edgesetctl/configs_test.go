@@ -45,23 +45,26 @@ func goldenSecrets() []api.Secret {
 }
 
 func TestGoldenConfigTables(t *testing.T) {
-	now = func() time.Time { return fixedNow }
-	defer func() { now = time.Now }()
+	t.Parallel()
 	events := []api.Event{{Seq: 3, Time: fixedNow.Add(-time.Hour), Type: "Normal", Reason: "Applied", Object: "configmap/edge/agent-config",
 		Message: "configured: generation 2, 2 key(s)"}}
 	cases := []struct {
 		name  string
 		print func(w *bytes.Buffer) error
 	}{
-		{"get-configmaps", func(w *bytes.Buffer) error { return printConfigMaps(w, outputTable, goldenConfigMaps()[:1], false) }},
-		{"get-configmaps-all-wide", func(w *bytes.Buffer) error { return printConfigMaps(w, outputWide, goldenConfigMaps(), true) }},
-		{"get-configmaps-yaml", func(w *bytes.Buffer) error { return printConfigMaps(w, outputYAML, goldenConfigMaps()[:1], false) }},
-		{"get-secrets", func(w *bytes.Buffer) error { return printSecrets(w, outputTable, goldenSecrets(), false) }},
-		{"get-secrets-wide", func(w *bytes.Buffer) error { return printSecrets(w, outputWide, goldenSecrets(), true) }},
-		{"get-secrets-yaml", func(w *bytes.Buffer) error { return printSecrets(w, outputYAML, goldenSecrets()[:1], false) }},
-		{"get-secrets-name", func(w *bytes.Buffer) error { return printSecrets(w, outputName, goldenSecrets(), false) }},
+		{"get-configmaps", func(w *bytes.Buffer) error {
+			return printConfigMaps(w, outputTable, goldenConfigMaps()[:1], false, fixedNow)
+		}},
+		{"get-configmaps-all-wide", func(w *bytes.Buffer) error { return printConfigMaps(w, outputWide, goldenConfigMaps(), true, fixedNow) }},
+		{"get-configmaps-yaml", func(w *bytes.Buffer) error {
+			return printConfigMaps(w, outputYAML, goldenConfigMaps()[:1], false, fixedNow)
+		}},
+		{"get-secrets", func(w *bytes.Buffer) error { return printSecrets(w, outputTable, goldenSecrets(), false, fixedNow) }},
+		{"get-secrets-wide", func(w *bytes.Buffer) error { return printSecrets(w, outputWide, goldenSecrets(), true, fixedNow) }},
+		{"get-secrets-yaml", func(w *bytes.Buffer) error { return printSecrets(w, outputYAML, goldenSecrets()[:1], false, fixedNow) }},
+		{"get-secrets-name", func(w *bytes.Buffer) error { return printSecrets(w, outputName, goldenSecrets(), false, fixedNow) }},
 		{"describe-configmap", func(w *bytes.Buffer) error {
-			writeConfig(w, goldenConfigMaps()[0].ConfigMeta, "", events)
+			writeConfig(w, goldenConfigMaps()[0].ConfigMeta, "", events, fixedNow)
 			return nil
 		}},
 		{"describe-daemonset-configs", func(w *bytes.Buffer) error {
@@ -69,11 +72,11 @@ func TestGoldenConfigTables(t *testing.T) {
 			pod := &d.Manifest.Spec.Template.Spec
 			pod.Volumes = []schema.Volume{{Name: "flags", ConfigMap: &schema.ConfigMapVolumeSource{Name: "exporter-flags"}}}
 			pod.Containers[0].EnvFrom = []schema.EnvFromSource{{SecretRef: &schema.SecretEnvSource{Name: "basic-auth"}}}
-			writeDaemonSet(w, d, nil)
+			writeDaemonSet(w, d, nil, fixedNow)
 			return nil
 		}},
 		{"describe-secret", func(w *bytes.Buffer) error {
-			writeConfig(w, goldenSecrets()[0].ConfigMeta, goldenSecrets()[0].Type, nil)
+			writeConfig(w, goldenSecrets()[0].ConfigMeta, goldenSecrets()[0].Type, nil, fixedNow)
 			return nil
 		}},
 	}
@@ -90,7 +93,7 @@ func TestGoldenConfigTables(t *testing.T) {
 // no values, and -o yaml prints keys and sizes only.
 func TestSecretYAMLHasNoValues(t *testing.T) {
 	var buf bytes.Buffer
-	require.NoError(t, printSecrets(&buf, outputYAML, goldenSecrets(), false))
+	require.NoError(t, printSecrets(&buf, outputYAML, goldenSecrets(), false, fixedNow))
 	list := decodeYAML(t, buf.String())
 	for _, item := range list["items"].([]any) {
 		require.NotContains(t, item, "data", buf.String())

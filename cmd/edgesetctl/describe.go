@@ -39,11 +39,11 @@ func newDescribeCmd(s *streams) *cobra.Command {
 			}
 			switch kind {
 			case kindNode:
-				err = describeNode(cmd.Context(), c, s.out, args[1])
+				err = describeNode(cmd.Context(), c, s.out, args[1], s.now())
 			case kindDaemonSet:
-				err = describeDaemonSet(cmd.Context(), c, s.out, namespace+"/"+args[1])
+				err = describeDaemonSet(cmd.Context(), c, s.out, namespace+"/"+args[1], s.now())
 			case kindConfigMap, kindSecret:
-				err = describeConfig(cmd.Context(), c, s.out, kind, namespace+"/"+args[1])
+				err = describeConfig(cmd.Context(), c, s.out, kind, namespace+"/"+args[1], s.now())
 			default:
 				return usageError{fmt.Errorf("describe supports nodes, daemonsets, configmaps and secrets")}
 			}
@@ -54,7 +54,7 @@ func newDescribeCmd(s *streams) *cobra.Command {
 	return cmd
 }
 
-func describeNode(ctx context.Context, c *api.Client, w io.Writer, name string) error {
+func describeNode(ctx context.Context, c *api.Client, w io.Writer, name string, now time.Time) error {
 	n, err := c.GetNode(ctx, name)
 	if err != nil {
 		return err
@@ -63,18 +63,18 @@ func describeNode(ctx context.Context, c *api.Client, w io.Writer, name string) 
 	if err != nil {
 		return err
 	}
-	writeNode(w, n, events)
+	writeNode(w, n, events, now)
 	return nil
 }
 
-// writeNode renders a described node.
-func writeNode(w io.Writer, n api.Node, events []api.Event) {
+// writeNode renders a described node, its ages measured at now.
+func writeNode(w io.Writer, n api.Node, events []api.Event, now time.Time) {
 	field(w, "Name", n.Name)
 	presence := "offline"
 	if n.Online {
 		presence = "online"
 	}
-	field(w, "Status", fmt.Sprintf("%s (%s, last seen %s ago)", nodeStatus(n), presence, agePtr(n.LastSeen)))
+	field(w, "Status", fmt.Sprintf("%s (%s, last seen %s ago)", nodeStatus(n), presence, agePtr(n.LastSeen, now)))
 	listField(w, "Labels", sortedPairs(n.Labels))
 	var taints []string
 	for _, t := range n.Taints {
@@ -88,10 +88,10 @@ func writeNode(w io.Writer, n api.Node, events []api.Event) {
 	section(w, "Conditions")
 	t := newTable(w, "  TYPE", "STATUS", "SINCE", "REASON", "MESSAGE")
 	for _, c := range n.Conditions {
-		t.row("  "+c.Type, c.Status, age(c.Since), orNone(c.Reason), orNone(c.Message))
+		t.row("  "+c.Type, c.Status, age(c.Since, now), orNone(c.Reason), orNone(c.Message))
 	}
 	t.flush()
-	writeTelemetry(w, n.Telemetry)
+	writeTelemetry(w, n.Telemetry, now)
 	writeInstances(w, n.Instances, false)
 	section(w, "Placement")
 	t = newTable(w, "  DAEMONSET", "RUN", "KEEP RUNNING", "REASONS")
@@ -99,12 +99,12 @@ func writeNode(w io.Writer, n api.Node, events []api.Event) {
 		t.row("  "+p.DaemonSet, yesNo(p.Run), yesNo(p.KeepRunning), orNone(strings.Join(p.Reasons, "; ")))
 	}
 	t.flush()
-	writeEvents(w, events)
+	writeEvents(w, events, now)
 }
 
 // writeTelemetry renders the node's last resource report: host figures,
 // filesystems, per-instance usage, and how many reports the history holds.
-func writeTelemetry(w io.Writer, tm *telemetry.Node) {
+func writeTelemetry(w io.Writer, tm *telemetry.Node, now time.Time) {
 	if tm == nil {
 		field(w, "Telemetry", "<none> (not reported by this agent)")
 		return
@@ -114,7 +114,7 @@ func writeTelemetry(w io.Writer, tm *telemetry.Node) {
 	if m.TemperatureCelsius != nil {
 		temp = fmt.Sprintf("%.1f°C", *m.TemperatureCelsius)
 	}
-	field(w, "Telemetry", fmt.Sprintf("received %s ago, %d in history", age(tm.Received), len(tm.History)))
+	field(w, "Telemetry", fmt.Sprintf("received %s ago, %d in history", age(tm.Received, now), len(tm.History)))
 	field(w, "  Load", fmt.Sprintf("%.2f (%d CPUs), uptime %s", m.Load1, m.CPUs, time.Duration(m.UptimeSeconds)*time.Second))
 	field(w, "  Memory", fmt.Sprintf("%s available of %s", telemetry.Bytes(m.MemoryAvailableBytes), telemetry.Bytes(m.MemoryTotalBytes)))
 	for _, d := range m.Disks {
@@ -137,7 +137,7 @@ func taintString(t schema.Taint) string {
 	return t.Key + "=" + t.Value + ":" + t.Effect
 }
 
-func describeDaemonSet(ctx context.Context, c *api.Client, w io.Writer, key string) error {
+func describeDaemonSet(ctx context.Context, c *api.Client, w io.Writer, key string, now time.Time) error {
 	d, err := c.GetDaemonSet(ctx, key)
 	if err != nil {
 		return err
@@ -146,12 +146,12 @@ func describeDaemonSet(ctx context.Context, c *api.Client, w io.Writer, key stri
 	if err != nil {
 		return err
 	}
-	writeDaemonSet(w, d, events)
+	writeDaemonSet(w, d, events, now)
 	return nil
 }
 
-// writeDaemonSet renders a described daemonset.
-func writeDaemonSet(w io.Writer, d api.DaemonSet, events []api.Event) {
+// writeDaemonSet renders a described daemonset, its events aged at now.
+func writeDaemonSet(w io.Writer, d api.DaemonSet, events []api.Event, now time.Time) {
 	spec := d.Manifest.Spec
 	field(w, "Name", d.Name)
 	field(w, "Namespace", d.Namespace)
@@ -178,7 +178,7 @@ func writeDaemonSet(w io.Writer, d api.DaemonSet, events []api.Event) {
 		field(w, "Rollout", rolloutSummary(*r, d.Instances)+heldNote(d))
 	}
 	writeInstances(w, d.Instances, true)
-	writeEvents(w, events)
+	writeEvents(w, events, now)
 }
 
 // writeSchedule renders the per-site budget and the maintenance windows,
@@ -282,7 +282,8 @@ func writeInstances(w io.Writer, ins []api.Instance, byNode bool) {
 	t.flush()
 }
 
-func writeEvents(w io.Writer, events []api.Event) {
+// writeEvents renders a described object's events, aged at now.
+func writeEvents(w io.Writer, events []api.Event, now time.Time) {
 	section(w, "Events")
 	if len(events) == 0 {
 		fmt.Fprintln(w, "  <none>")
@@ -290,7 +291,7 @@ func writeEvents(w io.Writer, events []api.Event) {
 	}
 	t := newTable(w, "  AGE", "TYPE", "REASON", "MESSAGE")
 	for _, e := range events {
-		t.row("  "+eventAge(e), e.Type, e.Reason, e.Message)
+		t.row("  "+eventAge(e, now), e.Type, e.Reason, e.Message)
 	}
 	t.flush()
 }

@@ -105,8 +105,7 @@ func TestCLIDiff(t *testing.T) {
 }
 
 func TestGetSourcesGolden(t *testing.T) {
-	now = func() time.Time { return fixedNow }
-	defer func() { now = time.Now }()
+	t.Parallel()
 	srcs := []api.Source{
 		{Path: "/etc/edgeset/manifests/exporter.yaml", Status: api.SourceApplied, DaemonSets: []string{"monitoring/node-exporter"},
 			ConfigMaps: []string{"monitoring/exporter-flags"}, Secrets: []string{"monitoring/basic-auth"}, LastApplied: ago(5 * time.Minute)},
@@ -118,7 +117,7 @@ func TestGetSourcesGolden(t *testing.T) {
 	for _, tc := range []struct{ name, format string }{{"get-sources", outputTable}, {"get-sources-wide", outputWide}, {"get-sources-json", outputJSON}} {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			require.NoError(t, printSources(&buf, tc.format, srcs))
+			require.NoError(t, printSources(&buf, tc.format, srcs, fixedNow))
 			checkGolden(t, filepath.Join("testdata", "golden", tc.name+".golden"), buf.Bytes())
 		})
 	}

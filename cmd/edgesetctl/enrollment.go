@@ -93,7 +93,7 @@ func newEnrollmentListCmd(s *streams) *cobra.Command {
 			if err != nil {
 				return cfg.explain(fmt.Errorf("list enrollment codes: %w", err))
 			}
-			return printEnrollments(s.out, codes, time.Now())
+			return printEnrollments(s.out, codes, s.now())
 		},
 	}
 }
@@ -115,7 +115,7 @@ func printEnrollments(w io.Writer, codes []api.EnrollmentCode, now time.Time) er
 		}
 		sort.Strings(labels)
 		t.row(c.ID, what, strconv.Itoa(len(c.Enrolled))+"/"+strconv.Itoa(c.Uses), orNone(strings.Join(labels, ",")),
-			expires, age(c.CreatedAt), orNone(c.Description))
+			expires, age(c.CreatedAt, now), orNone(c.Description))
 	}
 	return t.flush()
 }

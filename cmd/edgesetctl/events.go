@@ -118,9 +118,9 @@ func showEvents(ctx context.Context, c *api.Client, s *streams, f api.EventFilte
 		if len(events) == 0 {
 			return noEvents(s.err, o)
 		}
-		return printEvents(s.out, events, true)
+		return printEvents(s.out, events, true, s.now())
 	}
-	if err := printEventStream(s.out, o.output, events, true); err != nil {
+	if err := printEventStream(s.out, o.output, events, true, s.now()); err != nil {
 		return err
 	}
 	f.Limit = 0
@@ -161,11 +161,12 @@ func noEvents(w io.Writer, o eventsOptions) error {
 	return err
 }
 
-// watchEvents polls for events after f.SinceSeq every watchInterval until
-// ctx ends, printing each new batch. A failed poll is reported once per
-// outage and polling goes on.
+// watchEvents polls for events after f.SinceSeq every s.watchInterval()
+// until ctx ends, printing each new batch, aged at the time it is printed.
+// A failed poll is reported once per outage and polling goes on.
 func watchEvents(ctx context.Context, c *api.Client, s *streams, f api.EventFilter, o eventsOptions, header bool) error {
-	t := time.NewTicker(watchInterval)
+	interval := s.watchInterval()
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	failing := false
 	for {
@@ -180,7 +181,7 @@ func watchEvents(ctx context.Context, c *api.Client, s *streams, f api.EventFilt
 			return nil
 		case err != nil:
 			if !failing {
-				fmt.Fprintf(s.err, "edgesetctl: events: %v (retrying every %s)\n", err, watchInterval)
+				fmt.Fprintf(s.err, "edgesetctl: events: %v (retrying every %s)\n", err, interval)
 			}
 			failing = true
 			continue
@@ -190,7 +191,7 @@ func watchEvents(ctx context.Context, c *api.Client, s *streams, f api.EventFilt
 		if events = eventsIn(events, o.inNamespace, 0); len(events) == 0 {
 			continue
 		}
-		if err := printEventStream(s.out, o.output, events, header); err != nil {
+		if err := printEventStream(s.out, o.output, events, header, s.now()); err != nil {
 			return err
 		}
 		header = false
@@ -198,13 +199,13 @@ func watchEvents(ctx context.Context, c *api.Client, s *streams, f api.EventFilt
 }
 
 // printEventStream prints a batch of followed events: table rows (with the
-// header only if header), or one JSON object per line.
-func printEventStream(w io.Writer, format string, events []api.Event, header bool) error {
+// header only if header) aged at now, or one JSON object per line.
+func printEventStream(w io.Writer, format string, events []api.Event, header bool, now time.Time) error {
 	if format != outputJSON {
 		if len(events) == 0 && !header {
 			return nil
 		}
-		return printEvents(w, events, header)
+		return printEvents(w, events, header, now)
 	}
 	enc := json.NewEncoder(w)
 	for _, e := range events {
@@ -224,17 +225,19 @@ func lastSeq(events []api.Event, since uint64) uint64 {
 	return since
 }
 
-// eventAge is how long ago an event last happened and, for a series of
-// repeats, kubectl's "(xN over D)": the count and the time since the first.
-func eventAge(e api.Event) string {
+// eventAge is how long before now an event last happened and, for a series
+// of repeats, kubectl's "(xN over D)": the count and the time since the
+// first.
+func eventAge(e api.Event, now time.Time) string {
 	if e.Count <= 1 || e.LastTime == nil {
-		return age(e.Time)
+		return age(e.Time, now)
 	}
-	return fmt.Sprintf("%s (x%d over %s)", age(*e.LastTime), e.Count, age(e.Time))
+	return fmt.Sprintf("%s (x%d over %s)", age(*e.LastTime, now), e.Count, age(e.Time, now))
 }
 
-// printEvents prints events as a table: AGE TYPE REASON OBJECT MESSAGE.
-func printEvents(w io.Writer, events []api.Event, header bool) error {
+// printEvents prints events as a table, aged at now: AGE TYPE REASON OBJECT
+// MESSAGE.
+func printEvents(w io.Writer, events []api.Event, header bool, now time.Time) error {
 	if len(events) == 0 && header {
 		_, err := fmt.Fprintln(w, "No events.")
 		return err
@@ -244,7 +247,7 @@ func printEvents(w io.Writer, events []api.Event, header bool) error {
 		t.row("AGE", "TYPE", "REASON", "OBJECT", "MESSAGE")
 	}
 	for _, e := range events {
-		t.row(eventAge(e), e.Type, e.Reason, e.Object, e.Message)
+		t.row(eventAge(e, now), e.Type, e.Reason, e.Object, e.Message)
 	}
 	return t.flush()
 }

@@ -18,8 +18,7 @@ import (
 
 // TestGoldenLiveTables covers the tables of events and the live explain.
 func TestGoldenLiveTables(t *testing.T) {
-	now = func() time.Time { return fixedNow }
-	defer func() { now = time.Now }()
+	t.Parallel()
 	nodes := goldenNodes()
 	nodes[1].Placement = []api.Placement{{Node: "gw-paris-2", DaemonSet: "monitoring/node-exporter", KeepRunning: true,
 		Reasons: []string{"node is unschedulable (cordoned)"}}}
@@ -39,9 +38,9 @@ func TestGoldenLiveTables(t *testing.T) {
 		name  string
 		print func(w *bytes.Buffer) error
 	}{
-		{"events", func(w *bytes.Buffer) error { return printEvents(w, goldenEvents(), true) }},
-		{"events-empty", func(w *bytes.Buffer) error { return printEvents(w, nil, true) }},
-		{"events-stream-json", func(w *bytes.Buffer) error { return printEventStream(w, outputJSON, goldenEvents(), true) }},
+		{"events", func(w *bytes.Buffer) error { return printEvents(w, goldenEvents(), true, fixedNow) }},
+		{"events-empty", func(w *bytes.Buffer) error { return printEvents(w, nil, true, fixedNow) }},
+		{"events-stream-json", func(w *bytes.Buffer) error { return printEventStream(w, outputJSON, goldenEvents(), true, fixedNow) }},
 		{"explain-live", func(w *bytes.Buffer) error { return printLiveExplain(w, live) }},
 		{"explain-live-json", func(w *bytes.Buffer) error { return printData(w, outputJSON, live) }},
 	}
@@ -128,8 +127,7 @@ func (b *syncBuffer) String() string {
 // TestWatchObjects checks that a watch prints the first state and then only
 // changes, and that it ends cleanly with its context.
 func TestWatchObjects(t *testing.T) {
-	defer func(d time.Duration) { watchInterval = d }(watchInterval)
-	watchInterval = time.Millisecond
+	t.Parallel()
 	var mu sync.Mutex
 	polls := 0
 	fetch := func(context.Context) (any, error) {
@@ -145,7 +143,9 @@ func TestWatchObjects(t *testing.T) {
 	var out, errOut syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- watchObjects(ctx, &streams{out: &out, err: &errOut}, outputTable, fetch, show) }()
+	go func() {
+		done <- watchObjects(ctx, &streams{out: &out, err: &errOut, watchEvery: time.Millisecond}, outputTable, fetch, show)
+	}()
 	waitUntil(t, "the change", func() bool { return strings.Contains(out.String(), "a,c") })
 	waitUntil(t, "more polls", func() bool { mu.Lock(); defer mu.Unlock(); return polls > 10 })
 	cancel()

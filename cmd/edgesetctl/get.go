@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -107,7 +108,7 @@ func newGetCmd(s *streams) *cobra.Command {
 			}
 			fetch := func(ctx context.Context) (any, error) { return fetchObjects(ctx, c, kind, name, o, sel) }
 			single := name != "" && kind != kindInstance
-			show := func(w io.Writer, v any) error { return printObjects(w, s.err, kind, o, single, v) }
+			show := func(w io.Writer, v any) error { return printObjects(w, s.err, kind, o, single, v, s.now()) }
 			if o.watch {
 				return cfg.explain(watchObjects(cmd.Context(), s, o.output, fetch, show))
 			}
@@ -164,9 +165,9 @@ func fetchObjects(ctx context.Context, c *api.Client, kind, name string, o listO
 
 // printObjects prints what fetchObjects returned for kind, sorted by
 // --sort-by: as manifests (one object if single, else a List) or as
-// edgeset's table. An empty list in a format for people prints kubectl's
-// "No resources found" on errw instead.
-func printObjects(w, errw io.Writer, kind string, o listOptions, single bool, v any) error {
+// edgeset's table, its ages measured at now. An empty list in a format for
+// people prints kubectl's "No resources found" on errw instead.
+func printObjects(w, errw io.Writer, kind string, o listOptions, single bool, v any, now time.Time) error {
 	if o.sortBy != "" {
 		var err error
 		if v, err = sortObjects(kind, v, o.sortBy); err != nil {
@@ -184,15 +185,15 @@ func printObjects(w, errw io.Writer, kind string, o listOptions, single bool, v 
 	}
 	switch kind {
 	case kindNode:
-		return printNodes(w, o.output, v.([]api.Node))
+		return printNodes(w, o.output, v.([]api.Node), now)
 	case kindDaemonSet:
-		return printDaemonSets(w, o.output, v.([]api.DaemonSet), o.all)
+		return printDaemonSets(w, o.output, v.([]api.DaemonSet), o.all, now)
 	case kindSource:
-		return printSources(w, o.output, v.([]api.Source))
+		return printSources(w, o.output, v.([]api.Source), now)
 	case kindConfigMap:
-		return printConfigMaps(w, o.output, v.([]api.ConfigMap), o.all)
+		return printConfigMaps(w, o.output, v.([]api.ConfigMap), o.all, now)
 	case kindSecret:
-		return printSecrets(w, o.output, v.([]api.Secret), o.all)
+		return printSecrets(w, o.output, v.([]api.Secret), o.all, now)
 	default:
 		return printInstances(w, o.output, v.([]api.Instance))
 	}
@@ -247,7 +248,7 @@ func nodeStatus(n api.Node) string {
 	return status
 }
 
-func printNodes(w io.Writer, format string, nodes []api.Node) error {
+func printNodes(w io.Writer, format string, nodes []api.Node, now time.Time) error {
 	switch format {
 	case outputJSON, outputYAML:
 		return printManifests(w, printer{format: format}, manifestObjects(kindNode, nodes), false)
@@ -263,7 +264,7 @@ func printNodes(w io.Writer, format string, nodes []api.Node) error {
 	}
 	t := newTable(w, headers...)
 	for _, n := range nodes {
-		cells := []string{n.Name, nodeStatus(n), yesNo(n.Online), agePtr(n.LastSeen), orNone(n.Info.AgentVersion)}
+		cells := []string{n.Name, nodeStatus(n), yesNo(n.Online), agePtr(n.LastSeen, now), orNone(n.Info.AgentVersion)}
 		if format == outputWide {
 			cells = append(cells, n.Info.OS+"/"+n.Info.Arch, orNone(strings.TrimSpace(n.Info.Runtime+" "+n.Info.RuntimeVersion)),
 				strconv.Itoa(len(n.Taints)), mapString(n.Labels))
@@ -273,7 +274,7 @@ func printNodes(w io.Writer, format string, nodes []api.Node) error {
 	return t.flush()
 }
 
-func printDaemonSets(w io.Writer, format string, dss []api.DaemonSet, withNamespace bool) error {
+func printDaemonSets(w io.Writer, format string, dss []api.DaemonSet, withNamespace bool, now time.Time) error {
 	switch format {
 	case outputJSON, outputYAML:
 		return printManifests(w, printer{format: format}, manifestObjects(kindDaemonSet, dss), false)
@@ -293,12 +294,12 @@ func printDaemonSets(w io.Writer, format string, dss []api.DaemonSet, withNamesp
 	}
 	t := newTable(w, headers...)
 	for _, d := range dss {
-		t.row(daemonSetRow(d, withNamespace, format == outputWide)...)
+		t.row(daemonSetRow(d, withNamespace, format == outputWide, now)...)
 	}
 	return t.flush()
 }
 
-func daemonSetRow(d api.DaemonSet, withNamespace, wide bool) []string {
+func daemonSetRow(d api.DaemonSet, withNamespace, wide bool, now time.Time) []string {
 	st := d.Status
 	var cells []string
 	if withNamespace {
@@ -307,7 +308,7 @@ func daemonSetRow(d api.DaemonSet, withNamespace, wide bool) []string {
 	cells = append(cells, d.Name,
 		strconv.Itoa(st.DesiredNumberScheduled), strconv.Itoa(st.CurrentNumberScheduled), strconv.Itoa(st.NumberReady),
 		strconv.Itoa(st.UpdatedNumberScheduled), strconv.Itoa(st.NumberAvailable), strconv.Itoa(st.NodesOffline),
-		mapString(d.Manifest.Spec.Template.Spec.NodeSelector), age(d.CreatedAt))
+		mapString(d.Manifest.Spec.Template.Spec.NodeSelector), age(d.CreatedAt, now))
 	if wide {
 		var names, images []string
 		for _, c := range d.Manifest.Spec.Template.Spec.Containers {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"text/tabwriter"
+	"time"
 
 	"github.com/moby/moby/client"
 	"github.com/spf13/cobra"
@@ -145,7 +146,7 @@ func newImageListCmd(s *streams) *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(list)
 			case "":
-				printImages(s.out, list)
+				printImages(s.out, list, s.now())
 				return nil
 			}
 			return usageError{fmt.Errorf("image ls: -o %q: want json or nothing", output)}
@@ -155,8 +156,8 @@ func newImageListCmd(s *streams) *cobra.Command {
 	return cmd
 }
 
-// printImages prints the table of image ls.
-func printImages(w io.Writer, list api.ImageList) {
+// printImages prints the table of image ls, aged at now.
+func printImages(w io.Writer, list api.ImageList, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
 	fmt.Fprintln(tw, "IMAGE\tDIGEST\tSIZE\tLAYERS\tAGE\tUSED BY")
 	for _, im := range list.Images {
@@ -166,7 +167,7 @@ func printImages(w io.Writer, list api.ImageList) {
 			users = users[1 : len(users)-1]
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", imagestore.Familiar(im.Name), shortDigest(im.Digest),
-			telemetry.Bytes(im.Size), im.Layers, age(im.Pushed), users)
+			telemetry.Bytes(im.Size), im.Layers, age(im.Pushed, now), users)
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "store: %s of %s used\n", telemetry.Bytes(list.Used), telemetry.Bytes(list.Quota))

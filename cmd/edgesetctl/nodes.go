@@ -469,7 +469,7 @@ func drain(ctx context.Context, c *api.Client, s *streams, name string, timeout,
 			return nil
 		}
 		if !node.Online && !offlineNoted {
-			fmt.Fprintf(s.err, "node %s is offline%s: its instances stop when it reconnects; waiting (the drain stays in effect if you stop waiting)\n", name, lastSeen(node.LastSeen))
+			fmt.Fprintf(s.err, "node %s is offline%s: its instances stop when it reconnects; waiting (the drain stays in effect if you stop waiting)\n", name, lastSeen(node.LastSeen, s.now()))
 			offlineNoted = true
 		}
 		select {
@@ -503,10 +503,11 @@ func evictionPending(node api.Node, evicting map[string]bool) []string {
 	return pending
 }
 
-// lastSeen says when a node was last seen, for messages.
-func lastSeen(t *time.Time) string {
+// lastSeen says when a node was last seen and how long before now, for
+// messages.
+func lastSeen(t *time.Time, now time.Time) string {
 	if t == nil || t.IsZero() {
 		return " (never seen)"
 	}
-	return fmt.Sprintf(" (last seen %s, %s ago)", t.UTC().Format(time.RFC3339), time.Since(*t).Round(time.Second))
+	return fmt.Sprintf(" (last seen %s, %s ago)", t.UTC().Format(time.RFC3339), now.Sub(*t).Round(time.Second))
 }

@@ -236,7 +236,7 @@ func TestCLICompletion(t *testing.T) {
 // the same nodes, and printed DaemonSets decode to their specs.
 func TestManifestsDecodeBack(t *testing.T) {
 	var buf bytes.Buffer
-	require.NoError(t, printNodes(&buf, outputYAML, goldenNodes()))
+	require.NoError(t, printNodes(&buf, outputYAML, goldenNodes(), fixedNow))
 	nodes, err := schema.DecodeNodes("nodes.yaml", buf.Bytes())
 	require.NoError(t, err)
 	require.Len(t, nodes, len(goldenNodes()))
@@ -261,7 +261,7 @@ func TestManifestsDecodeBack(t *testing.T) {
 		spec.Selector = &schema.LabelSelector{MatchLabels: map[string]string{"app": "x"}}
 		spec.Template.Metadata.Labels = map[string]string{"app": "x"}
 	}
-	require.NoError(t, printDaemonSets(&buf, outputYAML, dss, false))
+	require.NoError(t, printDaemonSets(&buf, outputYAML, dss, false, fixedNow))
 	objs, _, err := schema.Decode("ds.yaml", buf.Bytes())
 	require.NoError(t, err)
 	require.Len(t, objs, len(dss))

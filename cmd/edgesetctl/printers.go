@@ -13,9 +13,6 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// now is the clock of ages in tables; tests fix it.
-var now = time.Now
-
 // Output formats of get.
 const (
 	outputTable = ""
@@ -83,12 +80,13 @@ func oneLine(c string) string {
 
 func (t *table) flush() error { return t.tw.Flush() }
 
-// age formats a duration as kubectl does: 42s, 5m, 3h, 12d.
-func age(since time.Time) string {
+// age formats the time from since to now as kubectl does: 42s, 5m, 3h,
+// 12d.
+func age(since, now time.Time) string {
 	if since.IsZero() {
 		return "<unknown>"
 	}
-	d := now().Sub(since)
+	d := now.Sub(since)
 	switch {
 	case d < 0:
 		return "0s"
@@ -102,11 +100,11 @@ func age(since time.Time) string {
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
-func agePtr(t *time.Time) string {
+func agePtr(t *time.Time, now time.Time) string {
 	if t == nil {
 		return "<never>"
 	}
-	return age(*t)
+	return age(*t, now)
 }
 
 // mapString renders a map as k=v,k=v sorted, or <none>.

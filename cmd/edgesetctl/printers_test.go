@@ -127,23 +127,22 @@ func goldenEvents() []api.Event {
 func ptrTime(t time.Time) *time.Time { return &t }
 
 func TestGoldenTables(t *testing.T) {
-	now = func() time.Time { return fixedNow }
-	defer func() { now = time.Now }()
+	t.Parallel()
 	ds := goldenDaemonSets()
 	cases := []struct {
 		name  string
 		print func(w *bytes.Buffer) error
 	}{
-		{"get-nodes", func(w *bytes.Buffer) error { return printNodes(w, outputTable, goldenNodes()) }},
-		{"get-nodes-wide", func(w *bytes.Buffer) error { return printNodes(w, outputWide, goldenNodes()) }},
-		{"get-nodes-name", func(w *bytes.Buffer) error { return printNodes(w, outputName, goldenNodes()) }},
-		{"get-daemonsets", func(w *bytes.Buffer) error { return printDaemonSets(w, outputTable, ds, false) }},
-		{"get-daemonsets-all-wide", func(w *bytes.Buffer) error { return printDaemonSets(w, outputWide, ds, true) }},
+		{"get-nodes", func(w *bytes.Buffer) error { return printNodes(w, outputTable, goldenNodes(), fixedNow) }},
+		{"get-nodes-wide", func(w *bytes.Buffer) error { return printNodes(w, outputWide, goldenNodes(), fixedNow) }},
+		{"get-nodes-name", func(w *bytes.Buffer) error { return printNodes(w, outputName, goldenNodes(), fixedNow) }},
+		{"get-daemonsets", func(w *bytes.Buffer) error { return printDaemonSets(w, outputTable, ds, false, fixedNow) }},
+		{"get-daemonsets-all-wide", func(w *bytes.Buffer) error { return printDaemonSets(w, outputWide, ds, true, fixedNow) }},
 		{"get-instances", func(w *bytes.Buffer) error { return printInstances(w, outputTable, ds[0].Instances) }},
 		{"get-instances-wide", func(w *bytes.Buffer) error { return printInstances(w, outputWide, ds[0].Instances) }},
 		{"get-instances-json", func(w *bytes.Buffer) error { return printInstances(w, outputJSON, ds[0].Instances) }},
-		{"get-daemonsets-yaml", func(w *bytes.Buffer) error { return printDaemonSets(w, outputYAML, ds, false) }},
-		{"get-nodes-yaml", func(w *bytes.Buffer) error { return printNodes(w, outputYAML, goldenNodes()) }},
+		{"get-daemonsets-yaml", func(w *bytes.Buffer) error { return printDaemonSets(w, outputYAML, ds, false, fixedNow) }},
+		{"get-nodes-yaml", func(w *bytes.Buffer) error { return printNodes(w, outputYAML, goldenNodes(), fixedNow) }},
 		{"get-daemonset-json", func(w *bytes.Buffer) error {
 			return printManifests(w, printer{format: outputJSON}, manifestObjects(kindDaemonSet, ds[:1]), true)
 		}},
@@ -152,27 +151,27 @@ func TestGoldenTables(t *testing.T) {
 			require.NoError(t, err)
 			return printManifests(w, p, manifestObjects(kindNode, goldenNodes()), false)
 		}},
-		{"describe-node", func(w *bytes.Buffer) error { writeNode(w, goldenNodes()[0], goldenEvents()[:1]); return nil }},
-		{"describe-node-offline", func(w *bytes.Buffer) error { writeNode(w, goldenNodes()[1], nil); return nil }},
-		{"describe-daemonset", func(w *bytes.Buffer) error { writeDaemonSet(w, ds[0], goldenEvents()); return nil }},
+		{"describe-node", func(w *bytes.Buffer) error { writeNode(w, goldenNodes()[0], goldenEvents()[:1], fixedNow); return nil }},
+		{"describe-node-offline", func(w *bytes.Buffer) error { writeNode(w, goldenNodes()[1], nil, fixedNow); return nil }},
+		{"describe-daemonset", func(w *bytes.Buffer) error { writeDaemonSet(w, ds[0], goldenEvents(), fixedNow); return nil }},
 		{"rollout-history", func(w *bytes.Buffer) error {
 			return printHistory(w, []api.Revision{
 				{Number: 1, Hash: "1f0c3b2a9d8e7f6a5b4c", CreatedAt: fixedNow.Add(-72 * time.Hour), Nodes: 3, Images: []string{"prom/node-exporter:v1.8.1"}},
 				{Number: 2, Hash: "8232a8846ff7bc935bb3", ChangeCause: "bump to v1.8.2", CreatedAt: fixedNow.Add(-time.Hour), Current: true, Nodes: 7, Images: []string{"prom/node-exporter:v1.8.2"},
 					Pins: []schema.ImagePin{{Image: "prom/node-exporter:v1.8.2", Digest: "sha256:1b5e0c2d9a" + strings.Repeat("0", 54), Config: "sha256:" + strings.Repeat("c", 64)}}},
-			})
+			}, fixedNow)
 		}},
-		{"describe-daemonset-windows", func(w *bytes.Buffer) error { writeDaemonSet(w, windowedDaemonSet(), nil); return nil }},
+		{"describe-daemonset-windows", func(w *bytes.Buffer) error { writeDaemonSet(w, windowedDaemonSet(), nil, fixedNow); return nil }},
 		{"rollout-progress-windows", func(w *bytes.Buffer) error {
 			(&lineProgress{key: "edge/gateway", out: w}).update(windowedDaemonSet())
 			return nil
 		}},
-		{"describe-daemonset-prefetch", func(w *bytes.Buffer) error { writeDaemonSet(w, prefetchingDaemonSet(), nil); return nil }},
+		{"describe-daemonset-prefetch", func(w *bytes.Buffer) error { writeDaemonSet(w, prefetchingDaemonSet(), nil, fixedNow); return nil }},
 		{"rollout-progress-prefetch", func(w *bytes.Buffer) error {
 			(&lineProgress{key: "edge/camera", out: w}).update(prefetchingDaemonSet())
 			return nil
 		}},
-		{"describe-daemonset-locks", func(w *bytes.Buffer) error { writeDaemonSet(w, lockedDaemonSet(), nil); return nil }},
+		{"describe-daemonset-locks", func(w *bytes.Buffer) error { writeDaemonSet(w, lockedDaemonSet(), nil, fixedNow); return nil }},
 		{"rollout-progress-locks", func(w *bytes.Buffer) error {
 			(&lineProgress{key: "edge/flasher", out: w}).update(lockedDaemonSet())
 			return nil

@@ -120,19 +120,20 @@ func newRolloutHistoryCmd(s *streams, namespace *string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printHistory(s.out, revs)
+			return printHistory(s.out, revs, s.now())
 		}),
 	}
 }
 
-func printHistory(w io.Writer, revs []api.Revision) error {
+// printHistory prints a daemonset's revisions, aged at now.
+func printHistory(w io.Writer, revs []api.Revision, now time.Time) error {
 	t := newTable(w, "REVISION", "CHANGE-CAUSE", "IMAGES", "NODES", "AGE", "")
 	for _, r := range revs {
 		current := ""
 		if r.Current {
 			current = "current"
 		}
-		t.row(strconv.FormatInt(r.Number, 10), orNone(r.ChangeCause), historyImages(r), strconv.Itoa(r.Nodes), age(r.CreatedAt), current)
+		t.row(strconv.FormatInt(r.Number, 10), orNone(r.ChangeCause), historyImages(r), strconv.Itoa(r.Nodes), age(r.CreatedAt, now), current)
 	}
 	return t.flush()
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/edgeset/edgeset/schema"
 	"github.com/spf13/cobra"
@@ -18,12 +19,39 @@ const (
 	exitDiffError = 2 // diff: any error (1 means differences, as in kubectl diff)
 )
 
-// streams are the standard streams a command reads and writes, injected so
-// that tests capture them.
+// streams are what one invocation of edgesetctl reads, writes and keeps
+// time by, injected so that tests capture the output, fix the clock and
+// shorten the polls, each test its own. The zero clock and watchEvery mean
+// the defaults, time.Now and defaultWatchInterval.
 type streams struct {
 	in  io.Reader
 	out io.Writer
 	err io.Writer
+	// clock tells the time that ages in tables are measured against.
+	clock func() time.Time
+	// watchEvery is how often --watch and --follow poll the controller.
+	watchEvery time.Duration
+}
+
+// defaultWatchInterval is how often --watch and --follow poll, as their
+// help says.
+const defaultWatchInterval = time.Second
+
+// now reads the clock: one reading per output, so that every row of a
+// table ages against the same instant.
+func (s *streams) now() time.Time {
+	if s.clock == nil {
+		return time.Now()
+	}
+	return s.clock()
+}
+
+// watchInterval is how often --watch and --follow poll the controller.
+func (s *streams) watchInterval() time.Duration {
+	if s.watchEvery <= 0 {
+		return defaultWatchInterval
+	}
+	return s.watchEvery
 }
 
 // commands lists the constructors of edgesetctl's subcommands; add new

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/edgeset/edgeset/controller/api"
 )
@@ -28,9 +29,9 @@ func fetchSources(ctx context.Context, c *api.Client, name string) ([]api.Source
 	return srcs, nil
 }
 
-// printSources prints sources as a table (wide adds the first problem of
-// an invalid file), JSON, YAML or names.
-func printSources(w io.Writer, format string, srcs []api.Source) error {
+// printSources prints sources as a table aged at now (wide adds the first
+// problem of an invalid file), JSON, YAML or names.
+func printSources(w io.Writer, format string, srcs []api.Source, now time.Time) error {
 	switch format {
 	case outputJSON, outputYAML:
 		return printManifests(w, printer{format: format}, manifestObjects(kindSource, srcs), false)
@@ -46,7 +47,7 @@ func printSources(w io.Writer, format string, srcs []api.Source) error {
 	}
 	t := newTable(w, headers...)
 	for _, s := range srcs {
-		cells := []string{s.Path, s.Status, orNone(strings.Join(s.DaemonSets, ",")), agePtr(s.LastApplied), strconv.Itoa(len(s.Errors))}
+		cells := []string{s.Path, s.Status, orNone(strings.Join(s.DaemonSets, ",")), agePtr(s.LastApplied, now), strconv.Itoa(len(s.Errors))}
 		if format == outputWide {
 			first := ""
 			if len(s.Errors) > 0 {

@@ -9,10 +9,7 @@ import (
 	"time"
 )
 
-// watchInterval is how often --watch polls the controller; tests shorten it.
-var watchInterval = time.Second
-
-// watchObjects polls fetch every watchInterval until ctx ends and prints
+// watchObjects polls fetch every s.watchInterval() until ctx ends and prints
 // what it returns whenever it differs from the last print: the whole table
 // again after a blank line, or one JSON or YAML document per change. The
 // first fetch's error is returned; later errors are reported on s.err once
@@ -21,7 +18,8 @@ var watchInterval = time.Second
 func watchObjects(ctx context.Context, s *streams, format string, fetch func(context.Context) (any, error), show func(io.Writer, any) error) error {
 	var last []byte
 	failing := false
-	t := time.NewTicker(watchInterval)
+	interval := s.watchInterval()
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		v, err := fetch(ctx)
@@ -32,7 +30,7 @@ func watchObjects(ctx context.Context, s *streams, format string, fetch func(con
 			return err
 		case err != nil:
 			if !failing {
-				fmt.Fprintf(s.err, "edgesetctl: watch: %v (retrying every %s)\n", err, watchInterval)
+				fmt.Fprintf(s.err, "edgesetctl: watch: %v (retrying every %s)\n", err, interval)
 			}
 			failing = true
 		default:
