@@ -62,6 +62,19 @@ func newLagTracker(after time.Duration) *lagTracker {
 	return &lagTracker{after: after, lags: map[string]*lag{}}
 }
 
+// tell records the lags of changed (node: the desired generation it lags
+// behind, 0 for none) at now: a node that lags and is online lags, any
+// other caught up.
+func (t *lagTracker) tell(changed map[string]uint64, online func(node string) bool, now time.Time) {
+	for node, gen := range changed {
+		if gen > 0 && online(node) {
+			t.lagging(node, gen, now)
+		} else {
+			t.caughtUp(node)
+		}
+	}
+}
+
 // lagging records that node, online, lags behind desired generation gen at
 // now. A node seen lagging for the first time, or behind a new
 // generation, starts over: it is due after the tracker's wait.
@@ -151,17 +164,7 @@ func (c *Controller) repairLoop(ctx context.Context) error {
 	case <-c.ready: // the first pass has published what the fleet should run
 	}
 	lags := newLagTracker(after)
-	track := func(changed map[string]uint64) {
-		now := c.now()
-		for node, gen := range changed {
-			if st, ok := c.registry.State(node); gen > 0 && ok && st.Online {
-				lags.lagging(node, gen, now)
-			} else {
-				lags.caughtUp(node)
-			}
-		}
-	}
-	track(c.state.trackLags())
+	lags.tell(c.state.trackLags(), c.online, c.now())
 	tick := time.NewTicker(max(after/4, 10*time.Millisecond))
 	defer tick.Stop()
 	for {
@@ -170,7 +173,8 @@ func (c *Controller) repairLoop(ctx context.Context) error {
 			return nil
 		case <-tick.C:
 		}
-		track(c.state.takeLags())
+		lags.tell(c.state.takeLags(), c.online, c.now())
+		c.metrics.desiredLagging.Set(float64(len(lags.lags)))
 		nodes := lags.due(c.now(), repairBatch)
 		msgs := c.state.desiredMessages(nodes)
 		if len(msgs) == 0 {
@@ -182,4 +186,10 @@ func (c *Controller) repairLoop(ctx context.Context) error {
 			c.log.Warn("republish lagging desired states", "nodes", len(msgs), "err", err)
 		}
 	}
+}
+
+// online reports whether the registry knows node online.
+func (c *Controller) online(node string) bool {
+	st, ok := c.registry.State(node)
+	return ok && st.Online
 }

@@ -3,6 +3,7 @@ package controller
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -11,7 +12,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/edgeset/edgeset/controller/reconcile"
+	"github.com/edgeset/edgeset/controller/registry"
 	"github.com/edgeset/edgeset/internal/checkfor"
+	"github.com/edgeset/edgeset/schema"
 )
 
 func TestLagTrackerDue(t *testing.T) {
@@ -87,14 +91,13 @@ func TestLagTrackerDue(t *testing.T) {
 // tellLags tells lt the changes that bring it to lagging, the nodes
 // lagging at now, as the repair loop does from the state's marks.
 func tellLags(lt *lagTracker, now time.Time, lagging map[string]uint64) {
+	changed := maps.Clone(lagging)
 	for node := range lt.lags {
 		if _, ok := lagging[node]; !ok {
-			lt.caughtUp(node)
+			changed[node] = 0
 		}
 	}
-	for node, gen := range lagging {
-		lt.lagging(node, gen, now)
-	}
+	lt.tell(changed, func(string) bool { return true }, now)
 }
 
 // TestLagTrackerAgreesWithAScan: over random rounds of lags appearing,
@@ -187,11 +190,18 @@ func TestDesiredRepairRepublishesToALaggingNode(t *testing.T) {
 	last, _ := deaf.lastDesired()
 	assert.Equal(t, first.Generation, last.Generation, "a repair republishes, it does not make a new generation")
 	assert.GreaterOrEqual(t, counterValue(tc.metrics.desiredRepairs), 2.0)
+	assert.Equal(t, 1.0, gaugeValue(tc.metrics.desiredLagging), "edgeset_desired_lagging_nodes")
 
 	deaf.report(healthy()(first))
 	checkfor.Eventually(t, wait, 20*time.Millisecond, func() error {
 		if d, o := tc.state.generations("gw-deaf"); o != d {
 			return fmt.Errorf("observed generation %d of %d", o, d)
+		}
+		return nil
+	})
+	checkfor.Eventually(t, wait, 10*time.Millisecond, func() error {
+		if v := gaugeValue(tc.metrics.desiredLagging); v != 0 {
+			return fmt.Errorf("edgeset_desired_lagging_nodes %v after the node caught up", v)
 		}
 		return nil
 	})
@@ -215,4 +225,43 @@ func (n *fakeNode) received(gen uint64) int {
 		}
 	}
 	return count
+}
+
+// BenchmarkRepairRound: one round of the repair loop in a fleet of
+// 100,000 online nodes with a desired state each, one node changed since
+// the last round: settled (no node lags), and with every node lagging (as
+// in the scale benchmarks, whose agents never report), the round
+// republishing the 1,000 due. A round costs the changes and the nodes
+// due, not the fleet.
+func BenchmarkRepairRound(b *testing.B) {
+	const nodes = 100_000
+	for _, lagging := range []bool{false, true} {
+		b.Run(fmt.Sprintf("lagging=%v", lagging), func(b *testing.B) {
+			fs, reg := newFleetState(), registry.New()
+			t0 := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+			for i := range nodes {
+				name := fmt.Sprintf("node-%06d", i)
+				reg.ApplyStatus(schema.NodeStatus{SchemaVersion: schema.WireVersion, Node: name}, t0)
+				reg.ApplyPresence(schema.Presence{SchemaVersion: schema.WireVersion, Node: name, Online: true, Session: 1}, t0)
+				fs.setCurrent(name, reconcile.NodeDesired{Generation: 2})
+				if !lagging {
+					fs.updateObserved(name, func(uint64, schema.ObservedState, bool) (schema.ObservedState, bool) {
+						return schema.ObservedState{Node: name, ObservedGeneration: 2}, true
+					})
+				}
+			}
+			online := func(node string) bool { st, ok := reg.State(node); return ok && st.Online }
+			lags := newLagTracker(30 * time.Second)
+			lags.tell(fs.trackLags(), online, t0)
+			now := t0.Add(time.Hour) // every lag due
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				fs.markNode("node-000007")
+				lags.tell(fs.takeLags(), online, now)
+				lags.due(now, repairBatch)
+				now = now.Add(7500 * time.Millisecond)
+			}
+		})
+	}
 }

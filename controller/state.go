@@ -65,9 +65,11 @@ type fleetState struct {
 	// work marks what changed since the last reconcile pass (work.go).
 	work work
 	// lagMarks are the nodes whose lag behind their desired state (or
-	// presence) may have changed since the repair loop last took them; nil
-	// until that loop starts tracking lags (trackLags).
-	lagMarks map[string]bool
+	// presence) may have changed since the repair loop last took them,
+	// each with the desired generation it lags behind as of its last
+	// change (0: none); nil until that loop starts tracking lags
+	// (trackLags).
+	lagMarks map[string]uint64
 	// siteLabel is the controller's site-label: the prefetch topology key
 	// of the daemonsets that name none. Set once, before the first pass.
 	siteLabel string
@@ -115,11 +117,13 @@ func (fs *fleetState) markNodeLocked(node string) {
 	fs.markLagLocked(node)
 }
 
-// markLagLocked records that node's lag may have changed, for the repair
-// loop, once it tracks lags.
+// markLagLocked records node's lag, which may have changed, for the
+// repair loop, once it tracks lags. It is computed here, with the change,
+// so that taking the marks is a swap: a fleet-wide change does not make
+// the repair loop hold the lock over every node.
 func (fs *fleetState) markLagLocked(node string) {
 	if fs.lagMarks != nil {
-		fs.lagMarks[node] = true
+		fs.lagMarks[node] = fs.lagLocked(node)
 	}
 }
 

@@ -69,7 +69,7 @@ func (fs *fleetState) generations(node string) (desired, observed uint64) {
 func (fs *fleetState) trackLags() map[string]uint64 {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	fs.lagMarks = map[string]bool{}
+	fs.lagMarks = map[string]uint64{}
 	out := map[string]uint64{}
 	for node := range fs.current {
 		if gen := fs.lagLocked(node); gen > 0 {
@@ -89,11 +89,8 @@ func (fs *fleetState) takeLags() map[string]uint64 {
 	if len(fs.lagMarks) == 0 {
 		return nil
 	}
-	out := make(map[string]uint64, len(fs.lagMarks))
-	for node := range fs.lagMarks {
-		out[node] = fs.lagLocked(node)
-	}
-	fs.lagMarks = map[string]bool{}
+	out := fs.lagMarks
+	fs.lagMarks = map[string]uint64{}
 	return out
 }
 
