@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -63,6 +64,9 @@ type Controller struct {
 	kick      chan struct{}
 	republish chan struct{}
 	ready     chan struct{} // closed after the first reconcile pass
+	// repairRounds counts the repair loop's finished rounds (repair.go),
+	// for those who wait for one: tests and benchmarks.
+	repairRounds atomic.Uint64
 
 	// passMu serialises reconcile passes with the API calls that change
 	// daemonsets or rollout state, so a pass never overwrites a change made

@@ -69,7 +69,7 @@ func newMetrics() *metrics {
 	m.republishes = f.counter("edgeset_republish_total", "Full republishes of the fleet's desired state.")
 	m.desiredRepairs = f.counter("edgeset_desired_repairs_total", "Desired states published again to online nodes that kept reporting an older generation (desired-repair-after).")
 	m.desiredLagging = f.gauge("edgeset_desired_lagging_nodes",
-		"Online nodes that report an older generation than their desired state's, as of the repair loop's last round (desired-repair-after).")
+		"Online nodes whose last report (or none yet) is of an older generation than their desired state's, as of the repair loop's last round (desired-repair-after).")
 	m.brokerDrops = f.counter("edgeset_broker_dropped_total",
 		"Messages the broker could not deliver: the embedded broker's own count, or the rise of an external broker's drop counter (broker-drop-topic).")
 	m.desiredTooLarge = f.counter("edgeset_desired_too_large_total",

@@ -34,7 +34,7 @@ const (
 	// that keeps lagging, as a multiple of desired-repair-after.
 	repairBackoff = 16
 	// repairBatch is the most desired states one round republishes; the
-	// nodes lagging longest go first, the rest wait for the next round.
+	// nodes longest overdue go first, the rest wait for the next round.
 	repairBatch = 1000
 )
 
@@ -165,6 +165,7 @@ func (c *Controller) repairLoop(ctx context.Context) error {
 	}
 	lags := newLagTracker(after)
 	lags.tell(c.state.trackLags(), c.online, c.now())
+	defer c.state.untrackLags()
 	tick := time.NewTicker(max(after/4, 10*time.Millisecond))
 	defer tick.Stop()
 	for {
@@ -173,18 +174,25 @@ func (c *Controller) repairLoop(ctx context.Context) error {
 			return nil
 		case <-tick.C:
 		}
-		lags.tell(c.state.takeLags(), c.online, c.now())
-		c.metrics.desiredLagging.Set(float64(len(lags.lags)))
-		nodes := lags.due(c.now(), repairBatch)
-		msgs := c.state.desiredMessages(nodes)
-		if len(msgs) == 0 {
-			continue
-		}
-		c.log.Info("republishing the desired state of online nodes that did not take it", "nodes", len(msgs), "after", after)
-		c.metrics.desiredRepairs.Add(float64(len(msgs)))
-		if err := c.publishAll(ctx, msgs); err != nil && ctx.Err() == nil && !errors.Is(err, mqttclient.ErrNotConnected) {
-			c.log.Warn("republish lagging desired states", "nodes", len(msgs), "err", err)
-		}
+		c.repairRound(ctx, lags, after)
+		c.repairRounds.Add(1)
+	}
+}
+
+// repairRound takes the lags that changed since the last round and
+// republishes the desired state of the nodes due.
+func (c *Controller) repairRound(ctx context.Context, lags *lagTracker, after time.Duration) {
+	lags.tell(c.state.takeLags(), c.online, c.now())
+	c.metrics.desiredLagging.Set(float64(len(lags.lags)))
+	nodes := lags.due(c.now(), repairBatch)
+	msgs := c.state.desiredMessages(nodes)
+	if len(msgs) == 0 {
+		return
+	}
+	c.log.Info("republishing the desired state of online nodes that did not take it", "nodes", len(msgs), "after", after)
+	c.metrics.desiredRepairs.Add(float64(len(msgs)))
+	if err := c.publishAll(ctx, msgs); err != nil && ctx.Err() == nil && !errors.Is(err, mqttclient.ErrNotConnected) {
+		c.log.Warn("republish lagging desired states", "nodes", len(msgs), "err", err)
 	}
 }
 

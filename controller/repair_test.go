@@ -88,6 +88,26 @@ func TestLagTrackerDue(t *testing.T) {
 	}
 }
 
+// TestLagTrackerForgetsOfflineNodes: a lagging node that goes offline is
+// not repaired; back online and still lagging, it starts over.
+func TestLagTrackerForgetsOfflineNodes(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	online := map[string]bool{"a": true, "b": true}
+	isOnline := func(node string) bool { return online[node] }
+	lt := newLagTracker(10 * time.Second)
+	lt.tell(map[string]uint64{"a": 3, "b": 3}, isOnline, at(0))
+
+	online["a"] = false // its presence changed: the state marks it, still lagging
+	lt.tell(map[string]uint64{"a": 3}, isOnline, at(5))
+	assert.Equal(t, []string{"b"}, lt.due(at(10), 10), "an offline node is not repaired")
+
+	online["a"] = true
+	lt.tell(map[string]uint64{"a": 3}, isOnline, at(12))
+	assert.Empty(t, lt.due(at(21), 10))
+	assert.Equal(t, []string{"a"}, lt.due(at(22), 10), "back online, its lag starts over")
+}
+
 // tellLags tells lt the changes that bring it to lagging, the nodes
 // lagging at now, as the repair loop does from the state's marks.
 func tellLags(lt *lagTracker, now time.Time, lagging map[string]uint64) {
@@ -101,9 +121,10 @@ func tellLags(lt *lagTracker, now time.Time, lagging map[string]uint64) {
 }
 
 // TestLagTrackerAgreesWithAScan: over random rounds of lags appearing,
-// changing generation and ending, the tracker returns what a scan of
-// every lag (the tracker's earlier design, kept here as the reference)
-// returns.
+// changing generation and ending, the tracker's heap returns what a scan
+// of every lag returns (the tracker's earlier design, with its order
+// among due nodes: longest overdue, then longest lagging, then name), and
+// every queued lag knows its place in the heap.
 func TestLagTrackerAgreesWithAScan(t *testing.T) {
 	const after = 10 * time.Second
 	rng := rand.New(rand.NewPCG(14, 7))
@@ -128,6 +149,9 @@ func TestLagTrackerAgreesWithAScan(t *testing.T) {
 			got := lt.due(now, limit)
 			want := scanDue(ref, after, now, lagging, limit)
 			require.Equal(t, want, got, "trial %d round %d", trial, round)
+			for i, l := range lt.queue {
+				require.Equal(t, i, l.index, "trial %d round %d: %s's heap index", trial, round, l.node)
+			}
 		}
 	}
 }
@@ -205,12 +229,18 @@ func TestDesiredRepairRepublishesToALaggingNode(t *testing.T) {
 		}
 		return nil
 	})
-	// The repairs stop: the count stays where it was once the report was
-	// taken (a round under way may still count one), for longer than the
-	// longest wait between two repairs of a node that lags.
-	time.Sleep(50 * time.Millisecond)
+	// The repairs stop: the round that counted the node caught up did so
+	// before choosing whom to repair, so the count stays where it is for
+	// more rounds than the longest wait between two repairs of a node that
+	// lags (repairBackoff x after, four rounds per after).
 	repairs := counterValue(tc.metrics.desiredRepairs)
-	time.Sleep(repairBackoff*50*time.Millisecond + 100*time.Millisecond)
+	rounds := tc.repairRounds.Load()
+	checkfor.Eventually(t, wait, 10*time.Millisecond, func() error {
+		if n := tc.repairRounds.Load() - rounds; n <= 4*repairBackoff {
+			return fmt.Errorf("%d repair rounds since the node caught up", n)
+		}
+		return nil
+	})
 	assert.Equal(t, repairs, counterValue(tc.metrics.desiredRepairs), "a node that reported its generation is not repaired")
 }
 

@@ -79,6 +79,13 @@ func (fs *fleetState) trackLags() map[string]uint64 {
 	return out
 }
 
+// untrackLags stops recording lags: the repair loop ended.
+func (fs *fleetState) untrackLags() {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fs.lagMarks = nil
+}
+
 // takeLags returns the nodes marked since the last call (or trackLags),
 // each with the desired generation it lags behind, 0 when it does not
 // lag (it caught up, or has no desired state any more), and clears the

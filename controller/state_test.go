@@ -143,8 +143,9 @@ func TestCommitDecisionHandsChangesToTheDecider(t *testing.T) {
 
 // TestLagMarks: once the repair loop tracks lags, every change of a node's
 // desired or observed state, its presence or its deletion hands the node
-// to the next takeLags with the generation it lags behind (0: none), and
-// nothing else does.
+// to the next takeLags with the generation it lags behind (0: none), as
+// does any other mark of the node (markNode: its overrides); writes that
+// touch no node mark none.
 func TestLagMarks(t *testing.T) {
 	fs := newFleetState()
 	observe := func(node string, gen uint64) {
@@ -174,4 +175,8 @@ func TestLagMarks(t *testing.T) {
 	fs.setStatus(map[string]dsStatus{})
 	fs.addRevision("rev-1", schema.Revision{})
 	assert.Nil(t, fs.takeLags())
+
+	fs.untrackLags()
+	fs.setCurrent("behind", reconcile.NodeDesired{Generation: 9})
+	assert.Nil(t, fs.takeLags(), "nothing is recorded once the repair loop has ended")
 }
