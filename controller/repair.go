@@ -182,9 +182,10 @@ func (c *Controller) repairLoop(ctx context.Context) error {
 // repairRound takes the lags that changed since the last round and
 // republishes the desired state of the nodes due.
 func (c *Controller) repairRound(ctx context.Context, lags *lagTracker, after time.Duration) {
-	lags.tell(c.state.takeLags(), c.online, c.now())
+	now := c.now()
+	lags.tell(c.state.takeLags(), c.online, now)
 	c.metrics.desiredLagging.Set(float64(len(lags.lags)))
-	nodes := lags.due(c.now(), repairBatch)
+	nodes := lags.due(now, repairBatch)
 	msgs := c.state.desiredMessages(nodes)
 	if len(msgs) == 0 {
 		return
