@@ -39,9 +39,11 @@ type Decision struct {
 // changes. The decider assumes the decision is applied: Commit then tells
 // it the generations the store assigned, and Forget the nodes dropped.
 //
-// Stage three places a node again rather than keeping every node's
-// placement from stage one: a placement is a few microseconds to compute
-// and kilobytes to keep, and a change of one daemonset places every node.
+// Each stage computes once: stage one places the nodes the inputs touched
+// and keeps their decisions (a byte per daemonset, reconcile.Kept); stage
+// two steps the rollouts; stage three assembles those nodes from their
+// kept placements (reconcile.Planner.Recall), and places only the nodes
+// that stage two moved and stage one had not placed.
 func (d *Decider) Decide(now time.Time) Decision {
 	out := Decision{Desired: map[string]reconcile.NodeDesired{}, Rollouts: map[string]rollout.Delta{}, Full: d.full}
 	d.Due(now)
@@ -57,14 +59,19 @@ func (d *Decider) Decide(now time.Time) Decision {
 	return out
 }
 
-// placeAll places the registered nodes of todo and takes the others out
-// of every daemonset; it returns the nodes to assemble.
-func (d *Decider) placeAll(todo []string) map[string]bool {
-	assemble := make(map[string]bool, len(todo))
+// notPlaced marks, in the nodes to assemble, one stage one did not place.
+const notPlaced = -1
+
+// placeAll places the registered nodes of todo, keeping their placements
+// in d.kept, and takes the others out of every daemonset; it returns the
+// nodes to assemble, each with its row in d.kept.
+func (d *Decider) placeAll(todo []string) map[string]int {
+	assemble := make(map[string]int, len(todo))
+	d.kept.Reset(len(d.plannerK), len(todo))
 	for _, name := range todo {
 		if n := d.nodes[name]; n.Model != nil {
 			d.place(n)
-			assemble[name] = true
+			assemble[name] = d.kept.Keep(&d.scratch)
 		} else {
 			d.unplace(n)
 		}
@@ -77,7 +84,7 @@ func (d *Decider) placeAll(todo []string) map[string]bool {
 // sorted by node (and, per node, by daemonset) without sorting them.
 // Stage three is pure per node, so a large decision runs it on every
 // core (assembleRange), then folds the results in, in order.
-func (d *Decider) assembleAll(assemble map[string]bool, todo []string, out *Decision) {
+func (d *Decider) assembleAll(assemble map[string]int, todo []string, out *Decision) {
 	d.assigns, d.asks = d.assigns[:0], d.asks[:0]
 	for _, slot := range d.plannerK {
 		delta := out.Rollouts[d.slots[slot].Key]
@@ -86,8 +93,9 @@ func (d *Decider) assembleAll(assemble map[string]bool, todo []string, out *Deci
 	}
 	names := slices.Sorted(maps.Keys(assemble))
 	nodes := make([]*node, len(names))
+	rows := make([]int, len(names))
 	for i, name := range names {
-		nodes[i] = d.nodes[name]
+		nodes[i], rows[i] = d.nodes[name], assemble[name]
 	}
 	var chunks []*assembled
 	var mu sync.Mutex
@@ -96,7 +104,7 @@ func (d *Decider) assembleAll(assemble map[string]bool, todo []string, out *Deci
 		if lo > 0 { // not the caller's goroutine: scratch of its own
 			p, pl, res = d.planner.Fork(), &reconcile.Placement{}, &reconcile.NodeResult{}
 		}
-		c := d.assembleRange(p, pl, res, lo, nodes[lo:hi])
+		c := d.assembleRange(p, pl, res, lo, nodes[lo:hi], rows[lo:hi])
 		mu.Lock()
 		chunks = append(chunks, c)
 		mu.Unlock()
@@ -133,12 +141,17 @@ type assembledNode struct {
 	requeueAt time.Time
 }
 
-// assembleRange runs stage three for nodes with planner p and scratch pl
-// and res. It only reads the decider, so ranges run concurrently.
-func (d *Decider) assembleRange(p *reconcile.Planner, pl *reconcile.Placement, res *reconcile.NodeResult, lo int, nodes []*node) *assembled {
+// assembleRange runs stage three for nodes, whose placements are at rows
+// of d.kept (notPlaced: place it now), with planner p and scratch pl and
+// res. It only reads the decider, so ranges run concurrently.
+func (d *Decider) assembleRange(p *reconcile.Planner, pl *reconcile.Placement, res *reconcile.NodeResult, lo int, nodes []*node, rows []int) *assembled {
 	c := &assembled{lo: lo, nodes: make([]assembledNode, len(nodes)), status: make([]reconcile.StatusBits, 0, len(nodes)*len(d.plannerK))}
 	for i, n := range nodes {
-		p.Place(n.Model, n.Current, pl)
+		if rows[i] == notPlaced {
+			p.Place(n.Model, n.Current, pl)
+		} else {
+			p.Recall(n.Model, n.Current, &d.kept, rows[i], pl)
+		}
 		p.AssembleWithPrefetch(pl, n.HasCurrent, d.revisionsOf(n, pl), d.prefetchOf(n), n.Observed, n.Online, res)
 		c.nodes[i] = assembledNode{desired: res.Desired, changed: res.Changed, requeueAt: res.RequeueAt}
 		c.status = append(c.status, res.Status...)
@@ -205,6 +218,9 @@ func (d *Decider) done() {
 	}
 	d.full, d.replace = false, false
 	clear(d.replaced)
+	if d.kept.Rows() > 1024 {
+		d.kept = reconcile.Kept{} // a fleet-wide decision's rows are not kept between decisions
+	}
 }
 
 // newPlanner compiles the planner over the daemonsets as they are now.
@@ -389,7 +405,7 @@ func rolloutNode(n *node, ds *daemonSet, have []schema.DesiredInstance) rollout.
 // stepRollouts runs stage two: the rollout step of every daemonset whose
 // nodes, strategy or state changed, or whose instant has come. Nodes a
 // step moves are assembled too.
-func (d *Decider) stepRollouts(now time.Time, out *Decision, assemble map[string]bool) {
+func (d *Decider) stepRollouts(now time.Time, out *Decision, assemble map[string]int) {
 	for _, ds := range d.ds {
 		if ds.tracker == nil {
 			continue
@@ -408,15 +424,22 @@ func (d *Decider) stepRollouts(now time.Time, out *Decision, assemble map[string
 		ds.last, ds.due, ds.step = delta, delta.RequeueAt, delta.StateChanged
 		out.Rollouts[ds.Key] = delta
 		for name := range delta.Assign {
-			if n, ok := d.nodes[name]; ok && n.Model != nil {
-				assemble[name] = true
-			}
+			d.alsoAssemble(assemble, name)
 		}
 		for name := range delta.Prefetch {
-			if n, ok := d.nodes[name]; ok && n.Model != nil {
-				assemble[name] = true
-			}
+			d.alsoAssemble(assemble, name)
 		}
+	}
+}
+
+// alsoAssemble adds a registered node a rollout step moved to the nodes to
+// assemble; stage three places it, unless stage one did.
+func (d *Decider) alsoAssemble(assemble map[string]int, name string) {
+	if _, ok := assemble[name]; ok {
+		return
+	}
+	if n, ok := d.nodes[name]; ok && n.Model != nil {
+		assemble[name] = notPlaced
 	}
 }
 

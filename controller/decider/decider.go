@@ -13,8 +13,10 @@
 //     progress deadline): the nodes or daemonsets it concerns.
 //
 // Each decision runs three pure stages, each once per node it touches:
-// place (reconcile.Planner.Place), rollout step (rollout.Tracker.Step, over
-// the daemonset's nodes), assemble (reconcile.Planner.Assemble). MarkAll
+// place (reconcile.Planner.Place, its decisions kept in a reconcile.Kept),
+// rollout step (rollout.Tracker.Step, over the daemonset's nodes), assemble
+// (reconcile.Planner.Assemble, from the kept placement: Planner.Recall;
+// a node only a rollout step touched is placed here, once). MarkAll
 // makes the next decision a full one over every node and daemonset: the
 // level-triggered safety net the controller runs periodically. Whatever
 // the inputs, an incremental decision equals the full one (the property
@@ -99,9 +101,11 @@ type Decider struct {
 	planner  *reconcile.Planner // of the decision under way
 	plannerK []int              // slot of each of planner's daemonsets
 	scratch  reconcile.Placement
-	result   reconcile.NodeResult
-	assigns  []map[string][]string // each planner daemonset's rollout step's moves, this decision
-	asks     []map[string]string   // each planner daemonset's rollout step's prefetch asks, this decision
+	// kept holds stage one's placements of this decision, for stage three.
+	kept    reconcile.Kept
+	result  reconcile.NodeResult
+	assigns []map[string][]string // each planner daemonset's rollout step's moves, this decision
+	asks    []map[string]string   // each planner daemonset's rollout step's prefetch asks, this decision
 	// chunk is the fewest nodes one goroutine of stage three takes
 	// (assembleChunk; tests make it small to run the split on small
 	// fleets).

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -456,4 +457,73 @@ func members(d *Decider) map[string][]string {
 		slices.Sort(out[key])
 	}
 	return out
+}
+
+// TestEachPlacementDecidedOnce: within one decision no node is placed
+// against a daemonset twice. Stage three assembles the nodes stage one
+// placed from their kept placements, and places only the nodes stage two
+// added (a rollout moved them), which stage one had not.
+func TestEachPlacementDecidedOnce(t *testing.T) {
+	late := 0 // decisions in which stage three placed a node stage one had not
+	forSeeds(t, nil, func(t *testing.T, seed uint64, steps int) {
+		walk(t, seed, steps/2, func(where string, w *world, inc *Decider) {
+			decided := countDecides(inc)
+			d := inc.Decide(w.now)
+			for pair, n := range decided.done() {
+				require.Equal(t, 1, n, "%s: node %s decided %d times against %s", where, pair[0], n, pair[1])
+			}
+			if inc.kept.Rows() < d.Placed {
+				late++
+			}
+			w.apply(inc, d)
+			settle(t, where, w, inc)
+		})
+	})
+	require.NotZero(t, late, "no decision placed a node in stage three: its path is untested")
+}
+
+// decideCounter counts, by node and daemonset, the placement decisions
+// made with the policies it wraps.
+type decideCounter struct {
+	mu      sync.Mutex
+	counts  map[[2]string]int
+	restore func()
+}
+
+// countDecides wraps the policies of inc's daemonsets until done.
+func countDecides(inc *Decider) *decideCounter {
+	c := &decideCounter{counts: map[[2]string]int{}}
+	saved := map[*daemonSet]reconcile.Placer{}
+	for key, ds := range inc.ds {
+		if ds.Policy == nil {
+			continue
+		}
+		saved[ds] = ds.Policy
+		ds.Policy = countingPlacer{Placer: ds.Policy, key: key, c: c}
+	}
+	c.restore = func() {
+		for ds, p := range saved {
+			ds.Policy = p
+		}
+	}
+	return c
+}
+
+// done restores the policies and returns the counts.
+func (c *decideCounter) done() map[[2]string]int {
+	c.restore()
+	return c.counts
+}
+
+type countingPlacer struct {
+	reconcile.Placer
+	key string
+	c   *decideCounter
+}
+
+func (p countingPlacer) Decide(node *schema.Node, now time.Time) placement.Decision {
+	p.c.mu.Lock()
+	p.c.counts[[2]string{node.Name, p.key}]++
+	p.c.mu.Unlock()
+	return p.Placer.Decide(node, now)
 }

@@ -129,6 +129,41 @@ func (p *Policy) applyTaint(taint *schema.Taint, now time.Time, d *Decision) {
 	}
 }
 
+// Verdict is what a Decision answers, in one byte: ShouldRun,
+// ShouldContinueRunning and Reason, without EvictAt and without the node
+// and instant Reasons reads. A caller that decides many nodes and reads the
+// decisions later in the same pass keeps verdicts (and the few eviction
+// instants) instead of Decisions, a byte instead of 80, and gets each
+// Decision back with Policy.Recall.
+type Verdict uint8
+
+const (
+	verdictRun      Verdict = 1 << 0
+	verdictContinue Verdict = 1 << 1
+	verdictShift            = 2 // Reason, in the bits above
+)
+
+// Verdict returns d's verdict.
+func (d Decision) Verdict() Verdict {
+	v := Verdict(d.Reason) << verdictShift
+	if d.ShouldRun {
+		v |= verdictRun
+	}
+	if d.ShouldContinueRunning {
+		v |= verdictContinue
+	}
+	return v
+}
+
+// Recall returns, without deciding again, the Decision that Decide(node,
+// now) returned with verdict v and EvictAt evictAt: its answers, and node
+// and now for Reasons. node must be the one given to Decide, unchanged
+// since.
+func (p *Policy) Recall(v Verdict, evictAt time.Time, node *schema.Node, now time.Time) Decision {
+	return Decision{ShouldRun: v&verdictRun != 0, ShouldContinueRunning: v&verdictContinue != 0,
+		EvictAt: evictAt, Reason: Reason(v >> verdictShift), policy: p, node: node, now: now}
+}
+
 // block records a "no" for reason r; the NoExecute reasons also stop a
 // running instance.
 func (d *Decision) block(r Reason) {

@@ -210,6 +210,29 @@ func TestDecisionIsConsistent(t *testing.T) {
 	})
 }
 
+// TestRecallGivesTheDecisionBack: a Decision recalled from its verdict and
+// eviction instant is the Decision Decide returned, Reasons included.
+func TestRecallGivesTheDecisionBack(t *testing.T) {
+	reasons := map[Reason]int{}
+	forRandomCases(t, 5, propertyCases, func(g *gen, _ *schema.DaemonSet, p *Policy, n schema.Node) error {
+		d := p.Decide(&n, g.now)
+		reasons[d.Reason]++
+		back := p.Recall(d.Verdict(), d.EvictAt, &n, g.now)
+		if back != d {
+			return fmt.Errorf("Recall(%08b, %v) = %+v, Decide gave %+v", d.Verdict(), d.EvictAt, back, d)
+		}
+		if got, want := back.Reasons(), d.Reasons(); !slices.Equal(got, want) {
+			return fmt.Errorf("recalled Reasons %q, Decide's %q", got, want)
+		}
+		return nil
+	})
+	for r := ReasonNone; r <= ReasonTolerationExpired; r++ {
+		if reasons[r] == 0 {
+			t.Errorf("reason %v never drawn in %d cases: %v", r, propertyCases, reasons)
+		}
+	}
+}
+
 func TestEmptyKeyExistsToleratesEveryTaint(t *testing.T) {
 	g := newGen(3)
 	p := mustCompile(t, tolerates(tol("", "Exists", "", "")))

@@ -99,9 +99,9 @@ func (p *Planner) CurrentRevision(k int) []string { return p.current[k : k+1 : k
 // Placement is valid until the next Place into it, and it refers to the
 // node and current state given to Place, which must not change meanwhile.
 // A caller that needs every node's placement before assembling any (a
-// fleet-wide rollout step) either keeps one Placement per node (136 bytes
-// per daemonset on amd64) or copies what the step needs and places each node
-// again before Assemble: Place is pure and cheap.
+// fleet-wide rollout step) keeps its decisions in a Kept (a byte per
+// daemonset) and rebuilds the Placement with Recall before Assemble,
+// rather than one Placement per node (136 bytes per daemonset on amd64).
 type Placement struct {
 	// DaemonSets holds, at index k, the placement of Planner.DaemonSets()[k].
 	DaemonSets []DaemonSetPlacement
@@ -136,6 +136,23 @@ type DaemonSetPlacement struct {
 // cur in pl for Assemble, and allocates nothing once pl's slices have
 // grown (an unsorted cur is sorted into pl's scratch).
 func (p *Planner) Place(node *schema.Node, cur NodeDesired, pl *Placement) {
+	p.place(node, cur, pl, nil, 0)
+}
+
+// Recall rebuilds into pl the Placement that Place wrote for node and cur
+// when row of kept kept it, without deciding again: the decisions come
+// back from their verdicts (placement.Policy.Recall), only the current
+// state is split again. node and cur must be those given to Place,
+// unchanged, and p the Planner that placed them or a Fork of it.
+func (p *Planner) Recall(node *schema.Node, cur NodeDesired, kept *Kept, row int, pl *Placement) {
+	if kept.width != len(p.ds) {
+		panic("reconcile: Recall from a Kept of another Planner's daemonsets")
+	}
+	p.place(node, cur, pl, kept, row)
+}
+
+// place is Place, or Recall when kept is not nil.
+func (p *Planner) place(node *schema.Node, cur NodeDesired, pl *Placement, kept *Kept, row int) {
 	pl.node, pl.cur = node.Name, cur
 	pl.DaemonSets = slices.Grow(pl.DaemonSets[:0], len(p.ds))[:len(p.ds)]
 	rest := cur.Instances
@@ -152,7 +169,12 @@ func (p *Planner) Place(node *schema.Node, cur NodeDesired, pl *Placement) {
 			d.Decision, d.Runs = placement.Decision{}, len(d.Have) > 0
 			continue
 		}
-		d.Decision = ds.Policy.Decide(node, p.now)
+		if kept == nil {
+			d.Decision = ds.Policy.Decide(node, p.now)
+		} else {
+			v, evictAt := kept.at(row, k)
+			d.Decision = ds.Policy.Recall(v, evictAt, node, p.now)
+		}
 		d.Runs = d.Decision.ShouldRun || len(d.Have) > 0 && d.Decision.ShouldContinueRunning
 	}
 	pl.deleted = rest

@@ -38,6 +38,43 @@ func TestPlanIsPerNodeStages(t *testing.T) {
 	}
 }
 
+// TestRecallAgreesWithPlace: every node of random fleets placed in turn
+// with one Placement and kept in one Kept, then recalled, in another
+// order, gives the Placement Place gives it, with the same reasons.
+func TestRecallAgreesWithPlace(t *testing.T) {
+	evicting := 0
+	for seed := range uint64(200) {
+		r := rand.New(rand.NewPCG(seed, 15))
+		in := randomFleet(t, r)
+		p := NewPlanner(in.Now, in.DaemonSets, in.Configs)
+		var kept Kept
+		kept.Reset(len(p.DaemonSets()), len(in.Nodes))
+		var scratch Placement
+		rows := make([]int, len(in.Nodes))
+		for i := range in.Nodes {
+			p.Place(&in.Nodes[i], in.Current[in.Nodes[i].Name], &scratch)
+			rows[i] = kept.Keep(&scratch)
+		}
+		require.Equal(t, len(in.Nodes), kept.Rows())
+		fork := p.Fork()
+		for _, i := range r.Perm(len(in.Nodes)) {
+			node, cur := &in.Nodes[i], in.Current[in.Nodes[i].Name]
+			var want, got Placement
+			p.Place(node, cur, &want)
+			fork.Recall(node, cur, &kept, rows[i], &got)
+			require.Equal(t, want, got, "seed %d node %s", seed, node.Name)
+			for k := range want.DaemonSets {
+				wd, gd := &want.DaemonSets[k].Decision, &got.DaemonSets[k].Decision
+				require.Equal(t, wd.Reasons(), gd.Reasons(), "seed %d node %s daemonset %d", seed, node.Name, k)
+				if !wd.EvictAt.IsZero() {
+					evicting++
+				}
+			}
+		}
+	}
+	require.NotZero(t, evicting, "no decision with an eviction instant drawn: the Kept's side table is untested")
+}
+
 // randomRevisions gives about half the managed daemonsets of in a
 // RevisionFunc that, for each node, picks at random once: CurrentRevision,
 // the revision the node has, a surge pair (returned unsorted and

@@ -22,10 +22,12 @@ import (
 	"github.com/edgeset/edgeset/schema"
 )
 
-// Placer decides whether a daemonset runs on a node. *placement.Policy
+// Placer decides whether a daemonset runs on a node, and gives a decision
+// back from its verdict (placement.Policy.Recall). *placement.Policy
 // implements it.
 type Placer interface {
 	Decide(node *schema.Node, now time.Time) placement.Decision
+	Recall(v placement.Verdict, evictAt time.Time, node *schema.Node, now time.Time) placement.Decision
 }
 
 var _ Placer = (*placement.Policy)(nil)
