@@ -39,6 +39,33 @@ func scaleDaemonSets() int {
 	return 20
 }
 
+// idleDaemonSets is EDGESET_BENCH_IDLE_DAEMONSETS (default none): how many
+// daemonsets that select no node the scale fleet has besides its
+// scaleDaemonSets, to see whether the heap grows with daemonsets or with
+// placements.
+func idleDaemonSets() int {
+	v, _ := strconv.Atoi(os.Getenv("EDGESET_BENCH_IDLE_DAEMONSETS"))
+	return max(v, 0)
+}
+
+// idleManifest is idle daemonset i: it selects the nodes labelled
+// extra=never, which none is.
+func idleManifest(i int) string {
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: idle-%02d, namespace: fleet}
+spec:
+  selector: {matchLabels: {app: idle-%02d}}
+  template:
+    metadata: {labels: {app: idle-%02d}}
+    spec:
+      nodeSelector: {extra: never}
+      containers:
+      - name: main
+        image: registry.example.com/edge/idle-%02d:1.0
+`, i, i, i, i)
+}
+
 // scaleManifest is daemonset i of the scale fleet: a mix of fleet-wide
 // ones, node selectors on role and site, and daemon-00, which selects the
 // nodes labelled extra=on (the label the event benchmark toggles).
@@ -130,11 +157,18 @@ func newScaleFleet(b *testing.B, n int) *scaleFleet {
 			f.waitPublished(b, before+int64(f.matching(i)))
 		}
 	}
+	idle := idleDaemonSets()
+	for i := range idle {
+		f.tc.applyYAML(b, idleManifest(i))
+	}
 	// The pass after a fleet-wide change places its nodes again (their
 	// published state changed): settle before measuring.
 	f.settle(b)
 	b.ReportMetric(float64(heapAlloc()-base)/float64(n), "heap-B/node")
 	b.ReportMetric(float64(daemonsets), "daemonsets")
+	if idle > 0 {
+		b.ReportMetric(float64(idle), "idle-daemonsets")
+	}
 	heapProfile(b, "heap")
 	return f
 }
