@@ -218,8 +218,8 @@ func (d *Decider) done() {
 	}
 	d.full, d.replace = false, false
 	clear(d.replaced)
-	if d.kept.Rows() > 1024 {
-		d.kept = reconcile.Kept{} // a fleet-wide decision's rows are not kept between decisions
+	if d.kept.Room() > 1<<16 {
+		d.kept = reconcile.Kept{} // a fleet-wide decision's room is not kept between decisions
 	}
 }
 

@@ -143,6 +143,10 @@ const (
 	verdictShift            = 2 // Reason, in the bits above
 )
 
+// Every Reason fits in a Verdict's bits above verdictShift (a constant
+// overflow does not compile).
+const _ Verdict = Verdict(len(reasonNames)-1) << verdictShift
+
 // Verdict returns d's verdict.
 func (d Decision) Verdict() Verdict {
 	v := Verdict(d.Reason) << verdictShift

@@ -226,7 +226,7 @@ func TestRecallGivesTheDecisionBack(t *testing.T) {
 		}
 		return nil
 	})
-	for r := ReasonNone; r <= ReasonTolerationExpired; r++ {
+	for r := range Reason(len(reasonNames)) {
 		if reasons[r] == 0 {
 			t.Errorf("reason %v never drawn in %d cases: %v", r, propertyCases, reasons)
 		}

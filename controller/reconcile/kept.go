@@ -31,6 +31,9 @@ func (k *Kept) Reset(width, rows int) {
 	clear(k.evictAt)
 }
 
+// Room is the number of decisions k has room for without growing.
+func (k *Kept) Room() int { return cap(k.verdicts) }
+
 // Rows is the number of placements kept.
 func (k *Kept) Rows() int {
 	if k.width == 0 {

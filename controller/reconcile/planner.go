@@ -17,7 +17,9 @@ import (
 //  1. Place decides, per daemonset, whether the node runs it and what it
 //     was last asked to run.
 //  2. The caller picks the revisions of each daemonset the node runs (the
-//     rollout step, which may need every node's placement first).
+//     rollout step, which may need every node's placement first: Kept
+//     keeps the placements' decisions, Recall gives a Placement back
+//     without deciding again).
 //  3. Assemble builds the node's desired state from those revisions, with
 //     its changes, its status contribution and its requeue instant.
 //

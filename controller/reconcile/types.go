@@ -23,7 +23,8 @@ import (
 )
 
 // Placer decides whether a daemonset runs on a node, and gives a decision
-// back from its verdict (placement.Policy.Recall). *placement.Policy
+// back from its verdict: for d := Decide(n, t), Recall(d.Verdict(),
+// d.EvictAt, n, t) must equal d (placement.Policy.Recall). *placement.Policy
 // implements it.
 type Placer interface {
 	Decide(node *schema.Node, now time.Time) placement.Decision
