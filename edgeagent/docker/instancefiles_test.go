@@ -2,6 +2,7 @@ package docker_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/edgeset/edgeset/edgeagent"
 	"github.com/edgeset/edgeset/edgeagent/docker"
+	"github.com/edgeset/edgeset/internal/checkfor"
 	"github.com/edgeset/edgeset/schema"
 	"github.com/edgeset/edgeset/test/testimage"
 )
@@ -56,16 +58,19 @@ func startInstance(t *testing.T, rt *docker.Runtime, ic edgeagent.InstanceContex
 
 func waitExit(t *testing.T, rt *docker.Runtime, id string) int {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	code := 0
+	checkfor.Eventually(t, 30*time.Second, 50*time.Millisecond, func() error {
 		st, err := rt.Inspect(context.Background(), id)
-		require.NoError(t, err)
-		if !st.Running && !st.FinishedAt.IsZero() {
-			return st.ExitCode
+		switch {
+		case err != nil:
+			return err
+		case st.Running || st.FinishedAt.IsZero():
+			return fmt.Errorf("container %s has not exited", id)
 		}
-		require.True(t, time.Now().Before(deadline), "container did not exit")
-		time.Sleep(50 * time.Millisecond) // polling the engine, not synchronising
-	}
+		code = st.ExitCode
+		return nil
+	})
+	return code
 }
 
 // TestInstanceFilesOnDocker runs what BuildInstance prepares on a real

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/edgeset/edgeset/edgeagent"
+	"github.com/edgeset/edgeset/internal/checkfor"
 )
 
 func spec(name string) edgeagent.ContainerSpec {
@@ -167,17 +168,17 @@ func TestCrashAfter(t *testing.T) {
 	id, err := r.Create(ctx, spec("ca"))
 	require.NoError(t, err)
 	require.NoError(t, r.Start(ctx, id))
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	checkfor.Eventually(t, 5*time.Second, time.Millisecond, func() error {
 		c, err := r.Inspect(ctx, id)
-		require.NoError(t, err)
-		if !c.Running {
-			assert.Equal(t, 7, c.ExitCode)
-			return
+		switch {
+		case err != nil:
+			return err
+		case c.Running:
+			return errors.New("container did not crash")
 		}
-		require.True(t, time.Now().Before(deadline), "container did not crash")
-		time.Sleep(time.Millisecond)
-	}
+		assert.Equal(t, 7, c.ExitCode)
+		return nil
+	})
 }
 
 func TestExecAndKillAll(t *testing.T) {
